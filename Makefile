@@ -1,0 +1,48 @@
+# The task runner: setup, up, test, lint. Every target does its own set-up on a fresh machine
+# that has only python3 and make.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup up test lint fmt unit bench lock clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@touch $(STAMP)
+
+up: setup
+	$(BIN)/pai up $(ARGS)
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy .
+	$(BIN)/lint-imports
+
+fmt: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+unit: setup
+	$(BIN)/pytest $(ARGS)
+
+test: lint
+	$(BIN)/pytest $(ARGS)
+
+bench: setup
+	$(BIN)/python -m bench $(ARGS)
+
+# Re-resolve the pinned dependency set after editing pyproject.toml.
+lock:
+	$(PYTHON) -m pip install --quiet --user uv 2>/dev/null || $(PYTHON) -m pip install --quiet uv
+	$(PYTHON) -m uv pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
+	  --no-header -o requirements.lock
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

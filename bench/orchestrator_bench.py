@@ -1,0 +1,79 @@
+"""Orchestrator timings: the pure deciders on large jobs, and a real job through the service.
+
+Run: .venv/bin/python bench/orchestrator_bench.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from libs.backbone.connecting import connect
+from libs.backbone.natsserver import EmbeddedNats
+from services.orchestrator.app import OrchestratorSettings, main
+from services.orchestrator.core.deciders import decide
+from services.orchestrator.core.effects import Context, TaskLaunched
+from tests.orchestrator.jobs import job_config
+from tests.orchestrator.service_support import submit, watch_jobs
+from tests.orchestrator.sim import T0, completed, config, scheduled, submitted
+
+
+def core_lifecycle(tasks: int) -> tuple[float, int]:
+    """Seconds for one job of `tasks` tasks from submission to completion, and decisions made."""
+    cfg = config({"worker": {"instances": tasks}})
+    ctx = Context(now=T0)
+    start = time.perf_counter()
+    fw = decide(None, submitted(cfg), ctx).framework
+    fw = decide(fw, scheduled(cfg), ctx).framework
+    for i in range(tasks):
+        fw = decide(fw, TaskLaunched("job1", (0, "worker", i, 0), 1000 + i, "/t"), ctx).framework
+    for i in range(tasks):
+        fw = decide(fw, completed((0, "worker", i, 0), 0), ctx).framework
+    assert fw is not None
+    assert fw.outcome is not None
+    return time.perf_counter() - start, 2 + 2 * tasks
+
+
+async def service_round_trips(runs: int) -> list[float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = EmbeddedNats(Path(tmp) / "nats")
+        await server.start()
+        settings = OrchestratorSettings(nats_url=server.url, data_dir=Path(tmp) / "data", log_level="warning")
+        stop, ready = asyncio.Event(), asyncio.Event()
+        service = asyncio.create_task(main(settings, stop, ready=ready))
+        await ready.wait()
+        bus = await connect(server.url)
+        events = await watch_jobs(bus)
+        times = []
+        for run in range(runs):
+            began = time.perf_counter()
+            await submit(bus, f"bench{run}", job_config({"worker": (1, "echo hi")}))
+            await events.wait_for("job.completed", f"bench{run}")
+            times.append(time.perf_counter() - began)
+        stop.set()
+        await service
+        await bus.close()
+        await server.stop()
+        return times
+
+
+def report() -> None:
+    for tasks in (10, 100, 1000):
+        seconds, decisions = core_lifecycle(tasks)
+        rate = decisions / seconds
+        print(f"core: {tasks:5d}-task job lifecycle: {seconds * 1000:8.1f} ms, {rate:8.0f} decisions/s")
+    times = asyncio.run(service_round_trips(10))
+    print(
+        f"service: 1-task job, job.submitted -> job.completed (runtime process included), 10 runs: "
+        f"median {statistics.median(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms"
+    )
+
+
+if __name__ == "__main__":
+    report()

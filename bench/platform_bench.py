@@ -1,0 +1,181 @@
+"""The embedded platform end to end: submit-to-running latency and sustained submissions.
+
+Starts the whole platform (`pai up`'s code: NATS from the wheel, every service a process) in a
+temporary data dir, then measures:
+  1. latency from POST /api/v2/jobs to the job's task.started on the stream, for one-task jobs
+     submitted one after another (p50, p99), and how long the POST itself took, beside the bare
+     time to spawn the task's own process (`python -m runtime --help`) measured in the same run.
+     Each job is sent as soon as the previous one runs, so it shares the CPU with the previous
+     task's start-up; the same is measured again with each job sent once the previous one has
+     completed, which leaves the control plane alone on the machine;
+  2. sustained submissions: C concurrent clients for S seconds, accepted jobs per second, and
+     how many of them reached running.
+
+Command: .venv/bin/python bench/platform_bench.py [N] [C] [S]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import nats
+from nats.aio.msg import Msg
+
+from libs.embedded.platform import EmbeddedPlatform, free_port
+from libs.protocol.events import JobCompleted, TaskStarted, decode_event
+
+JOB = """protocolVersion: 2
+name: {name}
+type: job
+prerequisites:
+  - {{name: image, type: dockerimage, uri: python:3.11-slim}}
+taskRoles:
+  main:
+    dockerImage: image
+    resourcePerInstance: {{cpu: 1, memoryMB: 16, gpu: 0}}
+    commands:
+      - "true"
+"""
+# Asks for a GPU this machine does not have: the job is accepted and queued, never spawned, so
+# the run measures the control plane (REST, bus, scheduler, read model) without task start-up.
+QUEUED_JOB = JOB.replace("gpu: 0", "gpu: 1")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def bare_spawn_ms(n: int = 20) -> list[float]:
+    out = []
+    for _ in range(n):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "runtime", "--help"], capture_output=True, check=False)
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+async def submit_for(
+    api: httpx.AsyncClient, clients: int, seconds: float, template: str, prefix: str
+) -> tuple[list[str], float]:
+    """Submit from `clients` concurrent loops for `seconds`; the accepted job ids and the time taken."""
+    accepted: list[str] = []
+    deadline = time.perf_counter() + seconds
+
+    async def client(c: int) -> None:
+        k = 0
+        while time.perf_counter() < deadline:
+            response = await api.post("/api/v2/jobs", content=template.format(name=f"{prefix}-{c}-{k}"))
+            if response.status_code == 202:
+                accepted.append(response.json()["jobId"])
+            k += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(c) for c in range(clients)))
+    return accepted, time.perf_counter() - started
+
+
+async def main(n: int, clients: int, seconds: float) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        # A large node so that CPU never limits how many one-task jobs run at once.
+        platform = EmbeddedPlatform(
+            Path(tmp),
+            api_port=free_port(),
+            admin_password="bench-pass",
+            extra_env={"PAI_CPU_OVERCOMMIT": "1000"},
+        )
+        info = await platform.start()
+        try:
+            nc = await nats.connect(info.nats_url)
+            started_at: dict[str, float] = {}
+            completed: set[str] = set()
+            got = asyncio.Event()
+
+            async def on_event(msg: Msg) -> None:
+                event = decode_event(msg.data)
+                if isinstance(event, TaskStarted) and event.job_id not in started_at:
+                    started_at[event.job_id] = time.perf_counter()
+                    got.set()
+                elif isinstance(event, JobCompleted):
+                    completed.add(event.job_id)
+                    got.set()
+
+            for subject in ("pai.job.*.task.started", "pai.job.*.job.completed"):
+                await nc.jetstream().subscribe(subject, ordered_consumer=True, cb=on_event)
+            async with httpx.AsyncClient(base_url=info.api_url, timeout=60) as api:
+                login = await api.post(
+                    "/api/v2/authn/basic/login", json={"username": "admin", "password": "bench-pass"}
+                )
+                api.headers["Authorization"] = f"Bearer {login.json()['token']}"
+                api.headers["Content-Type"] = "text/yaml"
+
+                async def until(condition: Callable[[], bool]) -> None:
+                    while not condition():
+                        await asyncio.wait_for(got.wait(), 60)
+                        got.clear()
+
+                async def one_job(name: str) -> tuple[str, float, float]:
+                    """The job's id, its POST's duration and its submit-to-running time (ms)."""
+                    got.clear()
+                    sent = time.perf_counter()
+                    response = await api.post("/api/v2/jobs", content=JOB.format(name=name))
+                    answered = time.perf_counter()
+                    job_id: str = response.json()["jobId"]
+                    await until(lambda: job_id in started_at)
+                    return job_id, (answered - sent) * 1000, (started_at[job_id] - sent) * 1000
+
+                back_to_back = [await one_job(f"lat-{i}") for i in range(n)]
+                alone = []
+                for i in range(n):
+                    job_id, post_ms, running_ms = await one_job(f"alone-{i}")
+                    await until(lambda: job_id in completed)  # noqa: B023 - awaited before the next turn
+                    alone.append((job_id, post_ms, running_ms))
+                spawn = bare_spawn_ms()
+
+                queued, queued_seconds = await submit_for(api, clients, seconds, QUEUED_JOB, "queued")
+                load_started = time.perf_counter()
+                accepted, load_seconds = await submit_for(api, clients, seconds, JOB, "load")
+                running_by = time.perf_counter() + 120
+                while time.perf_counter() < running_by and not all(j in started_at for j in accepted):
+                    got.clear()
+                    try:
+                        await asyncio.wait_for(got.wait(), 5)
+                    except TimeoutError:
+                        break
+                drained = time.perf_counter() - load_started
+            await nc.close()
+        finally:
+            await platform.stop()
+
+    for title, runs in (
+        ("each sent when the previous one runs", back_to_back),
+        ("each sent when the previous one completed", alone),
+    ):
+        latencies, posts = [r[2] for r in runs], [r[1] for r in runs]
+        print(f"submit-to-running, {n} one-task jobs, {title}:")
+        print(
+            f"  p50 {statistics.median(latencies):.0f} ms, p99 {percentile(latencies, 0.99):.0f} ms, "
+            f"max {max(latencies):.0f} ms; the POST alone p50 {statistics.median(posts):.0f} ms, "
+            f"p99 {percentile(posts, 0.99):.0f} ms"
+        )
+    print(f"  bare spawn of the task process: p50 {statistics.median(spawn):.0f} ms, max {max(spawn):.0f} ms")
+    reached = sum(1 for j in accepted if j in started_at)
+    print(f"sustained submissions, {clients} clients for {seconds:g} s each:")
+    print(f"  jobs that queue (no task starts): {len(queued) / queued_seconds:.0f} jobs/s accepted")
+    print(f"  jobs that run (one task process each): {len(accepted) / load_seconds:.0f} jobs/s accepted")
+    print(f"  {reached} of them reached running within {drained:.1f} s of the load's start")
+
+
+if __name__ == "__main__":
+    args = [int(a) for a in sys.argv[1:]]
+    asyncio.run(
+        main(args[0] if args else 50, args[1] if len(args) > 1 else 16, args[2] if len(args) > 2 else 10)
+    )

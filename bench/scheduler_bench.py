@@ -1,0 +1,137 @@
+"""Benchmark the HiveD policy: placement decisions per second and decision latency at 80% load.
+
+The cluster is synthetic: 1,280 nodes of 8 GPUs (10,240 GPUs) under a 4-level topology
+(GPU, 4-GPU socket, 8-GPU node, 16-node rack), split into 8 VCs of 10 racks each. The cluster
+is first filled to 80% with a mix of jobs (1, 2, 4, 8 GPUs and gangs of 2 or 4 whole nodes, a
+tenth opportunistic); then every step releases a random job and decides a new one, so the load
+stays near 80% while decisions are timed. If the Alibaba trace is present beside the repository
+its full replay is timed too.
+
+Run: .venv/bin/python bench/scheduler_bench.py [--decisions 5000] [--seed 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from services.scheduler.core.hived_policy import HivedPolicy  # noqa: E402
+from services.scheduler.core.placements import JobDemand, NodeInventory, Placed, TaskDemand  # noqa: E402
+
+RACKS = 80
+NODES_PER_RACK = 16
+VCS = 8
+SHAPES = [(1, 1), (2, 1), (4, 1), (8, 1), (8, 2), (8, 4)]  # (GPUs per task, tasks)
+WEIGHTS = [30, 15, 15, 20, 12, 8]
+
+
+def cluster() -> tuple[dict[str, Any], list[NodeInventory]]:
+    types = {
+        "SOCKET": {"childCellType": "GPU", "childCellNumber": 4},
+        "NODE": {"childCellType": "SOCKET", "childCellNumber": 2, "isNodeLevel": True},
+        "RACK": {"childCellType": "NODE", "childCellNumber": NODES_PER_RACK},
+    }
+    cells = []
+    nodes = []
+    for r in range(RACKS):
+        names = [f"r{r:02d}n{n:02d}" for n in range(NODES_PER_RACK)]
+        cells.append({"cellType": "RACK", "cellChildren": [{"cellAddress": n} for n in names]})
+        nodes += [NodeInventory(n, n, 96, 1 << 20, 8, "GPU") for n in names]
+    vcs = {f"vc{i}": {"virtualCells": [{"cellType": "RACK", "cellNumber": RACKS // VCS}]} for i in range(VCS)}
+    return {"physicalCluster": {"cellTypes": types, "physicalCells": cells}, "virtualClusters": vcs}, nodes
+
+
+def demand(rng: random.Random, n: int) -> JobDemand:
+    gpus, tasks = rng.choices(SHAPES, WEIGHTS)[0]
+    priority = -1 if rng.random() < 0.1 else rng.choice([0, 0, 100])
+    return JobDemand(
+        f"job{n}",
+        "bench",
+        f"vc{rng.randrange(VCS)}",
+        priority,
+        tuple(TaskDemand("worker", i, 4, 8192, gpus) for i in range(tasks)),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--decisions", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    config, nodes = cluster()
+    t0 = time.perf_counter()
+    policy = HivedPolicy(config)
+    policy.set_nodes(nodes)
+    build_s = time.perf_counter() - t0
+    total = RACKS * NODES_PER_RACK * 8
+    running: dict[str, int] = {}
+    used = 0
+    n = 0
+    while used < 0.8 * total and n < 20 * total:
+        d = demand(rng, n)
+        n += 1
+        decision = policy.decide(d)
+        if isinstance(decision, Placed):
+            running[d.job_id] = sum(t.gpu for t in d.tasks)
+            used += running[d.job_id]
+        else:
+            policy.release(d.job_id)
+    fill_load = used / total
+    latencies: list[float] = []
+    outcomes: dict[str, int] = {}
+    for _ in range(args.decisions):
+        if running and used >= 0.8 * total:
+            victim = rng.choice(list(running))
+            used -= running.pop(victim)
+            policy.release(victim)
+        d = demand(rng, n)
+        n += 1
+        start = time.perf_counter()
+        decision = policy.decide(d)
+        latencies.append(time.perf_counter() - start)
+        kind = type(decision).__name__
+        outcomes[kind] = outcomes.get(kind, 0) + 1
+        if isinstance(decision, Placed):
+            running[d.job_id] = sum(t.gpu for t in d.tasks)
+            used += running[d.job_id]
+        else:
+            policy.release(d.job_id)
+    latencies.sort()
+    report: dict[str, Any] = {
+        "gpus": total,
+        "nodes": len(nodes),
+        "vcs": VCS,
+        "build_s": round(build_s, 2),
+        "load_after_fill": round(fill_load, 3),
+        "load_at_end": round(used / total, 3),
+        "decisions": len(latencies),
+        "decisions_per_s": round(len(latencies) / sum(latencies), 1),
+        "p50_ms": round(latencies[len(latencies) // 2] * 1000, 3),
+        "p99_ms": round(latencies[int(len(latencies) * 0.99)] * 1000, 3),
+        "max_ms": round(latencies[-1] * 1000, 3),
+        "outcomes": outcomes,
+    }
+    traces = ROOT.parent / "shared" / "anchors" / "traces" / "alibaba-gpu-v2023"
+    if (traces / "openb_pod_list_default.csv").is_file():
+        from services.scheduler.sim.simulator import load_cluster, load_trace, simulate
+
+        t1 = time.perf_counter()
+        sim_cluster, vcs = load_cluster(traces / "openb_node_list_all_node.csv")
+        pods, notes = load_trace(traces / "openb_pod_list_default.csv", vcs)
+        sim = simulate(sim_cluster, pods, notes)
+        report["alibaba_trace_replay_s"] = round(time.perf_counter() - t1, 2)
+        report["alibaba_pods"] = sim["pods"]
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()

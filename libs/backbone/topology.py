@@ -1,0 +1,70 @@
+"""The platform's streams and KV buckets, declared once for every service.
+
+Every service calls `ensure_topology` at start; provisioning is idempotent, so the first
+service up creates everything and the others find it as declared.
+"""
+
+from __future__ import annotations
+
+from nats.js import JetStreamContext
+from nats.js.api import PubAck
+
+from libs.backbone.provisioning import KVSpec, StreamSpec, ensure_kv, ensure_stream
+from libs.backbone.publishing import publish
+from libs.protocol.events import EventBase
+from libs.protocol.subjects import (
+    ALERT_SUBJECTS,
+    ALERTS_STREAM,
+    JOB_SUBJECTS,
+    JOBS_STREAM,
+    NODE_SUBJECTS,
+    NODES_STREAM,
+)
+
+DAY = 24 * 3600.0
+
+JOBS = StreamSpec(
+    JOBS_STREAM,
+    (JOB_SUBJECTS,),
+    description="job and task lifecycle events; the source every service rebuilds its state from",
+)
+NODES = StreamSpec(
+    NODES_STREAM,
+    (NODE_SUBJECTS,),
+    max_msgs_per_subject=1,
+    description="the latest report of every node",
+)
+ALERTS = StreamSpec(
+    ALERTS_STREAM, (ALERT_SUBJECTS,), max_age=30 * DAY, description="alerts fired and resolved"
+)
+
+SECRETS = KVSpec("PAI_SECRETS", description="job secrets by job id; never copied into events or logs")
+FRAMEWORKS = KVSpec("PAI_FRAMEWORKS", description="the orchestrator's framework state by job id")
+LEASES = KVSpec("PAI_LEASES", ttl=15.0, description="leader leases of single-active services")
+FAILURE_RULES = KVSpec(
+    "PAI_FAILURE_RULES",
+    history=5,
+    description="the operator's failure rules (YAML, key current); absent: the packaged defaults",
+)
+SCHEDULER_CONFIG = KVSpec(
+    "PAI_SCHEDULER_CONFIG",
+    history=5,
+    description="the scheduler's HiveD cells, VCs and per-user limits (key hived)",
+)
+
+STREAMS = (JOBS, NODES, ALERTS)
+BUCKETS = (SECRETS, FRAMEWORKS, LEASES, SCHEDULER_CONFIG, FAILURE_RULES)
+
+
+async def ensure_topology(js: JetStreamContext) -> None:
+    for stream in STREAMS:
+        await ensure_stream(js, stream)
+    for bucket in BUCKETS:
+        await ensure_kv(js, bucket)
+
+
+async def publish_event(
+    js: JetStreamContext, event: EventBase, *, ack_timeout: float | None = None
+) -> PubAck:
+    """Publish on the event's own subject with its id as Nats-Msg-Id (duplicates are dropped)."""
+    return await publish(js, event.subject(), event, msg_id=event.event_id, ack_timeout=ack_timeout)

@@ -1,0 +1,67 @@
+"""OpenTelemetry set-up and the trace-context helpers that carry a trace across services.
+
+A job's journey (REST -> scheduler -> orchestrator -> runtime) crosses several processes over
+JetStream; the W3C ``traceparent`` travels in message headers so every hop's span joins one
+trace. Exporting is chosen by settings: nothing, the console (for a developer), or OTLP over
+HTTP (for a collector in production).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import TextIO
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+
+from libs.backbone.settings import BackboneSettings
+
+TRACER_NAME = "pai.backbone"
+
+
+def build_tracer_provider(settings: BackboneSettings, *, console: TextIO | None = None) -> TracerProvider:
+    """A tracer provider with the exporter the settings ask for (none: spans are made, not sent).
+
+    ``console`` is where the console exporter writes (standard output by default).
+    """
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: settings.service_name}))
+    exporter: SpanExporter | None = None
+    if settings.otel_exporter == "console":
+        exporter = ConsoleSpanExporter(service_name=settings.service_name, out=console or sys.stdout)
+    elif settings.otel_exporter == "otlp":
+        # Imported here so a service that never exports does not pay for protobuf at start.
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter(endpoint=settings.otel_endpoint)
+    if exporter is not None:
+        processor: SpanProcessor = BatchSpanProcessor(exporter)
+        provider.add_span_processor(processor)
+    return provider
+
+
+def configure_tracing(settings: BackboneSettings) -> TracerProvider:
+    """Install the global tracer provider once, in ``__main__``; call ``shutdown()`` on exit to flush."""
+    provider = build_tracer_provider(settings)
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def get_tracer() -> trace.Tracer:
+    """The tracer the backbone's own spans use (publish and process)."""
+    return trace.get_tracer(TRACER_NAME)
+
+
+def inject_headers(headers: dict[str, str] | None = None) -> dict[str, str]:
+    """Return ``headers`` plus the current trace context (``traceparent``, ``tracestate``)."""
+    carrier = dict(headers or {})
+    propagate.inject(carrier)
+    return carrier
+
+
+def extract_context(headers: Mapping[str, str] | None) -> otel_context.Context:
+    """The trace context a message's headers carry (an empty context when they carry none)."""
+    return propagate.extract(dict(headers or {}))

@@ -1,0 +1,227 @@
+"""A small client of the platform's REST API (OpenPAI v2 compatible) for the command line.
+
+It knows the routes the CLI uses, turns error bodies ({code, message, problems}) into one
+exception type, and keeps the login token per server in ``$PAI_CONFIG_DIR`` (default
+``~/.config/pai``) with owner-only permissions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+DEFAULT_SERVER = "http://127.0.0.1:9186"
+CREDENTIALS_FILE = "credentials.json"
+
+
+class ClientError(Exception):
+    """Anything that stops a request; ``str()`` is a message for the user."""
+
+
+class ServerUnreachableError(ClientError):
+    pass
+
+
+class ApiError(ClientError):
+    """The server answered with an error body."""
+
+    def __init__(
+        self, status: int, code: str, message: str, problems: list[dict[str, Any]] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.problems = problems or []
+
+
+def config_dir() -> Path:
+    configured = os.environ.get("PAI_CONFIG_DIR")
+    return Path(configured) if configured else Path.home() / ".config" / "pai"
+
+
+@dataclass(frozen=True)
+class Login:
+    server: str
+    user: str
+    token: str
+
+
+def _normalise(server: str) -> str:
+    return server.rstrip("/")
+
+
+def load_logins() -> dict[str, Login]:
+    path = config_dir() / CREDENTIALS_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {
+        server: Login(server=server, user=str(item["user"]), token=str(item["token"]))
+        for server, item in (data.get("servers") or {}).items()
+        if isinstance(item, dict) and "user" in item and "token" in item
+    }
+
+
+def save_login(login: Login) -> Path:
+    logins = load_logins()
+    logins[_normalise(login.server)] = login
+    directory = config_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / CREDENTIALS_FILE
+    payload = {
+        "servers": {server: {"user": item.user, "token": item.token} for server, item in logins.items()},
+        "last": _normalise(login.server),
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(payload, handle, indent=2)
+    return path
+
+
+def saved_login(server: str) -> Login | None:
+    return load_logins().get(_normalise(server))
+
+
+def job_path(user: str, name: str) -> str:
+    return f"/api/v2/jobs/{quote(user, safe='')}~{quote(name, safe='')}"
+
+
+class PaiClient:
+    """Synchronous calls to one server; ``token`` is sent as a bearer when given."""
+
+    def __init__(self, server: str, token: str | None = None, *, timeout: float = 15.0) -> None:
+        self.server = _normalise(server)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> PaiClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ServerUnreachableError(
+                f"cannot reach the platform at {self.server} ({type(exc).__name__}); "
+                "is it running? Set --server or PAI_SERVER to its address."
+            ) from None
+        if response.status_code >= 400:
+            try:
+                body = response.json()
+            except ValueError:
+                body = {}
+            if not isinstance(body, dict):
+                body = {}
+            code = str(body.get("code") or f"HTTP{response.status_code}")
+            message = str(body.get("message") or response.text or response.reason_phrase)
+            raise ApiError(response.status_code, code, message, body.get("problems"))
+        return response
+
+    def login(self, user: str, password: str) -> dict[str, Any]:
+        response = self._request(
+            "POST", "/api/v2/authn/basic/login", data={"username": user, "password": password}
+        )
+        result: dict[str, Any] = response.json()
+        return result
+
+    def submit(self, yaml_text: str) -> dict[str, Any]:
+        response = self._request(
+            "POST", "/api/v2/jobs", content=yaml_text.encode(), headers={"Content-Type": "text/yaml"}
+        )
+        result: dict[str, Any] = response.json()
+        return result
+
+    def list_jobs(self, **params: str | int) -> list[dict[str, Any]]:
+        response = self._request("GET", "/api/v2/jobs", params={k: v for k, v in params.items() if v != ""})
+        result: list[dict[str, Any]] = response.json()
+        return result
+
+    def job(self, user: str, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", job_path(user, name)).json()
+        return result
+
+    def stop(self, user: str, name: str) -> dict[str, Any]:
+        response = self._request("PUT", job_path(user, name) + "/executionType", json={"value": "STOP"})
+        result: dict[str, Any] = response.json()
+        return result
+
+    def log(
+        self,
+        user: str,
+        name: str,
+        *,
+        attempt: int,
+        role: str,
+        index: int,
+        task_attempt: int = 0,
+        file: str = "all",
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        path = (
+            f"{job_path(user, name)}/attempts/{attempt}/taskRoles/{quote(role, safe='')}"
+            f"/taskIndex/{index}/attempts/{task_attempt}/logs/{file}"
+        )
+        params: dict[str, int] = {"offset": offset}
+        if limit is not None:
+            params["limit"] = limit
+        result: dict[str, Any] = self._request("GET", path, params=params).json()
+        return result
+
+    def failure_rules(self) -> tuple[str, int]:
+        """The failure rules in force as YAML text, and their version (0: the packaged defaults)."""
+        response = self._request("GET", "/api/v2/failure-rules")
+        return response.text, int(response.headers.get("X-Failure-Rules-Version") or 0)
+
+    def set_failure_rules(self, yaml_text: str) -> dict[str, Any]:
+        response = self._request(
+            "PUT", "/api/v2/failure-rules", content=yaml_text.encode(), headers={"Content-Type": "text/yaml"}
+        )
+        result: dict[str, Any] = response.json()
+        return result
+
+    def reset_failure_rules(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("DELETE", "/api/v2/failure-rules").json()
+        return result
+
+    def virtual_clusters(self) -> dict[str, dict[str, Any]]:
+        result: dict[str, dict[str, Any]] = self._request("GET", "/api/v2/virtual-clusters").json()
+        return result
+
+    def virtual_cluster(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._request(
+            "GET", f"/api/v2/virtual-clusters/{quote(name, safe='')}"
+        ).json()
+        return result
+
+    def sku_types(self, vc: str = "") -> dict[str, dict[str, Any]]:
+        params = {"vc": vc} if vc else {}
+        response = self._request("GET", "/api/v2/cluster/sku-types", params=params)
+        result: dict[str, dict[str, Any]] = response.json()
+        return result
+
+    def set_vc_config(self, yaml_text: str, *, force: bool = False) -> dict[str, Any]:
+        """Replace VCs, cells or user limits (admin); a harmful change raises ApiError 409."""
+        response = self._request(
+            "PUT",
+            "/api/v2/virtual-clusters/config",
+            params={"force": "true"} if force else {},
+            content=yaml_text.encode(),
+            headers={"Content-Type": "text/yaml"},
+        )
+        result: dict[str, Any] = response.json()
+        return result

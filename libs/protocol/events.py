@@ -1,0 +1,274 @@
+"""The lifecycle facts every service publishes and consumes, one frozen model per event.
+
+Events are past tense and versioned. Within a version, changes only add optional fields, so a
+subscriber written against version 1 keeps reading. `Event` is a discriminated union over the
+`type` field: `decode_event(data)` turns any message on the bus into its model, and
+`catalog.py` exports the JSON Schema of the union for external subscribers.
+
+No event carries a secret value: job configs travel masked; secrets stay in their own store.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from libs.protocol.subjects import alert_subject, job_subject, node_subject
+
+
+def new_event_id() -> str:
+    return uuid.uuid4().hex
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class JobState(StrEnum):
+    """OpenPAI's job and task states as its REST API reports them."""
+
+    WAITING = "WAITING"
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"
+    STOPPED = "STOPPED"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+FINAL_STATES = frozenset({JobState.STOPPED, JobState.SUCCEEDED, JobState.FAILED})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EventBase(_Model):
+    """Fields every event has. `event_id` doubles as the Nats-Msg-Id for deduplication."""
+
+    version: Literal[1] = 1
+    event_id: str = Field(default_factory=new_event_id)
+    occurred_at: datetime = Field(default_factory=utcnow)
+
+    def subject(self) -> str:
+        """The subject this event is published on, built from its own ids."""
+        event_type: str = getattr(self, "type")  # noqa: B009 - every concrete event defines it
+        kind = event_type.split(".", 1)[0]
+        ids = self.model_dump(include={"job_id", "node_id", "alert_id"})
+        if kind in ("job", "task"):
+            return job_subject(str(ids["job_id"]), event_type)
+        if kind == "node":
+            return node_subject(str(ids["node_id"]), event_type)
+        return alert_subject(str(ids["alert_id"]), event_type)
+
+
+class TaskPlacement(_Model):
+    """Where one task runs: the node, the address peers reach it at, and its devices."""
+
+    role: str
+    index: int
+    node: str
+    node_address: str
+    gpu_indices: tuple[int, ...] = ()
+
+
+class FailureInfo(_Model):
+    """The failure rule that explains an exit, as shown to users in job details."""
+
+    code: int
+    phrase: str
+    type: Literal["transient", "permanent", "unknown"]
+    reason: str = ""
+    solution: str = ""
+    matched_line: str | None = None
+    issuer: str | None = None
+    causer: str | None = None
+
+
+class JobSubmitted(EventBase):
+    type: Literal["job.submitted"] = "job.submitted"
+    job_id: str
+    user: str
+    name: str
+    virtual_cluster: str
+    priority: int = 0
+    config: dict[str, Any] = Field(description="the normalised job config, secrets masked")
+
+
+class JobScheduled(EventBase):
+    """Every task of the attempt got a place at once (gang)."""
+
+    type: Literal["job.scheduled"] = "job.scheduled"
+    job_id: str
+    attempt: int
+    placements: tuple[TaskPlacement, ...]
+
+
+class JobPending(EventBase):
+    type: Literal["job.pending"] = "job.pending"
+    job_id: str
+    reason: str
+
+
+class JobPreempting(EventBase):
+    """The job is being stopped to make room for `by_job_id`; it will be queued again."""
+
+    type: Literal["job.preempting"] = "job.preempting"
+    job_id: str
+    by_job_id: str
+    reason: str
+
+
+class TaskStarted(EventBase):
+    type: Literal["task.started"] = "task.started"
+    job_id: str
+    attempt: int
+    role: str
+    index: int
+    task_attempt: int = 0
+    node: str
+    pid: int | None = None
+    address: str | None = Field(default=None, description="the IP peers reach the task at")
+    ports: dict[str, list[int]] = Field(default_factory=dict, description="reserved ports by label")
+
+
+class TaskCompleted(EventBase):
+    type: Literal["task.completed"] = "task.completed"
+    job_id: str
+    attempt: int
+    role: str
+    index: int
+    task_attempt: int = 0
+    exit_code: int
+    failure: FailureInfo | None = None
+    diagnostics: str = ""
+
+
+class JobRetrying(EventBase):
+    """The attempt ended and another follows; `counted` says whether it uses up jobRetryCount."""
+
+    type: Literal["job.retrying"] = "job.retrying"
+    job_id: str
+    attempt: int = Field(description="the attempt that just ended")
+    next_attempt: int
+    kind: Literal["user", "platform", "resource"]
+    counted: bool
+    delay_seconds: float = 0.0
+    reason: str = ""
+    exit_code: int | None = Field(default=None, description="the exit code that ended the attempt")
+    failure: FailureInfo | None = None
+    trigger_role: str | None = None
+    trigger_index: int | None = None
+
+
+class JobCompleted(EventBase):
+    type: Literal["job.completed"] = "job.completed"
+    job_id: str
+    attempt: int
+    state: Literal[JobState.SUCCEEDED, JobState.FAILED, JobState.STOPPED]
+    exit_code: int
+    diagnostics: str = ""
+    failure: FailureInfo | None = None
+    trigger_role: str | None = None
+    trigger_index: int | None = None
+
+
+class JobTagged(EventBase):
+    """A tag added to (or, with `removed`, taken from) a job by its owner, an admin or an alert."""
+
+    type: Literal["job.tagged"] = "job.tagged"
+    job_id: str
+    tag: str
+    by: str
+    removed: bool = False
+
+
+class JobStopRequested(EventBase):
+    type: Literal["job.stop_requested"] = "job.stop_requested"
+    job_id: str
+    by: str
+
+
+class NodeReported(EventBase):
+    """A node's inventory and health, sent periodically and on change."""
+
+    type: Literal["node.reported"] = "node.reported"
+    node_id: str
+    name: str
+    address: str
+    cpu: int
+    memory_mb: int
+    gpus: int
+    gpu_model: str | None = None
+    healthy: bool = True
+    reason: str = ""
+
+
+class NodeCordoned(EventBase):
+    """An operator or an alert took a node out of (or back into) scheduling; its own reports
+    do not undo this, only another node.cordoned with `cordoned` false."""
+
+    type: Literal["node.cordoned"] = "node.cordoned"
+    node_id: str
+    name: str
+    cordoned: bool = True
+    reason: str = ""
+    by: str = ""
+
+
+class NodeLost(EventBase):
+    type: Literal["node.lost"] = "node.lost"
+    node_id: str
+    name: str
+    reason: str
+
+
+class AlertFired(EventBase):
+    type: Literal["alert.fired"] = "alert.fired"
+    alert_id: str
+    name: str
+    severity: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    summary: str = ""
+    job_id: str | None = None
+
+
+class AlertResolved(EventBase):
+    type: Literal["alert.resolved"] = "alert.resolved"
+    alert_id: str
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+Event = Annotated[
+    JobSubmitted
+    | JobScheduled
+    | JobPending
+    | JobPreempting
+    | TaskStarted
+    | TaskCompleted
+    | JobRetrying
+    | JobCompleted
+    | JobStopRequested
+    | JobTagged
+    | NodeReported
+    | NodeCordoned
+    | NodeLost
+    | AlertFired
+    | AlertResolved,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def decode_event(data: bytes | str) -> Event:
+    """Any event from its JSON; raises pydantic.ValidationError for anything else."""
+    return EVENT_ADAPTER.validate_json(data)
+
+
+def encode_event(event: EventBase) -> bytes:
+    return event.model_dump_json().encode()

@@ -1,0 +1,328 @@
+"""One run of a task: barrier, plugins, the user command, and the result file.
+
+This is the runtime's sequence, in OpenPAI's order: compute the environment, wait for the gang,
+prepare plugins and run their pre commands, render secrets into the user command and run it with
+its output captured, run post commands if it succeeded, and always write runtime-result.json.
+SIGTERM (or SIGINT) is passed on to the running command and everything it started; once it has
+ended nothing else runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import psutil
+
+from runtime import barrier, exitcodes
+from runtime.analysis import analyze_exit
+from runtime.capturing import LogCapture
+from runtime.environment import build_environment
+from runtime.plugins import (
+    PluginError,
+    PreparedPlugin,
+    applicable,
+    command_script,
+    plugin_name,
+    prepare_plugin,
+)
+from runtime.ports import port_is_bindable
+from runtime.secrets import Masker, SecretsError, load_secrets, render_in, render_secrets
+from runtime.spec import TaskSpec
+
+RESULT_FILE = "runtime-result.json"
+RUNTIME_LOG = "runtime.pai.log"
+_PUMP_JOIN_S = 2.0
+_RESIGNAL_S = 0.1
+
+
+class _RuntimeExit(Exception):
+    """The runtime ends the task itself, with one of its documented exit codes."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+@dataclass
+class _Outcome:
+    user_exit_code: int | None = None
+    runtime_exit: dict[str, Any] | None = None
+    plugins: list[dict[str, Any]] = field(default_factory=list)
+    stopped_by: str | None = None
+
+
+class RuntimeLog:
+    """The runtime's own messages: runtime.pai.log and stderr, secrets masked."""
+
+    def __init__(self, path: Path, masker: Masker) -> None:
+        self._path = path
+        self._masker = masker
+        self._lock = threading.Lock()
+
+    def __call__(self, message: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+        line = self._masker.text(f"{stamp}Z [runtime] {message}\n")
+        with self._lock, open(self._path, "a", encoding="utf-8") as f:
+            f.write(line)
+        sys.stderr.write(line)
+        sys.stderr.flush()
+
+
+class TaskRun:
+    def __init__(self, spec: TaskSpec) -> None:
+        self.spec = spec
+        self.outcome = _Outcome()
+        self._child: subprocess.Popen[bytes] | None = None
+        self._stop_signal: int | None = None
+        self._signalled: set[tuple[int, tuple[str, ...]]] = set()
+        dirs = spec.dirs
+        for d in (dirs.work_dir, dirs.log_dir, dirs.barrier_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        self._private = dirs.work_dir / ".runtime"
+        self._private.mkdir(mode=0o700, exist_ok=True)
+        self.masker = Masker([])
+        self.log = RuntimeLog(dirs.log_dir / RUNTIME_LOG, self.masker)
+        self.capture: LogCapture | None = None
+        self.env: dict[str, str] = {}
+
+    # -- signals ---------------------------------------------------------------------------
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self._stop_signal = signum
+        self.outcome.stopped_by = signal.Signals(signum).name
+        self._forward(signum)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_signal is not None
+
+    def _forward(self, signum: int) -> None:
+        child = self._child
+        if child is None or child.returncode is not None:
+            return
+        # bash defers a signal until its foreground command ends, so the whole tree gets it.
+        try:
+            root = psutil.Process(child.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return
+        for proc in procs:
+            # A child signalled between fork and exec may lose the signal: after exec its
+            # command line differs, so it counts as a new process and is signalled again.
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                key = (proc.pid, tuple(proc.cmdline()))
+                if key not in self._signalled:
+                    self._signalled.add(key)
+                    proc.send_signal(signum)
+
+    def _wait(self, proc: subprocess.Popen[bytes]) -> int:
+        """Wait for ``proc``; once stopping, also signal what it starts after the signal came.
+
+        The wait has a timeout even before any signal: a blocking waitpid is resumed after the
+        signal handler runs, and would never let this loop see that it is stopping.
+        """
+        while True:
+            try:
+                return proc.wait(timeout=_RESIGNAL_S)
+            except subprocess.TimeoutExpired:
+                if self._stop_signal is not None:
+                    self._forward(self._stop_signal)
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def _run_script(self, text: str, label: str) -> int:
+        assert self.capture is not None
+        path = self._private / f"{label}.sh"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        try:
+            proc = subprocess.Popen(
+                ["/bin/bash", str(path)],
+                cwd=self.spec.dirs.work_dir,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            self._child = proc
+            if self._stop_signal is not None:
+                self._forward(self._stop_signal)
+            assert proc.stdout is not None
+            assert proc.stderr is not None
+            pumps = [self.capture.pump(proc.stdout, False), self.capture.pump(proc.stderr, True)]
+            returncode = self._wait(proc)
+            # A background process may hold the pipes open; its late output is not waited for.
+            for pump in pumps:
+                pump.join(_PUMP_JOIN_S)
+            return exitcodes.from_returncode(returncode)
+        finally:
+            self._child = None
+            path.unlink(missing_ok=True)
+
+    def _check_ports(self) -> None:
+        taken = [p for ports in self.spec.me.ports.values() for p in ports if not port_is_bindable(p)]
+        if taken:
+            raise _RuntimeExit(exitcodes.PORT_CONFLICT, f"ports {taken} reserved for this task are in use")
+
+    def _barrier(self) -> None:
+        spec = self.spec
+        barrier.announce(spec.dirs.barrier_dir, spec.me)
+        expected = [(t.role, t.index) for t in spec.tasks]
+        self.log(f"ready; waiting up to {spec.barrier_timeout_s:g}s for {len(expected)} tasks")
+        missing = barrier.wait_for_peers(
+            spec.dirs.barrier_dir, expected, spec.barrier_timeout_s, lambda: self.stopping
+        )
+        if self.stopping:
+            raise _RuntimeExit(exitcodes.TERMINATED, "stopped while waiting for the gang barrier")
+        if missing:
+            raise _RuntimeExit(
+                exitcodes.BARRIER_TIMEOUT,
+                f"gang barrier timed out after {spec.barrier_timeout_s:g}s; tasks not ready: {missing}",
+            )
+        self.log(f"barrier passed: {len(expected)} tasks ready")
+
+    def _plugin_failed(self, prepared: PreparedPlugin | None, name: str, policy: str, reason: str) -> None:
+        entry = {"plugin": name, "status": "ignored" if policy == "ignore" else "failed", "reason": reason}
+        if prepared is not None:
+            entry.update(prepared.report)
+        self.outcome.plugins.append(entry)
+        self.log(f"plugin {name} failed: {reason}" + (" (ignored)" if policy == "ignore" else ""))
+        if policy == "fail":
+            raise _RuntimeExit(exitcodes.PLUGIN_FAILED, f"plugin {name} failed: {reason}")
+
+    def _prepare_plugins(self, secrets: dict[str, str]) -> list[PreparedPlugin]:
+        prepared: list[PreparedPlugin] = []
+        for plugin in applicable(self.spec):
+            name = plugin_name(plugin)
+            try:
+                rendered = plugin.model_copy(update={"parameters": render_in(plugin.parameters, secrets)})
+            except SecretsError as exc:
+                raise _RuntimeExit(exitcodes.SECRET_MISSING, f"plugin {name}: {exc}") from exc
+            try:
+                one = prepare_plugin(rendered, self.spec, self.env, self.log)
+            except (PluginError, OSError, subprocess.CalledProcessError) as exc:
+                self._plugin_failed(None, name, plugin.failure_policy, str(exc))
+                continue
+            prepared.append(one)
+            self.outcome.plugins.append({"plugin": name, "status": "ok", **one.report})
+        return prepared
+
+    def _run_commands(self, plugins: list[PreparedPlugin], post: bool) -> None:
+        for one in plugins:
+            commands = one.post_commands if post else one.pre_commands
+            if not commands or self.stopping:
+                continue
+            stage = "post" if post else "pre"
+            policy = one.spec.failure_policy
+            code = self._run_script(command_script(commands, policy), f"{one.name}-{stage}")
+            if code != 0 and policy == "fail" and not self.stopping:
+                self._plugin_failed(one, one.name, policy, f"{stage} commands exited with {code}")
+
+    def execute(self) -> int:
+        """Run the task; returns the runtime's exit code."""
+        spec = self.spec
+        try:
+            try:
+                secrets = load_secrets(spec.secrets_file)
+            except SecretsError as exc:
+                raise _RuntimeExit(exitcodes.SPEC_INVALID, str(exc)) from exc
+            self.masker = Masker(secrets.values())
+            self.log = RuntimeLog(spec.dirs.log_dir / RUNTIME_LOG, self.masker)
+            rotation = spec.log_rotation
+            self.capture = LogCapture(
+                spec.dirs.log_dir,
+                rotation.max_bytes,
+                rotation.backup_count,
+                self.masker,
+                spec.result_tail_kib * 1024,
+            )
+            self.env = {**os.environ, **build_environment(spec)}
+            self.log(
+                f"task {spec.role}-{spec.index} of job {spec.job.framework_name}"
+                f" attempt {spec.job.attempt_id}"
+            )
+            self._check_ports()
+            self._barrier()
+            plugins = self._prepare_plugins(secrets)
+            try:
+                command = render_secrets(spec.entrypoint, secrets)
+            except SecretsError as exc:
+                raise _RuntimeExit(exitcodes.SECRET_MISSING, str(exc)) from exc
+            self._run_commands(plugins, post=False)
+            if self.stopping:
+                raise _RuntimeExit(exitcodes.TERMINATED, "stopped before the user command started")
+            self.log("user command starts")
+            code = self._run_script(command, "user-command")
+            self.outcome.user_exit_code = code
+            self.log(f"user command exited with {code}")
+            if code == 0 and not self.stopping:
+                self._run_commands(list(reversed(plugins)), post=True)
+            return code
+        except _RuntimeExit as exc:
+            self.outcome.runtime_exit = {
+                "code": exc.code,
+                "phrase": exitcodes.PHRASES.get(exc.code, "RuntimeTerminated"),
+                "reason": exc.reason,
+            }
+            self.log(exc.reason)
+            return exc.code
+
+    def write_result(self, exit_code: int) -> dict[str, Any]:
+        tail = self.capture.tail.text() if self.capture else ""
+        result: dict[str, Any] = {
+            "exitCode": exit_code,
+            "userExitCode": self.outcome.user_exit_code,
+            "runtimeExit": self.outcome.runtime_exit,
+            "stoppedBy": self.outcome.stopped_by,
+            "plugins": self.outcome.plugins,
+            "userLogTail": tail,
+            "failure": analyze_exit(exit_code, tail, self.spec.failure_rules_file),
+        }
+        text = self.masker.text(json.dumps(result, indent=2))
+        path = self.spec.dirs.log_dir / RESULT_FILE
+        tmp = path.with_name(f".{RESULT_FILE}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+        if self.capture:
+            self.capture.close()
+        return result
+
+
+def run_task(spec: TaskSpec) -> int:
+    """Run the task described by ``spec`` in this process; returns the exit code to exit with."""
+    try:
+        run = TaskRun(spec)
+    except OSError as exc:
+        # Without its directories the runtime has nowhere to write a result.
+        print(f"[runtime] cannot prepare the task's directories: {exc}", file=sys.stderr)
+        return exitcodes.INTERNAL_ERROR
+    run.install_signal_handlers()
+    try:
+        code = run.execute()
+    except Exception as exc:
+        run.outcome.runtime_exit = {
+            "code": exitcodes.INTERNAL_ERROR,
+            "phrase": exitcodes.PHRASES[exitcodes.INTERNAL_ERROR],
+            "reason": f"runtime error: {type(exc).__name__}: {exc}",
+        }
+        run.log(f"runtime error: {type(exc).__name__}: {exc}")
+        code = exitcodes.INTERNAL_ERROR
+    run.write_result(code)
+    return code

@@ -1,0 +1,1 @@
+"""The platform's independent services, each run as its own process."""

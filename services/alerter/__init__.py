@@ -1,0 +1,1 @@
+"""The alerter: rules over events and metrics, grouped notifications, and job and node actions."""

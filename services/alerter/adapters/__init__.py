@@ -1,0 +1,1 @@
+"""The alerter's ways out: email, webhooks, job and node actions, and the rule store."""

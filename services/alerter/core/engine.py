@@ -1,0 +1,80 @@
+"""The alert engine: events and samples in, alert transitions and notifications out.
+
+`AlertEngine.step(now)` is the whole evaluation cycle: read the series, evaluate every rule,
+hand fired and resolved alerts to the dispatcher, and return what must be published (alert
+events) and sent (notifications). A new configuration takes effect at the next step; alerts
+already firing keep their history because the evaluator and the groups are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from libs.protocol.events import Event
+from services.alerter.core.config import AlertConfig
+from services.alerter.core.dispatching import Dispatcher, Notification, targets
+from services.alerter.core.evaluating import Alert, RuleEvaluator
+from services.alerter.core.observing import Observer
+from services.alerter.core.payloads import api_alert
+from services.alerter.core.series import SeriesStore
+
+
+@dataclass
+class StepResult:
+    fired: list[Alert] = field(default_factory=list)
+    resolved: list[Alert] = field(default_factory=list)
+    notifications: list[Notification] = field(default_factory=list)
+
+
+class AlertEngine:
+    def __init__(self, config: AlertConfig) -> None:
+        self.config = config
+        self.store = SeriesStore()
+        self.observer = Observer(self.store, keep=config.settings.status_change_keep)
+        self.evaluator = RuleEvaluator()
+        self.dispatcher = Dispatcher(config)
+
+    def set_config(self, config: AlertConfig) -> None:
+        self.config = config
+        self.observer.keep = config.settings.status_change_keep
+        self.dispatcher.config = config
+
+    # -- inputs ---------------------------------------------------------------------------
+
+    def observe(self, event: Event, now: float) -> None:
+        self.observer.observe(event, now)
+
+    def heartbeat(self, service: str, now: float) -> None:
+        self.observer.heartbeat(service, now)
+
+    def sample(self, name: str, labels: Mapping[str, str], value: float, now: float) -> None:
+        """A metric sample from the monitor; job-scoped ones gain the job's owner and name."""
+        job_id = labels.get("job_id")
+        full = dict(labels) | (self.observer.job_labels(job_id) if job_id else {})
+        self.store.set(name, full, value, expires_at=now + self.config.settings.sample_ttl)
+
+    # -- the cycle -------------------------------------------------------------------------
+
+    def step(self, now: float) -> StepResult:
+        samples = list(self.store.samples(now))
+        transitions = self.evaluator.evaluate(self.config.rules, samples, now)
+        for alert in transitions.fired + transitions.resolved:
+            self.dispatcher.receive(alert, now)
+        self.observer.prune(now)
+        return StepResult(transitions.fired, transitions.resolved, self.dispatcher.flush(now))
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def firing(self, *, user: str | None, admin: bool, now: float) -> list[dict[str, Any]]:
+        """Firing alerts in Alertmanager's API shape; a user sees only alerts labelled with them."""
+        shown = []
+        for alert in sorted(self.evaluator.firing(), key=lambda a: (a.starts_at, a.fingerprint)):
+            if not admin and (user is None or alert.labels.get("user") != user):
+                continue
+            receivers = [t.receiver for t in targets(self.config.route, alert.labels)]
+            shown.append(
+                api_alert(alert, receivers=receivers, inhibited_by=self.dispatcher.inhibited(alert), now=now)
+            )
+        return shown

@@ -1,0 +1,144 @@
+"""Turning lifecycle events into series the rules can test.
+
+Job status change notifications (extras.jobStatusChangeNotification in a job's config) become
+`pai_job_status_change` series labelled with the new state and `notify="true"` when the owner
+asked for that state; the built-in rule fires on them and the routing sends the email. A job's
+owner and name are remembered from `job.submitted` so every job-scoped alert carries `user` and
+`job_name`: that is what lets users see their own alerts and templates name the job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from libs.protocol.events import (
+    Event,
+    JobCompleted,
+    JobPending,
+    JobRetrying,
+    JobScheduled,
+    JobSubmitted,
+    NodeLost,
+    NodeReported,
+    TaskStarted,
+)
+from services.alerter.core.series import SeriesStore
+
+JOB_PENDING = "pai_job_pending"
+JOB_STATUS_CHANGE = "pai_job_status_change"
+NODE_COUNT = "pai_node_count"
+NODE_REPORT_AGE = "pai_node_report_age_seconds"
+SERVICE_HEARTBEAT_AGE = "pai_service_heartbeat_age_seconds"
+
+# The notification switch in the job protocol for each state label.
+_SWITCH = {"RUNNING": "running", "SUCCEEDED": "succeeded", "FAILED": "failed", "STOPPED": "stopped"}
+_SWITCH["RETRIED"] = "retried"
+
+
+@dataclass
+class JobInfo:
+    user: str
+    name: str
+    virtual_cluster: str
+    notify: frozenset[str] = frozenset()
+    running_attempts: set[int] = field(default_factory=set)
+    forget_at: float | None = None
+
+    def labels(self, job_id: str) -> dict[str, str]:
+        return {"job_id": job_id, "job_name": self.name, "user": self.user}
+
+
+def notification_switches(config: dict[str, Any]) -> frozenset[str]:
+    """The states whose changes the job's owner asked to be told about."""
+    extras = config.get("extras")
+    if not isinstance(extras, dict):
+        return frozenset()
+    wanted = extras.get("jobStatusChangeNotification")
+    if not isinstance(wanted, dict):
+        return frozenset()
+    return frozenset(key for key, value in wanted.items() if value is True)
+
+
+class Observer:
+    """Applies events to a SeriesStore; remembers jobs for as long as their alerts may need them."""
+
+    def __init__(self, store: SeriesStore, *, keep: float = 3600.0) -> None:
+        self.store = store
+        self.keep = keep
+        self.jobs: dict[str, JobInfo] = {}
+
+    def job_labels(self, job_id: str) -> dict[str, str]:
+        info = self.jobs.get(job_id)
+        return info.labels(job_id) if info is not None else {"job_id": job_id}
+
+    def _status_change(self, job_id: str, state: str, attempt: int, now: float) -> None:
+        info = self.jobs.get(job_id)
+        asked = info is not None and _SWITCH[state] in info.notify
+        labels = self.job_labels(job_id) | {
+            "state": state,
+            "attempt": str(attempt),
+            "notify": "true" if asked else "false",
+        }
+        self.store.set(JOB_STATUS_CHANGE, labels, 1.0, expires_at=now + self.keep)
+
+    def knows(self, job_id: str) -> bool:
+        return job_id in self.jobs
+
+    def remember(self, event: JobSubmitted) -> None:
+        """Keep a job's owner, name and notification wishes (also for a job submitted before a restart)."""
+        if event.job_id not in self.jobs:
+            self.jobs[event.job_id] = JobInfo(
+                user=event.user,
+                name=event.name,
+                virtual_cluster=event.virtual_cluster,
+                notify=notification_switches(event.config),
+            )
+
+    def observe(self, event: Event, now: float) -> None:
+        match event:
+            case JobSubmitted():
+                self.remember(event)
+                self.store.set(JOB_PENDING, self.job_labels(event.job_id), 1.0)
+            case JobPending():
+                if event.job_id in self.jobs and self.jobs[event.job_id].forget_at is not None:
+                    return  # a late pending after completion
+                # The reason changes as the queue moves; the labels must not, or `for` restarts.
+                self.store.set(JOB_PENDING, self.job_labels(event.job_id), 1.0)
+            case JobScheduled():
+                self.store.delete(JOB_PENDING, job_id=event.job_id)
+            case TaskStarted():
+                info = self.jobs.get(event.job_id)
+                if info is not None and event.attempt not in info.running_attempts:
+                    info.running_attempts.add(event.attempt)
+                    self._status_change(event.job_id, "RUNNING", event.attempt, now)
+            case JobRetrying():
+                self._status_change(event.job_id, "RETRIED", event.attempt, now)
+            case JobCompleted():
+                # Pending and task metrics of a finished job must not keep its alerts firing.
+                self.store.delete_labelled(job_id=event.job_id)
+                self._status_change(event.job_id, event.state.value, event.attempt, now)
+                info = self.jobs.get(event.job_id)
+                if info is not None:
+                    info.forget_at = now + self.keep
+            case NodeReported():
+                self.store.delete(NODE_COUNT, node_name=event.name)
+                ready = "true" if event.healthy else "false"
+                labels = {"node_name": event.name, "host_ip": event.address, "ready": ready}
+                self.store.set(NODE_COUNT, labels, 1.0)
+                self.store.touch(NODE_REPORT_AGE, {"node_name": event.name}, now)
+            case NodeLost():
+                self.store.delete(NODE_COUNT, node_name=event.name)
+                labels = {"node_name": event.name, "ready": "false", "reason": event.reason}
+                self.store.set(NODE_COUNT, labels, 1.0)
+            case _:
+                pass
+
+    def heartbeat(self, service: str, now: float) -> None:
+        self.store.touch(SERVICE_HEARTBEAT_AGE, {"service": service}, now)
+
+    def prune(self, now: float) -> None:
+        for job_id in [
+            j for j, info in self.jobs.items() if info.forget_at is not None and info.forget_at <= now
+        ]:
+            del self.jobs[job_id]

@@ -1,0 +1,85 @@
+"""The engine's view of the world: labelled series built from events, samples and heartbeats.
+
+Rules are conditions on series, so every input is turned into one: a `job.pending` event sets
+`pai_job_pending{job_id,...} 1`, a node report sets `pai_node_count{node_name,ready}`, a
+heartbeat records when a service was last heard and shows as an age at evaluation time, and
+metric samples from the monitor are stored as they come. Setting a series again changes
+nothing, so a redelivered event cannot alter a decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+LabelSet = tuple[tuple[str, str], ...]
+
+
+def label_set(labels: Mapping[str, str]) -> LabelSet:
+    return tuple(sorted(labels.items()))
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: Mapping[str, str]
+    value: float
+
+
+@dataclass
+class _Value:
+    value: float
+    expires_at: float | None
+
+
+class SeriesStore:
+    """Values by (name, labels); "touch" series report their age in seconds when read."""
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[str, LabelSet], _Value] = {}
+        self._touched: dict[tuple[str, LabelSet], float] = {}
+
+    def set(
+        self, name: str, labels: Mapping[str, str], value: float, *, expires_at: float | None = None
+    ) -> None:
+        self._values[(name, label_set(labels))] = _Value(value, expires_at)
+
+    def delete(self, name: str, **match: str) -> int:
+        """Remove every series of ``name`` whose labels include ``match``; returns how many."""
+        doomed = [key for key in self._values if key[0] == name and _includes(key[1], match)]
+        for key in doomed:
+            del self._values[key]
+        return len(doomed)
+
+    def delete_labelled(self, **match: str) -> int:
+        """Remove every value series (of any name) whose labels include ``match``."""
+        doomed = [key for key in self._values if _includes(key[1], match)]
+        for key in doomed:
+            del self._values[key]
+        return len(doomed)
+
+    def touch(self, name: str, labels: Mapping[str, str], now: float) -> None:
+        key = (name, label_set(labels))
+        self._touched[key] = max(now, self._touched.get(key, now))
+
+    def forget_touched(self, name: str, **match: str) -> None:
+        for key in [k for k in self._touched if k[0] == name and _includes(k[1], match)]:
+            del self._touched[key]
+
+    def samples(self, now: float) -> Iterator[Sample]:
+        """Every live series at ``now``; expired values are dropped on the way."""
+        for key in [k for k, v in self._values.items() if v.expires_at is not None and v.expires_at <= now]:
+            del self._values[key]
+        for (name, labels), held in self._values.items():
+            yield Sample(name, dict(labels), held.value)
+        for (name, labels), seen in self._touched.items():
+            yield Sample(name, dict(labels), max(0.0, now - seen))
+
+    def get(self, name: str, labels: Mapping[str, str]) -> float | None:
+        held = self._values.get((name, label_set(labels)))
+        return None if held is None else held.value
+
+
+def _includes(labels: LabelSet, match: Mapping[str, str]) -> bool:
+    have = dict(labels)
+    return all(have.get(k) == v for k, v in match.items())

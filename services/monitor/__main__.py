@@ -1,0 +1,17 @@
+"""Run the monitor service: `python -m services.monitor`."""
+
+import asyncio
+
+from libs.backbone.logging import configure_logging
+from libs.backbone.running import run_service
+from services.monitor.app import MonitorSettings, main
+
+settings = MonitorSettings()
+configure_logging(settings)
+
+
+async def _main(stop: asyncio.Event) -> None:
+    await main(settings, stop)
+
+
+run_service(_main)

@@ -1,0 +1,257 @@
+"""The monitor service: this node's inventory, health and task metrics; the cluster's liveness.
+
+It reports this node (`node.reported`) on start and periodically; samples the node and the
+tasks running on it and publishes them on `pai.metrics.<node id>` for the alerter; serves them
+to Prometheus on `/metrics`; and watches every node's reports and every service's heartbeats,
+publishing `node.lost` for a node silent longer than `node_lost_after`. Several monitors (one
+per node) may all declare a node lost: the event id is derived from the silence, so JetStream
+keeps one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from aiohttp import web
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js.api import DeliverPolicy
+
+from libs.backbone.connecting import Bus, connect
+from libs.backbone.errors import TemporaryError
+from libs.backbone.heartbeats import beat_forever
+from libs.backbone.settings import BackboneSettings
+from libs.backbone.topology import ensure_topology, publish_event
+from libs.protocol.events import (
+    JobCompleted,
+    NodeLost,
+    NodeReported,
+    TaskCompleted,
+    TaskStarted,
+    decode_event,
+)
+from libs.protocol.subjects import JOB_SUBJECTS, NODE_SUBJECTS, node_token
+from libs.protocol.telemetry import HEALTH_SUBJECTS, Heartbeat, MetricBatch, MetricSample, metrics_subject
+from services.monitor.collecting import Collector, TaskRef
+from services.monitor.exposition import SampleCollector, build_registry, metrics_app
+from services.monitor.inventory import detect_resources
+from services.monitor.liveness import Liveness
+
+log = structlog.get_logger(__name__)
+
+
+class MonitorSettings(BackboneSettings):
+    service_name: str = "monitor"
+    node_name: str = socket.gethostname()
+    node_address: str = "127.0.0.1"
+    report_every: float = 15.0
+    cpu_overcommit: float = 1.0
+    memory_overcommit: float = 1.0
+    metrics_port: int = 9102  # 0: any free port; -1: no Prometheus endpoint
+    metrics_every: float = 15.0
+    node_lost_after: float = 60.0
+    service_down_after: float = 30.0
+    heartbeat_every: float = 5.0
+
+
+def node_report(settings: MonitorSettings) -> NodeReported:
+    cpu, memory_mb, gpus, model = detect_resources(settings.cpu_overcommit, settings.memory_overcommit)
+    return NodeReported(
+        node_id=node_token(settings.node_name),
+        name=settings.node_name,
+        address=settings.node_address,
+        cpu=cpu,
+        memory_mb=memory_mb,
+        gpus=gpus,
+        gpu_model=model,
+    )
+
+
+async def _every(seconds: float, stop: asyncio.Event) -> bool:
+    """Wait ``seconds`` or until stopped; True while the loop should go on."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+    return not stop.is_set()
+
+
+class Monitor:
+    def __init__(
+        self, bus: Bus, settings: MonitorSettings, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.bus = bus
+        self.settings = settings
+        self.clock = clock
+        self.node_id = node_token(settings.node_name)
+        self.collector = Collector()
+        self.exposed = SampleCollector()
+        self.registry = build_registry(self.exposed)
+        self.liveness = Liveness(settings.node_lost_after, settings.service_down_after)
+        self.counts = {"node_events": 0, "job_events": 0, "heartbeats": 0}
+        self.port: int | None = None
+        self._subs: list[Subscription] = []
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        await ensure_topology(self.bus.js)
+        nc, js = self.bus.nc, self.bus.js
+        # Ordered consumers replay from the start each time: the stream is the monitor's memory.
+        self._subs = [
+            await nc.subscribe(HEALTH_SUBJECTS, cb=self._on_heartbeat),
+            await js.subscribe(
+                NODE_SUBJECTS, cb=self._on_node_event, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL
+            ),
+            await js.subscribe(
+                JOB_SUBJECTS, cb=self._on_job_event, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL
+            ),
+        ]
+        if self.settings.metrics_port >= 0:
+            self._runner = web.AppRunner(metrics_app(self.registry), access_log=None)
+            await self._runner.setup()
+            # Every interface: Prometheus scrapes from another machine.
+            await web.TCPSite(self._runner, "0.0.0.0", self.settings.metrics_port).start()
+            self.port = int(self._runner.addresses[0][1])
+            log.info("metrics served", port=self.port)
+
+    async def close(self) -> None:
+        for sub in self._subs:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- inputs ---------------------------------------------------------------------------
+
+    async def _on_heartbeat(self, msg: Msg) -> None:
+        try:
+            beat = Heartbeat.model_validate_json(msg.data)
+        except ValueError:
+            return
+        self.liveness.service_seen(beat.service, self.clock())
+        self.counts["heartbeats"] += 1
+
+    async def _on_node_event(self, msg: Msg) -> None:
+        try:
+            event = decode_event(msg.data)
+        except ValueError:
+            return
+        if isinstance(event, NodeReported):
+            self.liveness.node_seen(
+                event.node_id, event.name, min(self.clock(), event.occurred_at.timestamp())
+            )
+        elif isinstance(event, NodeLost):
+            self.liveness.lost.add(event.node_id)
+        self.counts["node_events"] += 1
+
+    async def _on_job_event(self, msg: Msg) -> None:
+        if not msg.subject.endswith((".task.started", ".task.completed", ".job.completed")):
+            return
+        try:
+            event = decode_event(msg.data)
+        except ValueError:
+            return
+        if isinstance(event, TaskStarted) and event.node == self.settings.node_name and event.pid:
+            self.collector.add_task(TaskRef(event.job_id, event.role, event.index, event.pid))
+        elif isinstance(event, TaskCompleted):
+            self.collector.remove_task(event.job_id, event.role, event.index)
+        elif isinstance(event, JobCompleted):
+            self.collector.remove_task(event.job_id)
+        self.counts["job_events"] += 1
+
+    # -- periodic work --------------------------------------------------------------------
+
+    async def check_liveness(self) -> list[NodeLost]:
+        """Publish node.lost for every node silent too long; returns what was published."""
+        published = []
+        for node_id, name, silent in self.liveness.newly_lost(self.clock()):
+            seen = int(self.liveness.nodes[node_id][1])
+            event = NodeLost(
+                event_id=f"lost-{node_id}-{seen}",
+                node_id=node_id,
+                name=name,
+                reason=f"no report for {silent:.0f}s (limit {self.liveness.node_lost_after:g}s)",
+            )
+            try:
+                await publish_event(self.bus.js, event)
+                published.append(event)
+                log.warning("node lost", node=name, silent=round(silent))
+            except TemporaryError as exc:
+                self.liveness.lost.discard(node_id)  # try again next round
+                log.warning("node.lost not published; will retry", node=name, error=str(exc))
+        return published
+
+    def cluster_samples(self) -> list[MetricSample]:
+        now = self.clock()
+        samples = [
+            MetricSample(
+                name="pai_node_count", labels={"node_name": name, "ready": str(ready).lower()}, value=1
+            )
+            for name, ready in self.liveness.nodes_ready().items()
+        ]
+        samples += [
+            MetricSample(name="pai_service_up", labels={"service": service}, value=1.0 if up else 0.0)
+            for service, up in self.liveness.services_up(now).items()
+        ]
+        return samples
+
+    async def sample_once(self) -> list[MetricSample]:
+        """Collect this node's samples, publish them for the alerter, and expose them to Prometheus."""
+        samples = await asyncio.to_thread(self.collector.collect)
+        batch = MetricBatch(node=self.settings.node_name, samples=tuple(samples))
+        with contextlib.suppress(Exception):
+            await self.bus.nc.publish(metrics_subject(self.node_id), batch.model_dump_json().encode())
+        here = {"node_name": self.settings.node_name}
+        self.exposed.replace(
+            [s.model_copy(update={"labels": s.labels | here}) for s in samples] + self.cluster_samples()
+        )
+        return samples
+
+    async def report_forever(self, stop: asyncio.Event) -> None:
+        last: dict[str, Any] | None = None
+        while True:
+            report = node_report(self.settings)
+            try:
+                await publish_event(self.bus.js, report)
+                shown = report.model_dump(exclude={"event_id", "occurred_at"})
+                if shown != last:
+                    log.info("node reported", node=report.name, cpu=report.cpu, gpus=report.gpus)
+                last = shown
+            except TemporaryError as exc:
+                log.warning("node report not published; will retry", error=str(exc))
+            if not await _every(self.settings.report_every, stop):
+                return
+
+    async def sample_forever(self, stop: asyncio.Event) -> None:
+        while True:
+            try:
+                await self.sample_once()
+            except Exception:
+                log.exception("sampling failed; next round will try again")
+            if not await _every(self.settings.metrics_every, stop):
+                return
+
+    async def watch_forever(self, stop: asyncio.Event) -> None:
+        every = max(0.5, min(5.0, self.settings.node_lost_after / 4))
+        while await _every(every, stop):
+            await self.check_liveness()
+
+
+async def main(settings: MonitorSettings, stop: asyncio.Event) -> None:
+    bus = await connect(settings)
+    monitor = Monitor(bus, settings)
+    try:
+        await monitor.start()
+        await asyncio.gather(
+            monitor.report_forever(stop),
+            monitor.sample_forever(stop),
+            monitor.watch_forever(stop),
+            beat_forever(bus.nc, "monitor", stop, settings.heartbeat_every),
+        )
+    finally:
+        await monitor.close()
+        await bus.close()

@@ -1,0 +1,1 @@
+"""Adapters: the outside world the orchestrator talks to (processes, KV, the bus)."""

@@ -1,0 +1,316 @@
+"""The local executor: each task attempt is a `python -m runtime` process in its own session.
+
+Why tasks survive the orchestrator, and how a restarted orchestrator never starts one twice:
+
+- every task runs with `start_new_session=True`, so it is its own process group and outlives
+  the orchestrator (a kill -9 of the orchestrator leaves tasks running);
+- before spawning, the executor takes an exclusive `flock` on `task.lock` in the task's
+  directory and hands that descriptor to the child (`pass_fds`); the runtime process holds the
+  lock for as long as it lives, and the kernel drops it the instant the process ends. The lock
+  is therefore the task's liveness, immune to pid reuse: "lock held" means running;
+- if the lock cannot be taken, a process for this task attempt already runs: nothing is spawned;
+- after the spawn the pid is written to `pid`; the runtime writes its own logs and
+  `runtime-result.json` under `logs/`.
+
+On start-up `probe()` classifies every task the framework state may own: lock held -> alive
+(adopted and watched by polling the lock); lock free with a result, a pid file or any log ->
+ended (its exit is reported from the result file, or analysed as a platform failure); nothing
+at all -> absent, i.e. its runtime never began, and only then is it started.
+
+The exit of a task is handed to `on_exit` (the app publishes task.completed from it). Stopping
+sends SIGTERM to the process group, then SIGKILL after a grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import structlog
+
+import runtime
+from libs.failures import RuleSet, analyze, default_rules
+from libs.protocol.events import FailureInfo
+from runtime.exitcodes import from_returncode
+from services.orchestrator.adapters.specs import (
+    LOCK_FILE,
+    PID_FILE,
+    RUNTIME_OUT,
+    SECRETS_FILE,
+    SPEC_FILE,
+    build_spec,
+    read_result,
+    release_attempt_ports,
+    task_dir,
+)
+from services.orchestrator.core.effects import Probe
+from services.orchestrator.core.frameworks import Framework, TaskKey
+from services.orchestrator.core.policies import KILLED_EXIT_CODE, PREEMPTED_EXIT_CODE, STOP_EXIT_CODE
+
+log = structlog.get_logger(__name__)
+
+_REPO_ROOT = Path(runtime.__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class TaskExit:
+    job_id: str
+    key: TaskKey
+    exit_code: int
+    failure: FailureInfo | None
+    diagnostics: str
+
+
+ExitCallback = Callable[[TaskExit], Awaitable[None]]
+SecretsSource = Callable[[str], Awaitable[dict[str, Any] | None]]
+
+
+class AlreadyRunningError(Exception):
+    """A process for this task attempt holds its lock: it must be adopted, not started."""
+
+
+def to_failure_info(verdict: Any) -> FailureInfo:
+    """The event's view of a failure verdict (from libs.failures or a runtime result dict)."""
+    data = verdict.model_dump() if hasattr(verdict, "model_dump") else dict(verdict)
+    solution = data.get("solution") or ""
+    return FailureInfo(
+        code=int(data.get("code", 0)),
+        phrase=str(data.get("phrase", "")),
+        type=data.get("type", "unknown")
+        if data.get("type") in ("transient", "permanent", "unknown")
+        else "unknown",
+        reason=str(data.get("reason") or ""),
+        solution="; ".join(solution) if isinstance(solution, list | tuple) else str(solution),
+        matched_line=data.get("matched_line") or data.get("matchedLine"),
+        issuer=data.get("issuer"),
+        causer=data.get("causer"),
+    )
+
+
+def lock_is_held(directory: Path) -> bool:
+    """True while a task process holds the task's lock (i.e. it is alive)."""
+    path = directory / LOCK_FILE
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _pid_of(directory: Path) -> int | None:
+    try:
+        return int((directory / PID_FILE).read_text().strip())
+    except (OSError, ValueError):
+        pass
+    # Spawned but not yet recorded when the orchestrator died: find it by its spec path.
+    spec = str(directory / SPEC_FILE)
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if spec in (proc.info.get("cmdline") or []):
+                return int(proc.pid)
+    return None
+
+
+class LocalExecutor:
+    def __init__(
+        self,
+        data_dir: Path,
+        on_exit: ExitCallback,
+        secrets: SecretsSource,
+        *,
+        grace_seconds: float = 10.0,
+        poll_seconds: float = 0.5,
+        rules: Callable[[], RuleSet] = default_rules,
+    ) -> None:
+        self.data_dir = data_dir
+        self._on_exit = on_exit
+        self._secrets = secrets
+        self._grace = grace_seconds
+        self._poll = poll_seconds
+        self._rules_now = rules  # the operator's current rules, for exits the runtime did not explain
+        self._watchers: dict[tuple[str, TaskKey], asyncio.Task[None]] = {}
+        # Tasks this executor was told to end, with the exit code their end is reported as.
+        self._stopping: dict[tuple[str, TaskKey], int] = {}
+
+    def task_dir(self, job_id: str, key: TaskKey) -> Path:
+        return task_dir(self.data_dir, job_id, key)
+
+    async def start(self, framework: Framework, key: TaskKey) -> tuple[int, Path]:
+        """Spawn the task attempt's runtime; returns its pid and directory."""
+        job_id = framework.job_id
+        directory = self.task_dir(job_id, key)
+        directory.mkdir(parents=True, exist_ok=True)
+        secrets = await self._secrets(job_id)
+        if secrets:
+            fd = os.open(directory / SECRETS_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(secrets, f)
+        spec = build_spec(self.data_dir, framework, key, directory, bool(secrets))
+        (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
+        lock = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise AlreadyRunningError(str(directory)) from None
+            os.set_inheritable(lock, True)
+            env = {
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(_REPO_ROOT), os.environ.get("PYTHONPATH")])),
+            }
+            out = os.open(directory / RUNTIME_OUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "runtime",
+                    "--spec",
+                    str(directory / SPEC_FILE),
+                    cwd=str(directory),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=(lock,),
+                    env=env,
+                )
+            finally:
+                os.close(out)
+            (directory / PID_FILE).write_text(str(proc.pid))
+        finally:
+            os.close(lock)  # the child keeps its inherited copy, and with it the lock
+        self._watch(job_id, key, self._wait_child(job_id, key, proc, directory))
+        log.info("task started", job_id=job_id, key=list(key), pid=proc.pid)
+        return proc.pid, directory
+
+    def release(self, job_id: str, attempt: int) -> None:
+        """The attempt is over: free its ports for other tasks on this node."""
+        release_attempt_ports(self.data_dir, job_id, attempt)
+
+    def adopt(self, job_id: str, key: TaskKey, pid: int, directory: Path) -> None:
+        """Watch a task process found alive after a restart."""
+        if (job_id, key) not in self._watchers:
+            self._watch(job_id, key, self._poll_lock(job_id, key, directory))
+
+    def probe(self, job_id: str, key: TaskKey) -> Probe:
+        directory = self.task_dir(job_id, key)
+        if lock_is_held(directory):
+            return Probe("alive", _pid_of(directory), str(directory))
+        logs = directory / "logs"
+        began = (directory / PID_FILE).exists() or (logs.is_dir() and any(logs.iterdir()))
+        return Probe("ended" if began else "absent", None, str(directory))
+
+    async def stop(self, job_id: str, key: TaskKey, exit_code: int = -220) -> None:
+        """SIGTERM the task's process group, SIGKILL after the grace period."""
+        directory = self.task_dir(job_id, key)
+        if not lock_is_held(directory):
+            if (job_id, key) not in self._watchers:
+                # No process and nobody watching: report the end ourselves.
+                await self.report(job_id, key, default=exit_code)
+            return
+        pid = _pid_of(directory)
+        if pid is None:
+            log.warning(
+                "a live task has no pid on record; it cannot be signalled", job_id=job_id, key=list(key)
+            )
+            return
+        self._stopping[(job_id, key)] = exit_code
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+        asyncio.get_running_loop().call_later(self._grace, self._kill_if_alive, directory, pid)
+
+    def _kill_if_alive(self, directory: Path, pid: int) -> None:
+        if lock_is_held(directory):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+
+    async def report(
+        self, job_id: str, key: TaskKey, *, returncode: int | None = None, default: int = KILLED_EXIT_CODE
+    ) -> None:
+        """Hand the task's exit to the callback: from its result file, else a platform verdict."""
+        # The runtime read its secrets at start; they need not outlive the task on disk.
+        (self.task_dir(job_id, key) / SECRETS_FILE).unlink(missing_ok=True)
+        await self._on_exit(self.exit_of(job_id, key, returncode=returncode, default=default))
+
+    def exit_of(
+        self, job_id: str, key: TaskKey, *, returncode: int | None = None, default: int = KILLED_EXIT_CODE
+    ) -> TaskExit:
+        directory = self.task_dir(job_id, key)
+        result = read_result(directory)
+        stopped_as = self._stopping.get((job_id, key))
+        ended_on_its_own = result is not None and not result.get("stoppedBy")
+        if stopped_as is not None and not ended_on_its_own:
+            raw = result.get("exitCode") if result is not None else returncode
+            return TaskExit(
+                job_id, key, stopped_as, None, f"ended by the platform (the process exited with {raw})"
+            )
+        if result is not None:
+            code = int(result.get("exitCode", KILLED_EXIT_CODE))
+            failure = result.get("failure")
+            tail = str(result.get("userLogTail") or "")
+            if failure:
+                info: FailureInfo | None = to_failure_info(failure)
+            elif code != 0:
+                verdict = analyze(self._rules_now(), exit_code=code, user_log=tail, stage="container")
+                info = to_failure_info(verdict)
+            else:
+                info = None
+            runtime_exit = result.get("runtimeExit") or {}
+            return TaskExit(job_id, key, code, info, str(runtime_exit.get("reason") or ""))
+        if returncode is not None:
+            code = from_returncode(returncode)
+            why = f"the task process ended with {code} without writing a result"
+        elif default in (STOP_EXIT_CODE, PREEMPTED_EXIT_CODE):
+            return TaskExit(job_id, key, default, None, "ended before it started")
+        else:
+            code = default
+            why = "the task process ended while the orchestrator was down, without writing a result"
+        verdict = analyze(self._rules_now(), exit_code=code, platform_log=why, stage="platform")
+        return TaskExit(job_id, key, code, to_failure_info(verdict), why)
+
+    def _watch(self, job_id: str, key: TaskKey, coro: Coroutine[Any, Any, None]) -> None:
+        watcher = asyncio.ensure_future(coro)
+        self._watchers[(job_id, key)] = watcher
+
+        def forget(done: asyncio.Future[None]) -> None:
+            if self._watchers.get((job_id, key)) is done:
+                del self._watchers[(job_id, key)]
+            self._stopping.pop((job_id, key), None)
+
+        watcher.add_done_callback(forget)
+
+    async def _wait_child(
+        self, job_id: str, key: TaskKey, proc: asyncio.subprocess.Process, directory: Path
+    ) -> None:
+        returncode = await proc.wait()
+        await self.report(job_id, key, returncode=returncode)
+
+    async def _poll_lock(self, job_id: str, key: TaskKey, directory: Path) -> None:
+        # Not our child: no wait() is possible, so the lock says when it is gone.
+        while lock_is_held(directory):  # noqa: ASYNC110 - no event tells us another session's process ended
+            await asyncio.sleep(self._poll)
+        await self.report(job_id, key)
+
+    async def close(self) -> None:
+        """Stop watching (tasks keep running; a restarted orchestrator adopts them)."""
+        watchers = list(self._watchers.values())
+        for watcher in watchers:
+            watcher.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)

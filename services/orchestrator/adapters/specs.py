@@ -1,0 +1,174 @@
+"""Turning a job's framework state into the runtime's task spec and the task's directory layout.
+
+Every task attempt gets its own directory, derived from its identity alone so that a restarted
+orchestrator finds it again without any other record:
+
+    <data dir>/jobs/<job id>/attempt-<n>/<role>-<index>/try-<task attempt>/
+        spec.json  secrets.json (0600)  task.lock  pid  runtime.out
+        logs/      user.pai.stdout, user.pai.stderr, user.pai.all, runtime-result.json
+        work/      the task's working directory
+
+Ports are reserved once per job attempt with the runtime's helpers and written to
+`attempt-<n>/ports.json`, so every task of the attempt (and a restarted orchestrator) sees the
+same PAI_PORT_LIST. Each spec names the operator's newest failure-rule file (see rules.py), so
+a rule changed at run time explains the exit of every task started after the change.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from libs.protocol import JobConfig, render_entrypoint
+from runtime.ports import release_ports, reserve_ports, with_default_ports
+from runtime.spec import (
+    Directories,
+    JobInfo,
+    Resources,
+    RoleInfo,
+    SpecError,
+    TaskPlacement,
+    TaskSpec,
+    load_spec,
+)
+from services.orchestrator.adapters.rules import current_rules_file
+from services.orchestrator.core.frameworks import Framework, TaskKey
+
+SPEC_FILE = "spec.json"
+SECRETS_FILE = "secrets.json"
+LOCK_FILE = "task.lock"
+PID_FILE = "pid"
+RUNTIME_OUT = "runtime.out"
+RESULT_FILE = "runtime-result.json"
+LOG_FILES = {"all": "user.pai.all", "stdout": "user.pai.stdout", "stderr": "user.pai.stderr"}
+
+
+def attempt_dir(data_dir: Path, job_id: str, attempt: int) -> Path:
+    return data_dir / "jobs" / job_id / f"attempt-{attempt}"
+
+
+def task_dir(data_dir: Path, job_id: str, key: TaskKey) -> Path:
+    attempt, role, index, task_attempt = key
+    return attempt_dir(data_dir, job_id, attempt) / f"{role}-{index}" / f"try-{task_attempt}"
+
+
+def latest_task_dir(data_dir: Path, job_id: str, attempt: int, role: str, index: int) -> Path | None:
+    """The directory of the newest task attempt of a task, or None if it never started."""
+    base = attempt_dir(data_dir, job_id, attempt) / f"{role}-{index}"
+    tries = sorted((p for p in base.glob("try-*") if p.name[4:].isdigit()), key=lambda p: int(p.name[4:]))
+    return tries[-1] if tries else None
+
+
+def _ports_for_attempt(data_dir: Path, framework: Framework, attempt: int) -> dict[str, dict[str, list[int]]]:
+    path = attempt_dir(data_dir, framework.job_id, attempt) / "ports.json"
+    if path.exists():
+        stored: dict[str, dict[str, list[int]]] = json.loads(path.read_text())
+        return stored
+    ports: dict[str, dict[str, list[int]]] = {}
+    for name, body in (framework.config.get("taskRoles") or {}).items():
+        requests = with_default_ports(
+            {k: int(v) for k, v in ((body.get("resourcePerInstance") or {}).get("ports") or {}).items()}
+        )
+        for index in range(int(body.get("instances", 1))):
+            owner = f"{framework.job_id}/{attempt}/{name}-{index}"
+            ports[f"{name}-{index}"] = reserve_ports(requests, data_dir / "ports", owner)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(ports))
+    tmp.replace(path)
+    return ports
+
+
+def release_attempt_ports(data_dir: Path, job_id: str, attempt: int) -> None:
+    """Give back the ports of an ended attempt (idempotent: unknown owners are ignored)."""
+    path = attempt_dir(data_dir, job_id, attempt) / "ports.json"
+    if not path.exists():
+        return
+    owners = [f"{job_id}/{attempt}/{task}" for task in json.loads(path.read_text())]
+    release_ports(data_dir / "ports", owners)
+
+
+def build_spec(
+    data_dir: Path, framework: Framework, key: TaskKey, directory: Path, has_secrets: bool
+) -> TaskSpec:
+    """The runtime's whole input for one task attempt."""
+    attempt, role, index, task_attempt = key
+    job = JobConfig.model_validate(framework.config)
+    ports = _ports_for_attempt(data_dir, framework, attempt)
+    roles: list[RoleInfo] = []
+    tasks: list[TaskPlacement] = []
+    current = next((a for a in framework.attempts if a.attempt == attempt), None)
+    for name, body in job.task_roles.items():
+        res = body.resource_per_instance
+        roles.append(
+            RoleInfo(
+                name=name,
+                instances=body.instances,
+                resources=Resources(
+                    cpu=res.cpu,
+                    memory_mb=res.memory_mb,
+                    gpu=res.gpu,
+                    shm_mb=body.shm_mb,
+                    ports={k: int(v) for k, v in (res.ports or {}).items()},
+                ),
+                min_failed_instances=int(body.completion.min_failed_instances or 1),
+                min_succeeded_instances=body.completion.min_succeeded_instances,
+            )
+        )
+        for i in range(body.instances):
+            task = current.task(name, i) if current is not None else None
+            address = (
+                task.placement.node_address
+                if task is not None and task.placement is not None
+                else "127.0.0.1"
+            )
+            tasks.append(
+                TaskPlacement(role=name, index=i, host_ip=address, ports=ports.get(f"{name}-{i}", {}))
+            )
+    me = current.task(role, index) if current is not None else None
+    gpus = list(me.placement.gpu_indices) if me is not None and me.placement is not None else []
+    base = attempt_dir(data_dir, framework.job_id, attempt)
+    return TaskSpec(
+        job=JobInfo(
+            user=framework.user or "unknown",
+            name=framework.name or framework.job_id,
+            uid=framework.job_id,
+            attempt_id=attempt,
+            task_attempt_id=task_attempt,
+            virtual_cluster=framework.virtual_cluster or "default",
+        ),
+        role=role,
+        index=index,
+        entrypoint=render_entrypoint(job, role),
+        gpu_indices=gpus,
+        roles=roles,
+        tasks=tasks,
+        secrets_file=directory / SECRETS_FILE if has_secrets else None,
+        dirs=Directories(
+            work_dir=directory / "work",
+            log_dir=directory / "logs",
+            barrier_dir=base / "barrier",
+            ssh_key_dir=attempt_dir(data_dir, framework.job_id, 0).parent / "ssh",
+        ),
+        failure_rules_file=current_rules_file(data_dir),
+    )
+
+
+def ports_of(directory: Path) -> dict[str, list[int]]:
+    """The ports the task's spec reserved for it, by label; empty when it has no readable spec."""
+    try:
+        spec = load_spec(directory / SPEC_FILE)
+    except SpecError:
+        return {}
+    return dict(spec.me.ports)
+
+
+def read_result(directory: Path) -> dict[str, Any] | None:
+    """The runtime's result for a finished task, or None when it wrote none."""
+    path = directory / "logs" / RESULT_FILE
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data

@@ -1,0 +1,236 @@
+"""Composition root of the orchestrator: bus, state store, executor, handlers and the logs RPC.
+
+`main(settings, stop)` provisions what it needs, recovers every job it owns (republishing
+pending events, adopting live tasks, reporting tasks that ended while it was down, starting
+tasks whose runtime never began), answers log requests, and consumes PAI_JOBS through its
+durable consumer with one sequential queue per job until `stop` is set. Tasks keep running when
+it stops: a restarted orchestrator adopts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+import structlog
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from pydantic_settings import SettingsConfigDict
+
+from libs.backbone.connecting import connect
+from libs.backbone.consuming import by_job_id, consume
+from libs.backbone.heartbeats import beat_forever
+from libs.backbone.provisioning import ConsumerSpec, ensure_consumer
+from libs.backbone.settings import BackboneSettings
+from libs.backbone.topology import ensure_topology, publish_event
+from libs.protocol.events import EventBase, NodeLost, decode_event
+from libs.protocol.subjects import JOBS_STREAM, NODES_STREAM, ROOT
+from services.orchestrator.adapters.k8s_nodes import NodeInventory
+from services.orchestrator.adapters.k8s_pods import PodSettings
+from services.orchestrator.adapters.kubernetes import KubernetesExecutor
+from services.orchestrator.adapters.local import ExitCallback, LocalExecutor, TaskExit
+from services.orchestrator.adapters.logs import LOGS_QUEUE, LOGS_SUBJECT, read_log
+from services.orchestrator.adapters.rules import RulesKeeper
+from services.orchestrator.adapters.state import FrameworkStore, SecretsReader
+from services.orchestrator.handlers import Orchestrator
+
+log = structlog.get_logger(__name__)
+
+DURABLE = "orchestrator"
+NODES_DURABLE = "orchestrator-nodes"
+NODES_CONSUMER = ConsumerSpec(
+    stream=NODES_STREAM,
+    durable=NODES_DURABLE,
+    filter_subjects=(f"{ROOT}.node.*.node.lost",),
+    description="the orchestrator: tasks on lost nodes end as platform failures",
+)
+CONSUMED_TYPES = ("job.submitted", "job.scheduled", "job.stop_requested", "job.preempting", "task.completed")
+CONSUMER = ConsumerSpec(
+    stream=JOBS_STREAM,
+    durable=DURABLE,
+    filter_subjects=tuple(f"{ROOT}.job.*.{kind}" for kind in CONSUMED_TYPES),
+    ack_wait=60.0,
+    description="the orchestrator: job attempts and their tasks",
+)
+
+
+def absolute(path: Path) -> Path:
+    """Task specs name directories the runtime opens from its own working directory."""
+    return Path(os.path.abspath(path))
+
+
+class OrchestratorSettings(BackboneSettings):
+    """Backbone settings plus how long a stopped task gets between SIGTERM and SIGKILL."""
+
+    model_config = SettingsConfigDict(env_prefix="PAI_", frozen=True, extra="ignore")
+
+    service_name: str = "orchestrator"
+    stop_grace_seconds: float = 10.0
+    adopt_poll_seconds: float = 0.5
+    # "local": tasks are processes on this machine; "kubernetes": a pod per task.
+    executor: Literal["local", "kubernetes"] = "local"
+    kubeconfig: Path | None = None  # None: the in-cluster service account
+    jobs_namespace: str = "pai-jobs"
+    runtime_image: str = "pai/runtime:latest"
+    shared_claim: str | None = None
+    image_pull_timeout_seconds: float = 300.0
+    node_report_every: float = 15.0  # kubernetes: how often the nodes' inventory is read
+
+
+async def kubernetes_executor(
+    settings: OrchestratorSettings, data_dir: Path, on_exit: ExitCallback, secrets: SecretsReader
+) -> KubernetesExecutor:
+    """A pod per task, through the official client configured from a kubeconfig or in-cluster."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    if settings.kubeconfig is not None:
+        await asyncio.to_thread(
+            config.load_kube_config, config_file=str(settings.kubeconfig), client_configuration=configuration
+        )
+    else:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    pods = PodSettings(
+        namespace=settings.jobs_namespace,
+        runtime_image=settings.runtime_image,
+        shared_claim=settings.shared_claim,
+        grace_seconds=int(settings.stop_grace_seconds),
+    )
+    executor = KubernetesExecutor(
+        client.ApiClient(configuration),
+        data_dir,
+        on_exit,
+        secrets,
+        pods,
+        pull_timeout=settings.image_pull_timeout_seconds,
+    )
+    await executor.open()
+    return executor
+
+
+async def report_nodes(
+    inventory: NodeInventory, js: JetStreamContext, stop: asyncio.Event, every: float
+) -> None:
+    """Kubernetes is the node inventory here: publish what changed, now and every `every` s."""
+    while not stop.is_set():
+        try:
+            for event in await inventory.refresh():
+                await publish_event(js, event)
+        except Exception as exc:  # the API or the bus is away: the next round tries again
+            log.warning("node inventory not published", error=str(exc))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)
+
+
+async def pod_log_reply(executor: KubernetesExecutor, raw: bytes) -> dict[str, object]:
+    """The logs RPC answered from the kubelet: the same request and reply as for local files."""
+    try:
+        query = json.loads(raw)
+        key = (
+            int(query["attempt"]),
+            str(query["role"]),
+            int(query["index"]),
+            int(query.get("task_attempt", 0)),
+        )
+        text = await executor.pod_log(str(query["job_id"]), key)
+    except (ValueError, KeyError, TypeError) as exc:
+        return {"error": f"bad log request: {exc}"}
+    data = text.encode()
+    offset, limit = int(query.get("offset", 0)), int(query.get("limit", len(data)))
+    start = max(0, len(data) + offset) if offset < 0 else min(offset, len(data))
+    piece = data[start : start + limit]
+    return {"content": piece.decode(errors="replace"), "offset": start + len(piece), "size": len(data)}
+
+
+async def main(
+    settings: OrchestratorSettings, stop: asyncio.Event, *, ready: asyncio.Event | None = None
+) -> None:
+    bus = await connect(settings, name=settings.service_name)
+    beating = asyncio.create_task(beat_forever(bus.nc, settings.service_name, stop))
+    executor: LocalExecutor | KubernetesExecutor | None = None
+    logs_sub = None
+    watching_rules: asyncio.Task[None] | None = None
+    watching_nodes: asyncio.Task[None] | None = None
+    watching_cluster: asyncio.Task[None] | None = None
+    try:
+        await ensure_topology(bus.js)
+        await ensure_consumer(bus.js, CONSUMER)
+        await ensure_consumer(bus.js, NODES_CONSUMER)
+        store = await FrameworkStore.open(bus.js)
+        data_dir = absolute(settings.data_dir)
+        rules = await RulesKeeper.open(bus.js, data_dir)
+        watching_rules = asyncio.create_task(rules.watch())
+
+        async def publish(event: EventBase) -> None:
+            await publish_event(bus.js, event)
+
+        orchestrator: Orchestrator | None = None
+
+        async def on_exit(exit_: TaskExit) -> None:
+            assert orchestrator is not None
+            await orchestrator.on_task_exit(exit_)
+
+        if settings.executor == "kubernetes":
+            executor = await kubernetes_executor(settings, data_dir, on_exit, SecretsReader(bus.js))
+            inventory = NodeInventory(executor.api)
+            watching_cluster = asyncio.create_task(
+                report_nodes(inventory, bus.js, stop, settings.node_report_every)
+            )
+        else:
+            executor = LocalExecutor(
+                data_dir,
+                on_exit,
+                SecretsReader(bus.js),
+                grace_seconds=settings.stop_grace_seconds,
+                poll_seconds=settings.adopt_poll_seconds,
+                rules=lambda: rules.rules,
+            )
+        orchestrator = Orchestrator(store, executor, publish, rules=rules)
+        recovered = await orchestrator.recover()
+        log.info("recovered", jobs=recovered)
+
+        async def on_logs(msg: Msg) -> None:
+            if isinstance(executor, KubernetesExecutor):
+                reply = await pod_log_reply(executor, msg.data)
+            else:
+                reply = await asyncio.to_thread(read_log, data_dir, msg.data)
+            await msg.respond(json.dumps(reply).encode())
+
+        logs_sub = await bus.nc.subscribe(LOGS_SUBJECT, queue=LOGS_QUEUE, cb=on_logs)
+
+        async def on_node_message(msg: Msg) -> None:
+            event = decode_event(msg.data)
+            if isinstance(event, NodeLost):
+                ended = await orchestrator.on_node_lost(event.name)
+                log.warning("node lost; its tasks ended as platform failures", node=event.name, tasks=ended)
+
+        watching_nodes = asyncio.create_task(
+            consume(bus.js, NODES_STREAM, NODES_DURABLE, on_node_message, stop=stop), name="node-events"
+        )
+        if ready is not None:
+            ready.set()
+        await consume(bus.js, JOBS_STREAM, DURABLE, orchestrator.handle_message, stop=stop, key=by_job_id)
+    finally:
+        stop.set()
+        if watching_cluster is not None:
+            with contextlib.suppress(Exception):
+                await watching_cluster
+        if watching_nodes is not None:
+            with contextlib.suppress(Exception):
+                await watching_nodes
+        if watching_rules is not None:
+            await rules.close()
+            watching_rules.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching_rules
+        if logs_sub is not None:
+            await logs_sub.unsubscribe()
+        if executor is not None:
+            await executor.close()
+        stop.set()
+        await beating
+        await bus.close()

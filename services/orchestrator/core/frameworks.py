@@ -1,0 +1,168 @@
+"""The framework state of one job: its attempts, their tasks, every task attempt, and history.
+
+This is the snapshot the deciders fold events into and the value stored per job in KV
+(`PAI_FRAMEWORKS`). Nothing is ever dropped: every job attempt and every task attempt stays,
+with its exit code, failure verdict, diagnostics and times, so attempt history can be served
+from it or rebuilt from the events it produced.
+
+`outbox` holds events decided but not yet confirmed published; storing them with the state in
+one write is what makes a decision survive a crash between "state written" and "event sent".
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from libs.protocol.events import FailureInfo, JobState, TaskPlacement
+from services.orchestrator.core.policies import JobSpec
+from services.orchestrator.core.states import PROCESS_STATES, AttemptState, openpai_state
+
+TaskKey = tuple[int, str, int, int]
+"""(job attempt, role, index, task attempt): one process the executor may run."""
+
+
+class _Mutable(BaseModel):
+    # Deciders copy the snapshot first and then edit the copy, so the models are not frozen.
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+class TaskAttempt(_Mutable):
+    task_attempt: int
+    state: AttemptState = AttemptState.CREATION_PENDING
+    pid: int | None = None
+    task_dir: str | None = None
+    launched_at: datetime | None = None
+    completed_at: datetime | None = None
+    exit_code: int | None = None
+    failure: FailureInfo | None = None
+    diagnostics: str = ""
+
+
+class Task(_Mutable):
+    role: str
+    index: int
+    placement: TaskPlacement | None = None
+    attempts: list[TaskAttempt] = Field(default_factory=list)
+    counted_retries: int = 0
+    done: bool = False
+    succeeded: bool = False
+
+    @property
+    def current(self) -> TaskAttempt:
+        return self.attempts[-1]
+
+
+Ending = Literal["succeeded", "failed", "stopped", "preempted"]
+
+
+class JobAttempt(_Mutable):
+    attempt: int
+    state: AttemptState = AttemptState.CREATION_PENDING
+    tasks: list[Task] = Field(default_factory=list)
+    scheduled_at: datetime | None = None
+    running_at: datetime | None = None
+    completed_at: datetime | None = None
+    ending: Ending | None = None
+    exit_code: int | None = None
+    failure: FailureInfo | None = None
+    diagnostics: str = ""
+    trigger_role: str | None = None
+    trigger_index: int | None = None
+
+    def task(self, role: str, index: int) -> Task | None:
+        for task in self.tasks:
+            if task.role == role and task.index == index:
+                return task
+        return None
+
+
+class RetryCounters(_Mutable):
+    """OpenPAI's retryDetails: user (counted), platform (transient) and resource retries."""
+
+    user: int = 0
+    platform: int = 0
+    resource: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.user + self.platform + self.resource
+
+
+class Framework(_Mutable):
+    job_id: str
+    user: str = ""
+    name: str = ""
+    virtual_cluster: str = "default"
+    config: dict[str, Any] = Field(default_factory=dict)
+    spec: JobSpec | None = None
+    submitted_at: datetime | None = None
+    state: AttemptState = AttemptState.CREATION_PENDING
+    attempts: list[JobAttempt] = Field(default_factory=list)
+    stop_requested: bool = False
+    preempting: bool = False
+    retries: RetryCounters = Field(default_factory=RetryCounters)
+    outcome: JobState | None = None
+    completed_at: datetime | None = None
+    outbox: list[dict[str, Any]] = Field(default_factory=list)
+    seen: list[str] = Field(default_factory=list)
+    """Ids of the last handled inputs, so a redelivered message is recognised at once."""
+
+    @property
+    def current(self) -> JobAttempt | None:
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def next_attempt(self) -> int:
+        return self.attempts[-1].attempt + 1 if self.attempts else 0
+
+    def job_state(self) -> JobState:
+        return openpai_state(self.state, stopping=self.stop_requested, outcome=self.outcome)
+
+    def running_keys(self) -> list[TaskKey]:
+        """Every task attempt whose process may exist (launch intended or observed)."""
+        keys: list[TaskKey] = []
+        for attempt in self.attempts:
+            for task in attempt.tasks:
+                for ta in task.attempts:
+                    if ta.state in PROCESS_STATES:
+                        keys.append((attempt.attempt, task.role, task.index, ta.task_attempt))
+        return keys
+
+
+SEEN_LIMIT = 256
+_ENDED = (AttemptState.ATTEMPT_COMPLETED, AttemptState.COMPLETED)
+
+
+def working_copy(framework: Framework) -> Framework:
+    """A copy the deciders may edit without touching the original.
+
+    Only what a decision can change is copied (the live attempt with its tasks, the counters and
+    lists); the job config and ended attempts, which no decision edits, are shared. A deep copy
+    of a thousand-task job costs tens of milliseconds per decision; this costs a few.
+    """
+    attempts = list(framework.attempts)
+    for position, attempt in enumerate(attempts):
+        if attempt.state in _ENDED and position != len(attempts) - 1:
+            continue
+        tasks = [
+            task.model_copy(update={"attempts": [ta.model_copy() for ta in task.attempts]})
+            for task in attempt.tasks
+        ]
+        attempts[position] = attempt.model_copy(update={"tasks": tasks})
+    return framework.model_copy(
+        update={
+            "attempts": attempts,
+            "outbox": list(framework.outbox),
+            "seen": list(framework.seen),
+            "retries": framework.retries.model_copy(),
+        }
+    )
+
+
+def remember(framework: Framework, input_id: str) -> None:
+    framework.seen.append(input_id)
+    if len(framework.seen) > SEEN_LIMIT:
+        del framework.seen[: len(framework.seen) - SEEN_LIMIT]

@@ -1,0 +1,278 @@
+"""Message in -> core decision -> stored snapshot -> effects out.
+
+One `apply` per input, always in this order, which is what makes a crash at any instant safe:
+1. read the job's framework state and its KV revision;
+2. decide (pure) and write the new state with the revision read: the intention (a task to
+   start, a task to stop, events to publish in the outbox) is on record before anything happens;
+3. carry out the effects: spawn (and feed the launch back through `apply`), stop, adopt, report;
+4. publish the outbox with deterministic event ids (the stream drops duplicates), then clear it.
+
+A lost KV race re-reads and decides again. Messages of one job arrive in order (the consume loop
+keys its work queue by job id) and an in-process lock per job serialises them with executor
+callbacks, so decisions for one job never interleave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import structlog
+from nats.aio.msg import Msg
+
+from libs.backbone.errors import KVConflictError
+from libs.failures import PodStatus, RuleSet, analyze, default_rules
+from libs.protocol.events import (
+    EventBase,
+    JobCompleted,
+    JobPreempting,
+    JobRetrying,
+    JobScheduled,
+    JobStopRequested,
+    JobSubmitted,
+    TaskCompleted,
+    decode_event,
+)
+from services.orchestrator.adapters.executing import Executor
+from services.orchestrator.adapters.local import AlreadyRunningError, TaskExit, to_failure_info
+from services.orchestrator.adapters.rules import RulesKeeper
+from services.orchestrator.adapters.specs import ports_of
+from services.orchestrator.adapters.state import FrameworkStore
+from services.orchestrator.core.deciders import decide
+from services.orchestrator.core.effects import (
+    AdoptTask,
+    Context,
+    Effect,
+    Input,
+    Recovered,
+    ReportExit,
+    StartTask,
+    StopTask,
+    TaskLaunched,
+)
+from services.orchestrator.core.frameworks import Framework
+
+log = structlog.get_logger(__name__)
+
+LAUNCH_FAILED_EXIT_CODE = 255
+"""A task whose process could not be started ends as the runtime's own failures do."""
+CONSUMED = (JobSubmitted, JobScheduled, JobStopRequested, JobPreempting, TaskCompleted)
+Publisher = Callable[[EventBase], Awaitable[None]]
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        store: FrameworkStore,
+        executor: Executor,
+        publish: Publisher,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        rng: Callable[[], float] = random.random,
+        rules: RulesKeeper | None = None,
+    ) -> None:
+        self.store = store
+        self.executor = executor
+        self._publish = publish
+        self._clock = clock
+        self._rng = rng
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._keeper = rules
+
+    @property
+    def rules(self) -> RuleSet:
+        """The failure rules in force for platform-level analysis."""
+        return self._keeper.rules if self._keeper is not None else default_rules()
+
+    async def _refresh_rules(self) -> None:
+        """Catch up with a rule change the watch may not have delivered yet, before a task starts."""
+        if self._keeper is None:
+            return
+        try:
+            await self._keeper.refresh()
+        except Exception as exc:  # the bus is away: the rules in force are still good ones
+            log.warning("could not read the failure rules; using those in force", error=str(exc))
+
+    @contextlib.asynccontextmanager
+    async def _job_lock(self, job_id: str) -> AsyncIterator[None]:
+        """Serialise one job's decisions; the lock lives only while someone holds or awaits it."""
+        lock, users = self._locks.get(job_id, (asyncio.Lock(), 0))
+        self._locks[job_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[job_id]
+            if users == 1:
+                del self._locks[job_id]
+            else:
+                self._locks[job_id] = (lock, users - 1)
+
+    async def handle_message(self, msg: Msg) -> None:
+        """The consume loop's handler: decode, keep only what the orchestrator consumes, apply."""
+        event = decode_event(msg.data)
+        if isinstance(event, CONSUMED):
+            await self.apply(event.job_id, event)
+
+    async def apply(self, job_id: str, message: Input) -> None:
+        async with self._job_lock(job_id):
+            await self._apply_locked(job_id, message)
+
+    async def _apply_locked(self, job_id: str, message: Input) -> None:
+        while True:
+            current = await self.store.get(job_id)
+            snapshot = current.value if current is not None else None
+            decision = decide(snapshot, message, Context(now=self._clock(), random=self._rng()))
+            framework = decision.framework
+            if framework is None or (framework == snapshot and not decision.effects):
+                return
+            try:
+                await self.store.save(job_id, framework, current.revision if current else None)
+            except KVConflictError:
+                continue  # someone wrote in between: decide again on what is there now
+            break
+        await self._carry_out(framework, decision.effects)
+        await self._flush_outbox(job_id)
+
+    async def _carry_out(self, framework: Framework, effects: list[Effect]) -> None:
+        job_id = framework.job_id
+        for effect in effects:
+            if isinstance(effect, StartTask):
+                await self._start(framework, effect)
+            elif isinstance(effect, StopTask):
+                await self.executor.stop(job_id, effect.key, effect.exit_code)
+            elif isinstance(effect, AdoptTask):
+                self.executor.adopt(job_id, effect.key, effect.pid, Path(effect.task_dir))
+            elif isinstance(effect, ReportExit):
+                await self.executor.report(job_id, effect.key)
+
+    async def _start(self, framework: Framework, effect: StartTask) -> None:
+        await self._refresh_rules()
+        try:
+            pid, directory = await self.executor.start(framework, effect.key)
+        except AlreadyRunningError:
+            probe = self.executor.probe(framework.job_id, effect.key)
+            if probe.pid is not None:
+                self.executor.adopt(framework.job_id, effect.key, probe.pid, Path(probe.task_dir or ""))
+                await self._apply_locked(
+                    framework.job_id,
+                    TaskLaunched(
+                        framework.job_id,
+                        effect.key,
+                        probe.pid,
+                        probe.task_dir or "",
+                        ports_of(Path(probe.task_dir)) if probe.task_dir else {},
+                    ),
+                )
+            return
+        except Exception as exc:  # the launch itself failed: that is the task's (platform) exit
+            log.exception("task launch failed", job_id=framework.job_id, key=list(effect.key))
+            why = f"the task could not start: {type(exc).__name__}: {exc}"
+            verdict = analyze(
+                self.rules, exit_code=LAUNCH_FAILED_EXIT_CODE, platform_log=why, stage="platform"
+            )
+            exit_ = TaskExit(
+                framework.job_id, effect.key, LAUNCH_FAILED_EXIT_CODE, to_failure_info(verdict), why
+            )
+            await self.on_task_exit(exit_)
+            return
+        await self._apply_locked(
+            framework.job_id,
+            TaskLaunched(framework.job_id, effect.key, pid, str(directory), ports_of(directory)),
+        )
+
+    async def on_task_exit(self, exit_: TaskExit) -> None:
+        """The executor saw a task end: publish task.completed; its handling comes from the stream."""
+        attempt, role, index, task_attempt = exit_.key
+        event = TaskCompleted(
+            event_id=f"{exit_.job_id}.{attempt}.{role}.{index}.{task_attempt}.completed",
+            job_id=exit_.job_id,
+            attempt=attempt,
+            role=role,
+            index=index,
+            task_attempt=task_attempt,
+            exit_code=exit_.exit_code,
+            failure=exit_.failure,
+            diagnostics=exit_.diagnostics,
+        )
+        await self._publish_until_sent(event)
+
+    async def _publish_until_sent(self, event: EventBase) -> None:
+        delay = 0.2
+        while True:
+            try:
+                await self._publish(event)
+                return
+            except Exception as exc:  # the bus is away: a fact must not be lost, so keep trying
+                log.warning("publish failed; retrying", event_id=event.event_id, error=str(exc), delay=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _flush_outbox(self, job_id: str) -> None:
+        while True:
+            current = await self.store.get(job_id)
+            if current is None or not current.value.outbox:
+                return
+            for raw in current.value.outbox:
+                event = decode_event_dict(raw)
+                if isinstance(event, JobRetrying | JobCompleted):
+                    # Before the announcement, so whoever reacts to it finds the ports free.
+                    self.executor.release(job_id, event.attempt)
+                await self._publish_until_sent(event)
+            cleared = current.value.model_copy(update={"outbox": []})
+            try:
+                await self.store.save(job_id, cleared, current.revision)
+                return
+            except KVConflictError:
+                continue
+
+    async def on_node_lost(self, node: str) -> int:
+        """A node stopped answering: every task placed on it ends as NodeLost, a platform failure
+        the retry policy retries for free. The task is also asked to stop, in case the node comes
+        back; its later exit is a duplicate the decider ignores. Returns how many tasks ended."""
+        verdict = to_failure_info(
+            analyze(self.rules, exit_code=None, stage="platform", pod=PodStatus(reason="NodeLost"))
+        )
+        ended = 0
+        for job_id in await self.store.job_ids():
+            current = await self.store.get(job_id)
+            if current is None:
+                continue
+            framework = current.value
+            for key in framework.running_keys():
+                attempt = next((a for a in framework.attempts if a.attempt == key[0]), None)
+                task = attempt.task(key[1], key[2]) if attempt is not None else None
+                if task is None or task.placement is None or task.placement.node != node:
+                    continue
+                with contextlib.suppress(Exception):  # the node is gone: stopping may fail
+                    await self.executor.stop(job_id, key, verdict.code)
+                await self.on_task_exit(TaskExit(job_id, key, verdict.code, verdict, f"node {node} was lost"))
+                ended += 1
+        return ended
+
+    async def recover(self) -> int:
+        """On start-up: republish pending events and reconcile every task the state may own."""
+        count = 0
+        for job_id in await self.store.job_ids():
+            current = await self.store.get(job_id)
+            if current is None:
+                continue
+            framework = current.value
+            keys = framework.running_keys()
+            if keys:
+                probes = {key: self.executor.probe(job_id, key) for key in keys}
+                await self.apply(job_id, Recovered(job_id, probes))
+                count += 1
+            async with self._job_lock(job_id):
+                await self._flush_outbox(job_id)
+        return count
+
+
+def decode_event_dict(raw: dict[str, object]) -> EventBase:
+    event: EventBase = decode_event(json.dumps(raw))
+    return event

@@ -1,0 +1,40 @@
+"""``python -m services.rest``: read settings, set up logs and traces, serve until SIGTERM."""
+
+from __future__ import annotations
+
+import sys
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from libs.backbone.logging import configure_logging, get_logger
+from libs.backbone.tracing import configure_tracing
+from services.rest.app import build_app
+from services.rest.settings import RestSettings
+
+
+def load() -> RestSettings:
+    try:
+        return RestSettings()
+    except ValidationError as exc:
+        problems = [
+            f"PAI_{'_'.join(str(p) for p in error['loc']).upper()}: {error['msg']}" for error in exc.errors()
+        ]
+        sys.exit("invalid REST settings; fix these environment variables:\n  " + "\n  ".join(problems))
+
+
+def main() -> None:
+    settings = load()
+    configure_logging(settings)
+    provider = configure_tracing(settings)
+    log = get_logger("services.rest")
+    log.info("rest service starting", host=settings.rest_host, port=settings.rest_port)
+    try:
+        # run_app handles SIGTERM/SIGINT: stops accepting, runs the cleanup contexts in reverse.
+        web.run_app(build_app(settings), host=settings.rest_host, port=settings.rest_port, print=None)
+    finally:
+        provider.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,372 @@
+"""Applies job lifecycle events to the SQL read model, once each.
+
+Every event is applied in the same transaction as the record of its id in ``applied_events``:
+a redelivered or duplicated event finds its id there and changes nothing, and a crash between
+the two cannot happen because they commit together. ``apply_events`` applies a batch in one
+transaction (one commit, one look-up of applied ids, one read of the jobs' rows), which is how
+the projection keeps up with bursts; events of one job are given in stream order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import and_, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from libs.protocol.events import (
+    EventBase,
+    JobCompleted,
+    JobPending,
+    JobPreempting,
+    JobRetrying,
+    JobScheduled,
+    JobStopRequested,
+    JobSubmitted,
+    JobTagged,
+    TaskCompleted,
+    TaskStarted,
+)
+from services.rest.adapters.tables import applied_events, job_attempts, jobs, task_attempts
+from services.rest.adapters.tagging import change_tag_in
+from services.rest.core import states
+from services.rest.core.totals import job_row_from_config
+
+# The columns the events' rules read: the config and other JSON columns are never decoded here.
+_JOB_COLUMNS = (
+    jobs.c.id,
+    jobs.c.state,
+    jobs.c.created_time,
+    jobs.c.launched_time,
+    jobs.c.retries,
+    jobs.c.retries_user,
+    jobs.c.retries_platform,
+    jobs.c.retries_resource,
+)
+# Bound parameters per IN list, well under SQLite's and PostgreSQL's limits.
+_CHUNK = 500
+
+
+def _job_id(event: EventBase) -> str | None:
+    job_id: str | None = getattr(event, "job_id", None)
+    return job_id
+
+
+def _chunks(values: Sequence[str]) -> list[Sequence[str]]:
+    return [values[start : start + _CHUNK] for start in range(0, len(values), _CHUNK)]
+
+
+class _JobRows:
+    """The batch's job rows, read in one query; each row serves one event, then is read afresh."""
+
+    def __init__(self, rows: dict[str, dict[str, Any] | None]) -> None:
+        self._rows = rows
+
+    @classmethod
+    async def read(cls, conn: AsyncConnection, job_ids: Sequence[str]) -> _JobRows:
+        rows: dict[str, dict[str, Any] | None] = dict.fromkeys(job_ids)
+        for chunk in _chunks(job_ids):
+            result = await conn.execute(select(*_JOB_COLUMNS).where(jobs.c.id.in_(chunk)))
+            rows.update((row["id"], dict(row)) for row in result.mappings())
+        return cls(rows)
+
+    async def get(self, conn: AsyncConnection, job_id: str) -> dict[str, Any] | None:
+        # Popped: an event may change the row, so a later event of the same job reads it again.
+        if job_id in self._rows:
+            return self._rows.pop(job_id)
+        row = (await conn.execute(select(*_JOB_COLUMNS).where(jobs.c.id == job_id))).mappings().first()
+        return dict(row) if row is not None else None
+
+
+async def apply_event(engine: AsyncEngine, event: EventBase) -> bool:
+    """Apply one event; False when it was applied before (nothing changes)."""
+    return (await apply_events(engine, [event]))[0]
+
+
+async def apply_events(engine: AsyncEngine, events: Sequence[EventBase]) -> list[bool]:
+    """Apply events in one transaction, in the order given; per event, False when applied before.
+
+    All or nothing: if one event fails, the transaction rolls back and the caller may retry the
+    events one by one. An event id given twice is applied once.
+    """
+    if not events:
+        return []
+    async with engine.begin() as conn:
+        ids = list(dict.fromkeys(event.event_id for event in events))
+        seen: set[str] = set()
+        for chunk in _chunks(ids):
+            seen.update(
+                await conn.scalars(
+                    select(applied_events.c.event_id).where(applied_events.c.event_id.in_(chunk))
+                )
+            )
+        results: list[bool] = []
+        fresh: list[EventBase] = []
+        for event in events:
+            results.append(event.event_id not in seen)
+            if results[-1]:
+                seen.add(event.event_id)
+                fresh.append(event)
+        if fresh:
+            now = int(time.time() * 1000)
+            await conn.execute(
+                insert(applied_events),
+                [{"event_id": e.event_id, "job_id": _job_id(e), "applied_at": now} for e in fresh],
+            )
+            job_ids = list(dict.fromkeys(job_id for e in fresh if (job_id := _job_id(e)) is not None))
+            rows = await _JobRows.read(conn, job_ids)
+            for event in fresh:
+                await _apply(conn, event, rows)
+    return results
+
+
+async def _update_job(conn: AsyncConnection, job_id: str, **values: Any) -> None:
+    await conn.execute(update(jobs).where(jobs.c.id == job_id).values(**values))
+
+
+async def _upsert_attempt(conn: AsyncConnection, job_id: str, attempt: int, **values: Any) -> None:
+    key = and_(job_attempts.c.job_id == job_id, job_attempts.c.attempt == attempt)
+    exists = await conn.scalar(select(job_attempts.c.attempt).where(key))
+    if exists is None:
+        base = {"state": "WAITING", "sub_state": states.SUB_STATE_PREPARING}
+        await conn.execute(insert(job_attempts).values(job_id=job_id, attempt=attempt, **{**base, **values}))
+    else:
+        await conn.execute(update(job_attempts).where(key).values(**values))
+
+
+async def _start_attempt(conn: AsyncConnection, job_id: str, attempt: int, at: int) -> None:
+    """The attempt runs; its launch time is the first task's start (one read, one write)."""
+    key = and_(job_attempts.c.job_id == job_id, job_attempts.c.attempt == attempt)
+    row = (await conn.execute(select(job_attempts.c.launched_time).where(key))).first()
+    values: dict[str, Any] = {"state": "RUNNING", "sub_state": states.SUB_STATE_RUNNING}
+    if row is None or row.launched_time is None:
+        values["launched_time"] = at
+    if row is None:
+        await conn.execute(insert(job_attempts).values(job_id=job_id, attempt=attempt, **values))
+    else:
+        await conn.execute(update(job_attempts).where(key).values(**values))
+
+
+def _task_key(job_id: str, attempt: int, role: str, index: int, task_attempt: int) -> Any:
+    return and_(
+        task_attempts.c.job_id == job_id,
+        task_attempts.c.job_attempt == attempt,
+        task_attempts.c.role == role,
+        task_attempts.c.task_index == index,
+        task_attempts.c.task_attempt == task_attempt,
+    )
+
+
+async def _upsert_task(
+    conn: AsyncConnection, job_id: str, attempt: int, role: str, index: int, task_attempt: int, **values: Any
+) -> None:
+    key = _task_key(job_id, attempt, role, index, task_attempt)
+    exists = await conn.scalar(select(task_attempts.c.state).where(key))
+    if exists is None:
+        # A retried task inherits where its previous attempt was placed (a first one has none).
+        previous = None
+        if task_attempt > 0:
+            placed_before = select(
+                task_attempts.c.node, task_attempts.c.ip, task_attempts.c.gpus, task_attempts.c.ports
+            ).where(_task_key(job_id, attempt, role, index, task_attempt - 1))
+            previous = (await conn.execute(placed_before)).mappings().first()
+        base: dict[str, Any] = {"state": "WAITING", "ports": {}, **(dict(previous) if previous else {})}
+        await conn.execute(
+            insert(task_attempts).values(
+                job_id=job_id,
+                job_attempt=attempt,
+                role=role,
+                task_index=index,
+                task_attempt=task_attempt,
+                **{**base, **values},
+            )
+        )
+    else:
+        await conn.execute(update(task_attempts).where(key).values(**values))
+
+
+def _container_ports(ports: dict[str, list[int]]) -> dict[str, int | str]:
+    """OpenPAI's containerPorts: one port as a number, several as its comma-separated port list."""
+    return {
+        label: numbers[0] if len(numbers) == 1 else ",".join(str(n) for n in numbers)
+        for label, numbers in ports.items()
+        if numbers
+    }
+
+
+def _trigger_message(role: str | None, index: int | None) -> str | None:
+    return f"task {role}[{index}] ended the attempt" if role is not None else None
+
+
+def _retried_exit(event: JobRetrying) -> dict[str, Any]:
+    """How a retried attempt ended, for the attempt history; nothing when the event lacks it."""
+    if event.exit_code is None:
+        return {}
+    return {
+        "exit_code": event.exit_code,
+        "exit_spec": states.exit_spec(event.exit_code, event.failure),
+        "exit_trigger_message": _trigger_message(event.trigger_role, event.trigger_index),
+        "exit_trigger_role": event.trigger_role,
+        "exit_trigger_index": event.trigger_index,
+    }
+
+
+async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> None:
+    at = states.epoch_ms(event.occurred_at)
+    if isinstance(event, JobSubmitted):
+        if await rows.get(conn, event.job_id) is None:
+            # Rebuilding from the stream (or a submission by another instance): create the row.
+            await conn.execute(insert(jobs).values(**job_row_from_config(event, at)))
+        return
+    job_id: str | None = getattr(event, "job_id", None)
+    if job_id is None:
+        return
+    job = await rows.get(conn, job_id)
+    if job is None:
+        # An event for a job this read model never saw submitted: nothing to attach it to.
+        return
+    final = job["state"] in states.FINAL
+    if isinstance(event, JobPending):
+        if not final:
+            await _update_job(conn, job_id, pending_reason=event.reason, sub_state=states.SUB_STATE_WAITING)
+    elif isinstance(event, JobScheduled):
+        await _upsert_attempt(
+            conn, job_id, event.attempt, created_time=at, sub_state=states.SUB_STATE_PREPARING
+        )
+        for placement in event.placements:
+            await _upsert_task(
+                conn,
+                job_id,
+                event.attempt,
+                placement.role,
+                placement.index,
+                0,
+                node=placement.node,
+                ip=placement.node_address,
+                gpus=",".join(str(gpu) for gpu in placement.gpu_indices) or None,
+                created_time=at,
+            )
+        if not final:
+            values: dict[str, Any] = {
+                "attempt": event.attempt,
+                "pending_reason": None,
+                "sub_state": states.SUB_STATE_PREPARING,
+            }
+            if job["created_time"] is None:
+                values["created_time"] = at
+            await _update_job(conn, job_id, **values)
+    elif isinstance(event, JobPreempting):
+        if not final:
+            await _update_job(conn, job_id, sub_state=states.SUB_STATE_DELETING, pending_reason=event.reason)
+    elif isinstance(event, TaskStarted):
+        # Older orchestrators sent neither address nor ports: keep what the placement said.
+        placed: dict[str, Any] = {"ip": event.address} if event.address else {}
+        if event.ports:
+            placed["ports"] = _container_ports(event.ports)
+        await _upsert_task(
+            conn,
+            job_id,
+            event.attempt,
+            event.role,
+            event.index,
+            event.task_attempt,
+            state="RUNNING",
+            node=event.node,
+            pid=event.pid,
+            launched_time=at,
+            **placed,
+        )
+        await _start_attempt(conn, job_id, event.attempt, at)
+        if not final and job["state"] != "STOPPING":
+            values = {"state": "RUNNING", "sub_state": states.SUB_STATE_RUNNING}
+            if job["launched_time"] is None:
+                values["launched_time"] = at
+            await _update_job(conn, job_id, **values)
+    elif isinstance(event, TaskCompleted):
+        await _upsert_task(
+            conn,
+            job_id,
+            event.attempt,
+            event.role,
+            event.index,
+            event.task_attempt,
+            state=states.state_for_exit(event.exit_code),
+            exit_code=event.exit_code,
+            exit_spec=states.exit_spec(event.exit_code, event.failure),
+            exit_diagnostics=event.diagnostics or None,
+            completed_time=at,
+        )
+    elif isinstance(event, JobRetrying):
+        await _upsert_attempt(
+            conn,
+            job_id,
+            event.attempt,
+            state="FAILED",
+            sub_state=states.SUB_STATE_ATTEMPT_DONE,
+            completed_time=at,
+            exit_diagnostics=event.reason or None,
+            **_retried_exit(event),
+        )
+        if not final:
+            kind_column = f"retries_{event.kind}"
+            await _update_job(
+                conn,
+                job_id,
+                retries=job["retries"] + 1,
+                **{kind_column: job[kind_column] + 1},
+                retry_delay_ms=int(event.delay_seconds * 1000),
+                attempt=event.next_attempt,
+                state="WAITING" if job["state"] != "STOPPING" else "STOPPING",
+                sub_state=states.SUB_STATE_WAITING,
+            )
+    elif isinstance(event, JobCompleted):
+        spec = states.exit_spec(event.exit_code, event.failure)
+        trigger = _trigger_message(event.trigger_role, event.trigger_index)
+        exit_values: dict[str, Any] = {
+            "exit_code": event.exit_code,
+            "exit_spec": spec,
+            "exit_diagnostics": event.diagnostics or None,
+            "exit_trigger_message": trigger,
+            "exit_trigger_role": event.trigger_role,
+            "exit_trigger_index": event.trigger_index,
+            "completed_time": at,
+        }
+        await _upsert_attempt(
+            conn,
+            job_id,
+            event.attempt,
+            state=event.state.value,
+            sub_state=states.SUB_STATE_COMPLETED,
+            **exit_values,
+        )
+        # Tasks still shown running when the attempt ended were stopped with it.
+        await conn.execute(
+            update(task_attempts)
+            .where(
+                and_(
+                    task_attempts.c.job_id == job_id,
+                    task_attempts.c.job_attempt == event.attempt,
+                    task_attempts.c.state.in_(("WAITING", "RUNNING")),
+                )
+            )
+            .values(state="STOPPED" if event.state.value == "STOPPED" else "FAILED", completed_time=at)
+        )
+        if not final:
+            await _update_job(
+                conn,
+                job_id,
+                state=event.state.value,
+                sub_state=states.SUB_STATE_COMPLETED,
+                attempt=event.attempt,
+                pending_reason=None,
+                **exit_values,
+            )
+    elif isinstance(event, JobStopRequested) and not final:
+        await _update_job(
+            conn, job_id, execution_type="STOP", state="STOPPING", sub_state=states.SUB_STATE_DELETING
+        )
+    elif isinstance(event, JobTagged):
+        # The tag routes changed the row already; replaying the stream gets the same tags back.
+        await change_tag_in(conn, job_id, event.tag, add=not event.removed)

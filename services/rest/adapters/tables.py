@@ -1,0 +1,163 @@
+"""The SQL read model's tables, shared by the migrations and the queries.
+
+Times are epoch milliseconds (BigInteger), as OpenPAI's API reports them, so a row reads out
+without conversion and sorts the same on SQLite and PostgreSQL. JSON columns hold what is
+shown as-is (exit specs, ports, tags, the masked config). Users and tokens are here from the
+start so multi-tenancy (groups, virtual clusters per user) grows by adding columns, not by
+reshaping what exists.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("username", String(128), nullable=False),
+    Column("name", String(256), nullable=False),
+    Column("virtual_cluster", String(128), nullable=False),
+    Column("priority", Integer, nullable=False, default=0),
+    Column("priority_class", String(64), nullable=True),
+    Column("tags", JSON, nullable=False, default=list),
+    Column("state", String(16), nullable=False),
+    Column("sub_state", String(32), nullable=False),
+    Column("execution_type", String(8), nullable=False, default="START"),
+    Column("retries", Integer, nullable=False, default=0),
+    Column("retries_user", Integer, nullable=False, default=0),
+    Column("retries_platform", Integer, nullable=False, default=0),
+    Column("retries_resource", Integer, nullable=False, default=0),
+    Column("retry_delay_ms", BigInteger, nullable=True),
+    Column("submission_time", BigInteger, nullable=False),
+    Column("created_time", BigInteger, nullable=True),
+    Column("launched_time", BigInteger, nullable=True),
+    Column("completed_time", BigInteger, nullable=True),
+    Column("attempt", Integer, nullable=True),
+    Column("exit_code", Integer, nullable=True),
+    Column("exit_spec", JSON, nullable=True),
+    Column("exit_diagnostics", Text, nullable=True),
+    Column("exit_trigger_message", Text, nullable=True),
+    Column("exit_trigger_role", String(128), nullable=True),
+    Column("exit_trigger_index", Integer, nullable=True),
+    Column("pending_reason", Text, nullable=True),
+    Column("total_gpus", Integer, nullable=False, default=0),
+    Column("total_tasks", Integer, nullable=False, default=0),
+    Column("total_task_roles", Integer, nullable=False, default=0),
+    Column("config", JSON, nullable=True),
+    UniqueConstraint("username", "name", name="uq_jobs_username_name"),
+    Index("ix_jobs_virtual_cluster", "virtual_cluster"),
+    Index("ix_jobs_state", "state"),
+    Index("ix_jobs_submission_time", "submission_time"),
+    Index("ix_jobs_completed_time", "completed_time"),
+    Index("ix_jobs_name", "name"),
+)
+
+job_attempts = Table(
+    "job_attempts",
+    metadata,
+    Column("job_id", String(64), ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("state", String(16), nullable=False),
+    Column("sub_state", String(32), nullable=False),
+    Column("created_time", BigInteger, nullable=True),
+    Column("launched_time", BigInteger, nullable=True),
+    Column("completed_time", BigInteger, nullable=True),
+    Column("exit_code", Integer, nullable=True),
+    Column("exit_spec", JSON, nullable=True),
+    Column("exit_diagnostics", Text, nullable=True),
+    Column("exit_trigger_message", Text, nullable=True),
+    Column("exit_trigger_role", String(128), nullable=True),
+    Column("exit_trigger_index", Integer, nullable=True),
+)
+
+task_attempts = Table(
+    "task_attempts",
+    metadata,
+    Column("job_id", String(64), ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("job_attempt", Integer, primary_key=True),
+    Column("role", String(128), primary_key=True),
+    Column("task_index", Integer, primary_key=True),
+    Column("task_attempt", Integer, primary_key=True),
+    Column("state", String(16), nullable=False),
+    Column("node", String(256), nullable=True),
+    Column("ip", String(256), nullable=True),
+    Column("ports", JSON, nullable=False, default=dict),
+    Column("gpus", String(256), nullable=True),
+    Column("pid", Integer, nullable=True),
+    Column("created_time", BigInteger, nullable=True),
+    Column("launched_time", BigInteger, nullable=True),
+    Column("completed_time", BigInteger, nullable=True),
+    Column("exit_code", Integer, nullable=True),
+    Column("exit_spec", JSON, nullable=True),
+    Column("exit_diagnostics", Text, nullable=True),
+)
+
+# Event ids already applied: a redelivered or duplicated event is recognised and skipped.
+applied_events = Table(
+    "applied_events",
+    metadata,
+    Column("event_id", String(64), primary_key=True),
+    Column("job_id", String(64), nullable=True, index=True),
+    Column("applied_at", BigInteger, nullable=False),
+)
+
+users = Table(
+    "users",
+    metadata,
+    Column("username", String(128), primary_key=True),
+    Column("password_hash", String(256), nullable=True),
+    Column("admin", Boolean, nullable=False, default=False),
+    Column("email", String(256), nullable=True),
+    Column("virtual_clusters", JSON, nullable=False, default=list),
+    Column("extension", JSON, nullable=False, default=dict),
+    Column("created_time", BigInteger, nullable=False),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("jti", String(64), primary_key=True),
+    Column("username", String(128), ForeignKey("users.username", ondelete="CASCADE"), nullable=False),
+    # "user" for a login, "application" for long-lived tokens of scripts (OpenPAI has both).
+    Column("kind", String(16), nullable=False, default="user"),
+    Column("created_time", BigInteger, nullable=False),
+    Column("expires_time", BigInteger, nullable=False),
+    Column("revoked", Boolean, nullable=False, default=False),
+    Index("ix_tokens_username", "username"),
+)
+
+# Groups decide what a user may do, as in OpenPAI: ``extension.acls`` holds ``admin``,
+# ``virtualClusters`` and ``storageConfigs``; a user's rights are the union over the groups.
+groups = Table(
+    "groups",
+    metadata,
+    Column("groupname", String(128), primary_key=True),
+    Column("description", Text, nullable=False, default=""),
+    Column("external_name", String(256), nullable=False, default=""),
+    Column("extension", JSON, nullable=False, default=dict),
+    Column("created_time", BigInteger, nullable=False),
+)
+
+user_groups = Table(
+    "user_groups",
+    metadata,
+    Column("username", String(128), ForeignKey("users.username", ondelete="CASCADE"), primary_key=True),
+    Column("groupname", String(128), ForeignKey("groups.groupname", ondelete="CASCADE"), primary_key=True),
+    Index("ix_user_groups_groupname", "groupname"),
+)

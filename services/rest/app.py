@@ -1,0 +1,169 @@
+"""Composition root of the REST service: SQL, the bus, the projection consumer and the routes.
+
+Resources live in ``cleanup_ctx`` so they open in order on start (database and migrations,
+then the bus, then the projection) and close in reverse on shutdown: the consumer stops
+fetching and finishes its message, the bus drains, the engine closes. Every route is served
+under ``/api`` and ``/rest-server/api``, the two prefixes OpenPAI clients use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import structlog
+from aiohttp import web
+
+from libs.backbone.connecting import connect
+from libs.backbone.consuming import by_job_id, consume
+from libs.backbone.heartbeats import beat_forever
+from libs.protocol.subjects import JOBS_STREAM
+from services.rest.adapters.bus import PROJECTION_DURABLE, RestBus
+from services.rest.adapters.database import create_engine, create_read_engine, migrate
+from services.rest.auth import PRINCIPAL, credentials_of, ensure_admin, load_or_create_secret
+from services.rest.auth_cache import CachedTokens
+from services.rest.errors import ApiError
+from services.rest.keys import BUS, ENGINE, READ_ENGINE, SETTINGS, TOKENS
+from services.rest.projection import Projector, projection_handler
+from services.rest.routes import alerts as alert_routes
+from services.rest.routes import auth as auth_routes
+from services.rest.routes import failure_rules as failure_rule_routes
+from services.rest.routes import groups as group_routes
+from services.rest.routes import jobs as job_routes
+from services.rest.routes import logs as log_routes
+from services.rest.routes import openapi as openapi_routes
+from services.rest.routes import tokens as token_routes
+from services.rest.routes import users as user_routes
+from services.rest.routes import virtual_clusters as vc_routes
+from services.rest.settings import RestSettings
+
+log = structlog.get_logger(__name__)
+
+PREFIXES = ("/api", "/rest-server/api")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+PROJECTION_KEY = web.AppKey("projection", asyncio.Task[None])
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error leaves in OpenPAI's {code, message} shape; unexpected ones are logged, not shown."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return web.json_response(exc.body(), status=exc.status)
+    except web.HTTPException as exc:
+        if exc.status in (404, 405):
+            message = f"No API {request.method} {request.path}; see the REST API v2 reference."
+            return web.json_response({"code": "NoApiError", "message": message}, status=exc.status)
+        raise
+    except Exception:
+        log.exception("request failed", method=request.method, path=request.path)
+        return web.json_response(
+            {"code": "UnknownError", "message": "Internal error; the service log has the details."},
+            status=500,
+        )
+
+
+def _unstorable(text: str) -> bool:
+    """NUL and lone surrogates cannot be stored or compared as text by PostgreSQL (or sent back)."""
+    return "\x00" in text or any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+@web.middleware
+async def text_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Refuse text no name can contain before it reaches a query: a clear 400, never a 500."""
+    if _unstorable(request.path) or any(_unstorable(k) or _unstorable(v) for k, v in request.query.items()):
+        raise ApiError(
+            400,
+            "InvalidParametersError",
+            "The path or the query contains a NUL or an invalid character; names use printable text only.",
+        )
+    return await handler(request)
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    found = credentials_of(request)
+    if found is not None:
+        principal = await request.app[TOKENS].check(found[1], found[0])
+        if principal is not None:
+            request[PRINCIPAL] = principal
+    return await handler(request)
+
+
+async def database_ctx(app: web.Application) -> AsyncIterator[None]:
+    settings = app[SETTINGS]
+    engine = create_engine(settings.resolved_database_url())
+    await migrate(engine)
+    await ensure_admin(engine, settings.admin_user, settings.admin_password, settings.data_dir)
+    secret = await asyncio.to_thread(load_or_create_secret, settings.resolved_jwt_secret_file())
+    reader = create_read_engine(settings.resolved_database_url(), engine)
+    app[ENGINE], app[READ_ENGINE] = engine, reader
+    # Token checks remembered briefly: see services/rest/auth_cache.py for why that stays exact.
+    app[TOKENS] = CachedTokens.over(engine, secret, settings.auth_cache_seconds, reader=reader)
+    yield
+    if reader is not engine:
+        await reader.dispose()
+    await engine.dispose()
+
+
+async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
+    settings = app[SETTINGS]
+    bus = await connect(settings, name=settings.service_name)
+    stop_beating = asyncio.Event()
+    beating = asyncio.create_task(beat_forever(bus.nc, settings.service_name, stop_beating))
+    try:
+        app[BUS] = await RestBus.provision(bus)
+        yield
+    finally:
+        stop_beating.set()
+        await beating
+        await bus.close()
+
+
+async def projection_ctx(app: web.Application) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    projector = Projector(app[ENGINE])
+    handler = projection_handler(projector)
+    # Keyed by job: one job's events apply in order, different jobs' events concurrently.
+    task = asyncio.create_task(
+        consume(app[BUS].bus.js, JOBS_STREAM, PROJECTION_DURABLE, handler, stop=stop, key=by_job_id, batch=64)
+    )
+    app[PROJECTION_KEY] = task
+    yield
+    stop.set()
+    try:
+        await asyncio.wait_for(asyncio.shield(task), timeout=10.0)
+    except TimeoutError:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    await projector.close()
+
+
+def build_app(settings: RestSettings) -> web.Application:
+    """The aiohttp application; resources open when it starts (runner or test client)."""
+    app = web.Application(middlewares=[error_middleware, text_middleware, auth_middleware])
+    app[SETTINGS] = settings
+    app.cleanup_ctx.append(database_ctx)
+    app.cleanup_ctx.append(bus_ctx)
+    app.cleanup_ctx.append(projection_ctx)
+    for prefix in PREFIXES:
+        tables = (
+            auth_routes.routes,
+            job_routes.routes,
+            log_routes.routes,
+            failure_rule_routes.routes,
+            alert_routes.routes,
+            user_routes.routes,
+            group_routes.routes,
+            token_routes.routes,
+            openapi_routes.routes,
+        )
+        for table in tables:
+            for route in table:
+                if isinstance(route, web.RouteDef):
+                    app.router.add_route(route.method, prefix + route.path, route.handler)
+    vc_routes.register(app, PREFIXES)
+    return app

@@ -1,0 +1,1 @@
+"""Pure decisions of the REST service: how events change a job, how rows read as OpenPAI JSON."""

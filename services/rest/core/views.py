@@ -1,0 +1,251 @@
+"""Read-model rows as OpenPAI REST API v2 JSON: job summaries, job details, attempts, tasks.
+
+OpenPAI's portal, SDK and scripts parse these shapes, so field names, nesting and nullability
+follow its published specification. Rows come in as plain mappings (column name -> value):
+this module knows nothing of SQL, so the shapes can be tested without a database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from services.rest.core.states import framework_name, task_uid
+
+Row = Mapping[str, Any]
+
+
+def retry_details(job: Row) -> dict[str, int]:
+    return {
+        "user": job["retries_user"],
+        "platform": job["retries_platform"],
+        "resource": job["retries_resource"],
+    }
+
+
+def job_summary(job: Row) -> dict[str, Any]:
+    """One item of GET /api/v2/jobs."""
+    return {
+        "debugId": framework_name(job["username"], job["name"]),
+        "name": job["name"],
+        "username": job["username"],
+        "jobId": job["id"],
+        "state": job["state"],
+        "subState": job["sub_state"],
+        "executionType": job["execution_type"],
+        "tags": list(job["tags"] or []),
+        "retries": job["retries"],
+        "retryDetails": retry_details(job),
+        "retryDelayTime": job["retry_delay_ms"],
+        "submissionTime": job["submission_time"],
+        "createdTime": job["created_time"],
+        "launchedTime": job["launched_time"],
+        "completedTime": job["completed_time"],
+        "appExitCode": job["exit_code"],
+        "virtualCluster": job["virtual_cluster"],
+        "totalGpuNumber": job["total_gpus"],
+        "totalTaskNumber": job["total_tasks"],
+        "totalTaskRoleNumber": job["total_task_roles"],
+        "jobPriority": job["priority_class"],
+    }
+
+
+def log_path(job: Row, job_attempt: int, role: str, index: int, task_attempt: int) -> str:
+    return (
+        f"/api/v2/jobs/{job['username']}~{job['name']}/attempts/{job_attempt}"
+        f"/taskRoles/{role}/taskIndex/{index}/attempts/{task_attempt}/logs"
+    )
+
+
+def _exit_messages(diagnostics: str | None) -> dict[str, Any] | None:
+    if not diagnostics:
+        return None
+    return {"container": None, "runtime": None, "launcher": diagnostics}
+
+
+def task_attempt_status(job: Row, task: Row) -> dict[str, Any]:
+    """The per-attempt part of a task status (also one item of a task's ``attempts``)."""
+    return {
+        "attemptId": task["task_attempt"],
+        "attemptState": task["state"],
+        "currentAttemptCreatedTime": task["created_time"],
+        "currentAttemptLaunchedTime": task["launched_time"],
+        "currentAttemptCompletedTime": task["completed_time"],
+        "containerId": (
+            f"{job['id']}-{task['role']}-{task['task_index']}-{task['job_attempt']}-{task['task_attempt']}"
+            if task["launched_time"] is not None
+            else None
+        ),
+        "containerIp": task["ip"],
+        "containerNodeName": task["node"],
+        "containerPorts": dict(task["ports"] or {}),
+        "containerGpus": task["gpus"],
+        "containerLog": log_path(
+            job, task["job_attempt"], task["role"], task["task_index"], task["task_attempt"]
+        ),
+        "containerExitCode": task["exit_code"],
+        "containerExitSpec": task["exit_spec"],
+        "containerExitDiagnostics": task["exit_diagnostics"],
+    }
+
+
+def task_status(job: Row, task: Row) -> dict[str, Any]:
+    """One item of ``taskRoles.<role>.taskStatuses`` in a job detail: the task's latest attempt."""
+    return {
+        "taskIndex": task["task_index"],
+        "taskUid": task_uid(job["id"], task["role"], task["task_index"]),
+        "taskState": task["state"],
+        "retries": task["task_attempt"],
+        "accountableRetries": task["task_attempt"],
+        "createdTime": task["created_time"],
+        "launchedTime": task["launched_time"],
+        "completedTime": task["completed_time"],
+        **task_attempt_status(job, task),
+    }
+
+
+def _waiting_task(job: Row, job_attempt: int, role: str, index: int) -> dict[str, Any]:
+    return {
+        "job_attempt": job_attempt,
+        "role": role,
+        "task_index": index,
+        "task_attempt": 0,
+        "state": "WAITING",
+        "node": None,
+        "ip": None,
+        "ports": {},
+        "gpus": None,
+        "created_time": None,
+        "launched_time": None,
+        "completed_time": None,
+        "exit_code": None,
+        "exit_spec": None,
+        "exit_diagnostics": None,
+    }
+
+
+def task_roles(job: Row, job_attempt: int, tasks: Iterable[Row]) -> dict[str, Any]:
+    """``taskRoles`` of a job detail: every role of the config, each task at its latest attempt.
+
+    Tasks not placed yet show as WAITING, so a queued job already lists what it will run.
+    """
+    latest: dict[tuple[str, int], Row] = {}
+    for task in tasks:
+        key = (task["role"], task["task_index"])
+        if key not in latest or task["task_attempt"] > latest[key]["task_attempt"]:
+            latest[key] = task
+    roles: dict[str, int] = {}
+    config_roles = (job["config"] or {}).get("taskRoles") or {}
+    for role, spec in config_roles.items():
+        roles[role] = int((spec or {}).get("instances", 1) or 1)
+    for role, index in latest:
+        roles[role] = max(roles.get(role, 0), index + 1)
+    result: dict[str, Any] = {}
+    for role, instances in roles.items():
+        statuses = []
+        for index in range(instances):
+            row = latest.get((role, index)) or _waiting_task(job, job_attempt, role, index)
+            statuses.append(task_status(job, row))
+        result[role] = {"taskRoleStatus": {"name": role}, "taskStatuses": statuses}
+    return result
+
+
+def job_detail(job: Row, attempt: Row | None, tasks: Sequence[Row]) -> dict[str, Any]:
+    """GET /api/v2/jobs/{user}~{job}: the job with its latest (or a chosen) attempt."""
+    spec = job["exit_spec"]
+    attempt_id = attempt["attempt"] if attempt else (job["attempt"] or 0)
+    return {
+        "name": job["name"],
+        "debugId": framework_name(job["username"], job["name"]),
+        "jobId": job["id"],
+        "tags": list(job["tags"] or []),
+        "jobStatus": {
+            "username": job["username"],
+            "state": job["state"],
+            "subState": job["sub_state"],
+            "executionType": job["execution_type"],
+            "retries": job["retries"],
+            "retryDetails": retry_details(job),
+            "retryDelayTime": job["retry_delay_ms"],
+            "submissionTime": job["submission_time"],
+            "createdTime": job["created_time"],
+            "launchedTime": job["launched_time"],
+            "completedTime": job["completed_time"],
+            "attemptId": attempt_id,
+            "attemptState": attempt["state"] if attempt else job["state"],
+            "appId": job["id"],
+            "appCreatedTime": attempt["created_time"] if attempt else None,
+            "appLaunchedTime": attempt["launched_time"] if attempt else None,
+            "appCompletedTime": attempt["completed_time"] if attempt else None,
+            "appExitCode": job["exit_code"],
+            "appExitSpec": spec,
+            "appExitDiagnostics": job["exit_diagnostics"],
+            "appExitMessages": _exit_messages(job["exit_diagnostics"]),
+            "appExitTriggerMessage": job["exit_trigger_message"],
+            "appExitTriggerTaskRoleName": job["exit_trigger_role"],
+            "appExitTriggerTaskIndex": job["exit_trigger_index"],
+            "appExitType": spec["type"] if spec else None,
+            "pendingReason": job["pending_reason"],
+            "virtualCluster": job["virtual_cluster"],
+            "totalGpuNumber": job["total_gpus"],
+            "totalTaskNumber": job["total_tasks"],
+            "totalTaskRoleNumber": job["total_task_roles"],
+        },
+        "taskRoles": task_roles(job, attempt_id, tasks),
+    }
+
+
+_HISTORY_TASK_FIELDS = (
+    "taskIndex",
+    "taskState",
+    "containerId",
+    "containerIp",
+    "containerGpus",
+    "containerLog",
+    "containerExitCode",
+)
+
+
+def job_attempt(job: Row, attempt: Row, tasks: Sequence[Row], latest: bool) -> dict[str, Any]:
+    """One item of GET .../job-attempts (OpenPAI's job history shape)."""
+    spec = attempt["exit_spec"]
+    roles = task_roles(job, attempt["attempt"], tasks)
+    for role in roles.values():
+        role["taskStatuses"] = [
+            {key: status[key] for key in _HISTORY_TASK_FIELDS} for status in role["taskStatuses"]
+        ]
+    return {
+        "jobName": job["name"],
+        "frameworkName": framework_name(job["username"], job["name"]),
+        "uid": job["id"],
+        "userName": job["username"],
+        "state": attempt["state"],
+        "originState": attempt["sub_state"],
+        "attemptIndex": attempt["attempt"],
+        "jobStartedTime": job["submission_time"],
+        "attemptStartedTime": attempt["created_time"],
+        "attemptCompletedTime": attempt["completed_time"],
+        "exitCode": attempt["exit_code"],
+        "exitPhrase": spec["phrase"] if spec else None,
+        "exitType": spec["type"] if spec else None,
+        "exitDiagnostics": (
+            {
+                "diagnosticsSummary": attempt["exit_diagnostics"],
+                "runtime": None,
+                "launcher": attempt["exit_diagnostics"],
+            }
+            if attempt["exit_diagnostics"]
+            else None
+        ),
+        "appExitTriggerMessage": attempt["exit_trigger_message"],
+        "appExitTriggerTaskRoleName": attempt["exit_trigger_role"],
+        "appExitTriggerTaskIndex": attempt["exit_trigger_index"],
+        "appExitSpec": spec,
+        "appExitDiagnostics": attempt["exit_diagnostics"],
+        "appExitMessages": _exit_messages(attempt["exit_diagnostics"]),
+        "totalGpuNumber": job["total_gpus"],
+        "totalTaskNumber": job["total_tasks"],
+        "totalTaskRoleNumber": job["total_task_roles"],
+        "taskRoles": roles,
+        "isLatest": latest,
+    }

@@ -1,0 +1,17 @@
+"""Typed keys of the application's state, shared by the composition root and the routes."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from services.rest.adapters.bus import RestBus
+from services.rest.auth import Tokens
+from services.rest.settings import RestSettings
+
+SETTINGS = web.AppKey("settings", RestSettings)
+ENGINE = web.AppKey("engine", AsyncEngine)
+# Reads only (list, detail, token checks): on SQLite separate connections that never wait for writes.
+READ_ENGINE = web.AppKey("read_engine", AsyncEngine)
+BUS = web.AppKey("bus", RestBus)
+TOKENS = web.AppKey("tokens", Tokens)

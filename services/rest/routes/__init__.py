@@ -1,0 +1,1 @@
+"""HTTP routes, one module per family of OpenPAI's REST API v2."""

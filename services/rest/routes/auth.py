@@ -1,0 +1,77 @@
+"""Authentication routes: basic login (a token), logout (revoke it), cluster info.
+
+Login accepts OpenPAI's form body (username, password, expiration in seconds) and JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from services.rest.adapters import accounts
+from services.rest.auth import require_interactive, verify_password
+from services.rest.errors import incorrect_password, invalid_parameters, no_user
+from services.rest.keys import ENGINE, SETTINGS, TOKENS
+from services.rest.routes.common import int_param
+
+routes = web.RouteTableDef()
+
+
+async def _credentials(request: web.Request) -> dict[str, Any]:
+    if request.content_type == "application/json":
+        try:
+            body = await request.json()
+        except ValueError:
+            raise invalid_parameters("The login body is not valid JSON.") from None
+        return body if isinstance(body, dict) else {}
+    return dict(await request.post())
+
+
+@routes.post("/v2/authn/basic/login")
+async def basic_login(request: web.Request) -> web.Response:
+    body = await _credentials(request)
+    username, password = str(body.get("username") or ""), str(body.get("password") or "")
+    if not username or not password:
+        raise invalid_parameters("username and password are required.")
+    settings = request.app[SETTINGS]
+    expiration = int_param(
+        str(body["expiration"]) if body.get("expiration") is not None else None,
+        "expiration",
+        default=settings.token_ttl_seconds,
+        minimum=60,
+        maximum=settings.token_ttl_seconds,
+    )
+    user = await accounts.get_user(request.app[ENGINE], username)
+    if user is None:
+        raise no_user(username)
+    if not verify_password(user["password_hash"], password):
+        raise incorrect_password()
+    token = await request.app[TOKENS].issue(username, bool(user["admin"]), expiration)
+    return web.json_response({"token": token, "user": username, "admin": bool(user["admin"])})
+
+
+# OpenPAI's first API version logs in here with the same form; older SDKs still call it.
+routes.post("/v1/token")(basic_login)
+
+
+@routes.delete("/v2/authn/basic/logout")
+async def basic_logout(request: web.Request) -> web.Response:
+    principal = require_interactive(request)
+    await accounts.revoke_token(request.app[ENGINE], principal.token_id)
+    return web.json_response({"message": "Logout successfully"})
+
+
+@routes.get("/v2/info")
+async def info(request: web.Request) -> web.Response:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("pai-platform")
+    except PackageNotFoundError:
+        release = "unknown"
+    return web.json_response(
+        # OpenPAI's clients accept only "yarn" or "k8s"; ours runs FrameworkController-style,
+        # which is what OpenPAI calls its k8s launcher.
+        {"name": "pai", "version": release, "launcherType": "k8s", "authnMethod": "basic", "jobHistory": True}
+    )

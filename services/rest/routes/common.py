@@ -1,0 +1,41 @@
+"""Helpers every route module shares: finding the job a path names, parsing small inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from services.rest.adapters.jobs_store import find_job
+from services.rest.errors import invalid_parameters, no_job
+from services.rest.keys import READ_ENGINE
+
+# A job is addressed as {user}~{job}; user names never contain "~", job names may.
+JOB_PATH = "/v2/jobs/{user:[^~/]+}~{job:[^/]+}"
+
+
+async def job_from_path(request: web.Request) -> dict[str, Any]:
+    user, name = request.match_info["user"], request.match_info["job"]
+    job = await find_job(request.app[READ_ENGINE], user, name)
+    if job is None:
+        raise no_job(user, name)
+    return job
+
+
+def int_param(
+    value: str | None, name: str, *, default: int, minimum: int = 0, maximum: int | None = None
+) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise invalid_parameters(f"{name} must be an integer, got {value!r}.") from None
+    if number < minimum or (maximum is not None and number > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
+        raise invalid_parameters(f"{name} must be {bound}, got {number}.")
+    return number
+
+
+def path_int(request: web.Request, name: str) -> int:
+    return int_param(request.match_info[name], name, default=0)

@@ -1,0 +1,309 @@
+"""Job routes of OpenPAI's REST API v2: submit, list, detail, attempts, config, stop.
+
+Submitting never leaves a half-created job: the row is written first (the unique user+name
+index answers 409 atomically), then the secrets go to KV and ``job.submitted`` is published;
+if the bus does not confirm, the secrets and the row are removed and the caller gets 503.
+Reads come from the SQL read model the projection keeps.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from libs.protocol import JobProtocolError, masked_config, parse_job
+from libs.protocol.events import JobStopRequested, JobSubmitted, JobTagged
+from services.rest.adapters.bus import PublishFailedError
+from services.rest.adapters.jobs_store import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    ORDER_FIELDS,
+    DuplicateJobError,
+    JobFilter,
+    attempts_of,
+    delete_job,
+    insert_job,
+    list_jobs,
+    tasks_of,
+)
+from services.rest.adapters.tagging import change_tag
+from services.rest.auth import require_user
+from services.rest.core import views
+from services.rest.core.states import FINAL, epoch_ms, framework_name
+from services.rest.core.totals import job_row_from_config
+from services.rest.errors import ApiError, conflict_job, forbidden, invalid_parameters, no_task, unavailable
+from services.rest.keys import BUS, ENGINE, READ_ENGINE
+from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int
+
+routes = web.RouteTableDef()
+
+
+@routes.post("/v2/jobs")
+async def submit_job(request: web.Request) -> web.Response:
+    principal = require_user(request)
+    text = await request.text()
+    if not text.strip():
+        raise invalid_parameters("The request body is empty; send the job YAML with Content-Type: text/yaml.")
+    try:
+        job = parse_job(text)
+    except JobProtocolError as exc:
+        problems = [problem.model_dump() for problem in exc.problems]
+        summary = "; ".join(str(problem) for problem in exc.problems)
+        raise invalid_parameters(f"The job config is invalid: {summary}", problems=problems) from None
+    if not principal.may_use(job.virtual_cluster):  # VC access granted by the user's groups
+        raise forbidden(f"User {principal.username} is not allowed to do operation in {job.virtual_cluster}.")
+    engine, bus = request.app[ENGINE], request.app[BUS]
+    job_id = uuid.uuid4().hex
+    event = JobSubmitted(
+        job_id=job_id,
+        user=principal.username,
+        name=job.name,
+        virtual_cluster=job.virtual_cluster,
+        priority=job.priority or 0,
+        config=dict(masked_config(job)),
+    )
+    row = job_row_from_config(event, epoch_ms(event.occurred_at))
+    row.update(total_gpus=job.total_gpus, total_tasks=job.total_tasks, total_task_roles=job.total_task_roles)
+    row["priority_class"] = job.priority_class
+    try:
+        await insert_job(engine, row)
+    except DuplicateJobError:
+        raise conflict_job(principal.username, job.name) from None
+    try:
+        if job.secrets:
+            await bus.put_secrets(job_id, dict(job.secrets))
+        await bus.publish(event)
+    except PublishFailedError as exc:
+        await bus.delete_secrets(job_id)
+        await delete_job(engine, job_id)
+        raise unavailable(
+            f"The job was not submitted: the message bus did not confirm it ({exc}). Retry."
+        ) from None
+    return web.json_response(
+        {
+            "message": f"update job {job.name} successfully",
+            "jobId": job_id,
+            "name": job.name,
+            "username": principal.username,
+            "frameworkName": framework_name(principal.username, job.name),
+        },
+        status=202,
+    )
+
+
+def _csv(value: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
+
+
+def job_filter(query: Any) -> JobFilter:
+    """OpenPAI's list parameters, validated (400 with the parameter's name when wrong)."""
+    order_field, descending = "submissionTime", True
+    if query.get("order"):
+        field, _, direction = str(query["order"]).partition(",")
+        if field not in ORDER_FIELDS:
+            raise invalid_parameters(f"order field {field!r} is not one of: {', '.join(ORDER_FIELDS)}.")
+        direction = (direction or "DESC").upper()
+        if direction not in ("ASC", "DESC"):
+            raise invalid_parameters(f"order direction must be ASC or DESC, got {direction!r}.")
+        order_field, descending = field, direction == "DESC"
+    states = tuple(state.upper() for state in _csv(query.get("state")))
+    known = {"WAITING", "RUNNING", "STOPPING", "STOPPED", "SUCCEEDED", "FAILED", "UNKNOWN"}
+    if unknown := [state for state in states if state not in known]:
+        raise invalid_parameters(f"state {unknown[0]!r} is not one of: {', '.join(sorted(known))}.")
+    return JobFilter(
+        usernames=_csv(query.get("username")),
+        virtual_clusters=_csv(query.get("vc")),
+        states=states,
+        keyword=query.get("keyword") or None,
+        tags_contain=_csv(query.get("tagsContain")),
+        tags_not_contain=_csv(query.get("tagsNotContain")),
+        priorities=_csv(query.get("jobPriority")),
+        offset=int_param(query.get("offset"), "offset", default=0),
+        limit=int_param(query.get("limit"), "limit", default=DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT),
+        order_field=order_field,
+        descending=descending,
+    )
+
+
+@routes.get("/v2/jobs")
+async def list_all_jobs(request: web.Request) -> web.Response:
+    require_user(request)
+    flt = job_filter(request.query)
+    rows, total = await list_jobs(request.app[READ_ENGINE], flt)
+    items = [views.job_summary(row) for row in rows]
+    if request.query.get("withTotalCount", "").lower() == "true":
+        return web.json_response({"totalCount": total, "data": items})
+    return web.json_response(items)
+
+
+async def _detail(request: web.Request, attempt_id: int | None) -> dict[str, Any]:
+    job = await job_from_path(request)
+    engine = request.app[READ_ENGINE]
+    attempts = await attempts_of(engine, job["id"])
+    if attempt_id is None:
+        attempt_id = (
+            job["attempt"] if job["attempt"] is not None else (attempts[0]["attempt"] if attempts else None)
+        )
+        chosen = next((a for a in attempts if a["attempt"] == attempt_id), None)
+    else:
+        chosen = next((a for a in attempts if a["attempt"] == attempt_id), None)
+        if chosen is None:
+            raise no_task(f"Attempt {attempt_id} of job {job['username']}~{job['name']} is not found.")
+    tasks = await tasks_of(engine, job["id"], attempt_id) if attempt_id is not None else []
+    return views.job_detail(job, chosen, tasks)
+
+
+@routes.get(JOB_PATH)
+async def get_job(request: web.Request) -> web.Response:
+    return web.json_response(await _detail(request, None))
+
+
+@routes.get(JOB_PATH + "/attempts/{attempt}")
+async def get_job_attempt_detail(request: web.Request) -> web.Response:
+    return web.json_response(await _detail(request, path_int(request, "attempt")))
+
+
+@routes.get(JOB_PATH + "/config")
+async def get_job_config(request: web.Request) -> web.Response:
+    require_user(request)
+    job = await job_from_path(request)
+    text = yaml.safe_dump(job["config"] or {}, sort_keys=False, allow_unicode=True)
+    return web.Response(text=text, content_type="text/yaml")
+
+
+@routes.put(JOB_PATH + "/executionType")
+async def set_execution_type(request: web.Request) -> web.Response:
+    principal = require_user(request)
+    try:
+        body = await request.json()
+    except ValueError:
+        raise invalid_parameters('The body must be JSON such as {"value": "STOP"}.') from None
+    value = body.get("value") if isinstance(body, dict) else None
+    if value not in ("START", "STOP"):
+        raise invalid_parameters(f'value must be "STOP" (or "START"), got {value!r}.')
+    job = await job_from_path(request)
+    if job["username"] != principal.username and not principal.admin:
+        raise forbidden(f"Only {job['username']} or an admin may stop job {job['username']}~{job['name']}.")
+    if value == "START":
+        raise invalid_parameters("A job cannot be started again; submit it under a new name instead.")
+    if job["state"] not in FINAL:
+        # A fixed event id per job: repeated stop requests collapse into one on the bus.
+        event_id = uuid.uuid5(uuid.NAMESPACE_URL, f"pai:stop:{job['id']}").hex
+        event = JobStopRequested(job_id=job["id"], by=principal.username, event_id=event_id)
+        try:
+            await request.app[BUS].publish(event)
+        except PublishFailedError as exc:
+            raise unavailable(f"The stop request was not delivered ({exc}). Retry.") from None
+    return web.json_response({"message": f"execute job {job['name']} successfully"}, status=202)
+
+
+@routes.get(JOB_PATH + "/job-attempts")
+async def get_job_attempts(request: web.Request) -> web.Response:
+    job = await job_from_path(request)
+    engine = request.app[READ_ENGINE]
+    attempts = await attempts_of(engine, job["id"])
+    result = []
+    for index, attempt in enumerate(attempts):
+        tasks = await tasks_of(engine, job["id"], attempt["attempt"])
+        result.append(views.job_attempt(job, attempt, tasks, latest=index == 0))
+    return web.json_response(result)
+
+
+@routes.get(JOB_PATH + "/job-attempts/{attempt}")
+async def get_job_attempt(request: web.Request) -> web.Response:
+    job = await job_from_path(request)
+    engine = request.app[READ_ENGINE]
+    wanted = path_int(request, "attempt")
+    attempts = await attempts_of(engine, job["id"])
+    for index, attempt in enumerate(attempts):
+        if attempt["attempt"] == wanted:
+            tasks = await tasks_of(engine, job["id"], wanted)
+            return web.json_response(views.job_attempt(job, attempt, tasks, latest=index == 0))
+    raise no_task(f"Attempt {wanted} of job {job['username']}~{job['name']} is not found.")
+
+
+@routes.get(JOB_PATH + "/attempts/{attempt}/taskRoles/{role}/taskIndex/{index}/attempts")
+async def get_task(request: web.Request) -> web.Response:
+    job = await job_from_path(request)
+    attempt, role, index = (
+        path_int(request, "attempt"),
+        request.match_info["role"],
+        path_int(request, "index"),
+    )
+    tasks = [
+        task
+        for task in await tasks_of(request.app[READ_ENGINE], job["id"], attempt)
+        if task["role"] == role and task["task_index"] == index
+    ]
+    if not tasks:
+        raise no_task(
+            f"Task {role}[{index}] of attempt {attempt} of job {job['username']}~{job['name']} is not found."
+        )
+    latest = tasks[-1]
+    status = views.task_status(job, latest)
+    keep = ("taskIndex", "taskUid", "taskState", "retries", "accountableRetries")
+    return web.json_response(
+        {
+            **{key: status[key] for key in keep},
+            "createdTime": tasks[0]["created_time"],
+            "launchedTime": tasks[0]["launched_time"],
+            "completedTime": latest["completed_time"],
+            "username": job["username"],
+            "jobName": job["name"],
+            "jobAttemptId": attempt,
+            "taskRoleName": role,
+            "attempts": [views.task_attempt_status(job, task) for task in tasks],
+        }
+    )
+
+
+# Tags: the job's owner or an admin adds and removes them (OpenPAI 2.2.1).
+async def _tag_request(request: web.Request) -> tuple[dict[str, Any], str]:
+    principal = require_user(request)
+    try:
+        body = await request.json()
+    except ValueError:
+        raise invalid_parameters('The body must be JSON such as {"value": "my-tag"}.') from None
+    value = body.get("value") if isinstance(body, dict) else None
+    if not isinstance(value, str) or not value.strip():
+        raise invalid_parameters('value must be a non-empty string, as in {"value": "my-tag"}.')
+    job = await job_from_path(request)
+    if job["username"] != principal.username and not principal.admin:
+        raise forbidden(
+            f"Only {job['username']} or an admin may change the tags of {job['username']}~{job['name']}."
+        )
+    return job, value.strip()
+
+
+async def _publish_tag(request: web.Request, job: dict[str, Any], tag: str, *, removed: bool) -> None:
+    """The tag change as a fact first (the read model is rebuilt from facts), then in SQL."""
+    event = JobTagged(job_id=job["id"], tag=tag, by=require_user(request).username, removed=removed)
+    try:
+        await request.app[BUS].publish(event)
+    except PublishFailedError as exc:
+        raise unavailable(
+            f"The tag was not changed: the message bus did not confirm it ({exc}). Retry."
+        ) from None
+
+
+@routes.put(JOB_PATH + "/tag")
+async def add_tag(request: web.Request) -> web.Response:
+    """Add a tag to a job (its owner or an admin)."""
+    job, tag = await _tag_request(request)
+    await _publish_tag(request, job, tag, removed=False)
+    await change_tag(request.app[ENGINE], job["id"], tag, add=True)
+    return web.json_response({"message": f"Add tag {tag} for job {job['name']} successfully."})
+
+
+@routes.delete(JOB_PATH + "/tag")
+async def delete_tag(request: web.Request) -> web.Response:
+    """Remove a tag from a job (its owner or an admin)."""
+    job, tag = await _tag_request(request)
+    if tag not in (job.get("tags") or []):
+        raise ApiError(404, "NoTagError", f"Tag {tag} is not found on job {job['username']}~{job['name']}.")
+    await _publish_tag(request, job, tag, removed=True)
+    await change_tag(request.app[ENGINE], job["id"], tag, add=False)
+    return web.json_response({"message": f"Delete tag {tag} from job {job['name']} successfully."})

@@ -1,0 +1,93 @@
+"""Task logs through the API: where a task's logs are, and their content piece by piece.
+
+OpenPAI answers the log route with a list of locations (all, stdout, stderr); here each
+location is a route of this API that asks the orchestrator, which owns the log files, over
+NATS request/reply. Content comes with offsets so a client can follow a growing log.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from services.rest.adapters.bus import LogsUnavailableError
+from services.rest.adapters.jobs_store import tasks_of
+from services.rest.auth import require_user
+from services.rest.errors import invalid_parameters, no_task, no_task_log, unavailable
+from services.rest.keys import BUS, READ_ENGINE, SETTINGS
+from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int
+
+routes = web.RouteTableDef()
+
+TASK_LOGS = JOB_PATH + "/attempts/{attempt}/taskRoles/{role}/taskIndex/{index}/attempts/{task_attempt}/logs"
+LOG_FILES = ("all", "stdout", "stderr")
+# One piece of log per request; a follower asks again from the returned offset.
+DEFAULT_LOG_LIMIT = 64 * 1024
+MAX_LOG_LIMIT = 4 * 1024 * 1024
+
+
+async def _task(request: web.Request) -> tuple[dict[str, object], int, str, int]:
+    job = await job_from_path(request)
+    attempt, role, index = (
+        path_int(request, "attempt"),
+        request.match_info["role"],
+        path_int(request, "index"),
+    )
+    task_attempt = path_int(request, "task_attempt")
+    tasks = await tasks_of(request.app[READ_ENGINE], str(job["id"]), attempt)
+    if not any(
+        t["role"] == role and t["task_index"] == index and t["task_attempt"] == task_attempt for t in tasks
+    ):
+        raise no_task(
+            f"Task {role}[{index}] (attempt {attempt}.{task_attempt}) of job "
+            f"{job['username']}~{job['name']} is not found."
+        )
+    return job, attempt, role, index
+
+
+@routes.get(TASK_LOGS)
+async def task_log_locations(request: web.Request) -> web.Response:
+    require_user(request)
+    await _task(request)
+    base = request.path
+    return web.json_response({"locations": [{"name": name, "uri": f"{base}/{name}"} for name in LOG_FILES]})
+
+
+@routes.get(TASK_LOGS + "/{file}")
+async def task_log_content(request: web.Request) -> web.Response:
+    require_user(request)
+    file = request.match_info["file"]
+    if file not in LOG_FILES:
+        raise invalid_parameters(f"log {file!r} is not one of: {', '.join(LOG_FILES)}.")
+    job, attempt, role, index = await _task(request)
+    limit = int_param(
+        request.query.get("limit"), "limit", default=DEFAULT_LOG_LIMIT, minimum=1, maximum=MAX_LOG_LIMIT
+    )
+    tail = request.query.get("tailMode", "").lower() == "true"
+    # In tail mode the orchestrator reads the last `limit` bytes (a negative offset counts from the end).
+    offset = -limit if tail else int_param(request.query.get("offset"), "offset", default=0)
+    query = {
+        "job_id": job["id"],
+        "attempt": attempt,
+        "role": role,
+        "index": index,
+        "file": file,
+        "offset": offset,
+        "limit": limit,
+    }
+    settings = request.app[SETTINGS]
+    try:
+        answer = await request.app[BUS].request_logs(query, settings.logs_timeout_seconds)
+    except LogsUnavailableError:
+        raise unavailable(
+            f"The orchestrator did not answer the log request within {settings.logs_timeout_seconds:g}s; "
+            "check that it is running and retry."
+        ) from None
+    if "error" in answer:
+        raise no_task_log(f"Log of task {role}[{index}] is not available: {answer['error']}")
+    return web.json_response(
+        {
+            "content": str(answer.get("content", "")),
+            "offset": int(answer.get("offset", 0)),
+            "size": int(answer.get("size", 0)),
+        }
+    )

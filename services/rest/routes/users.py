@@ -1,0 +1,247 @@
+"""User routes of OpenPAI's REST API v2: create, list, read, update, delete, group membership.
+
+Admin rights and virtual-cluster access are not stored on the user but granted by groups
+(see ``adapters/accounts.py``): setting ``admin`` or ``virtualCluster`` joins or leaves the
+groups that grant them, exactly what a client reading ``grouplist`` afterwards expects.
+Writes need a login token (application tokens serve jobs only); reading a user needs any.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aiohttp import web
+
+from services.rest.adapters import accounts
+from services.rest.auth import (
+    hash_password,
+    require_admin,
+    require_interactive,
+    require_user,
+    verify_password,
+)
+from services.rest.errors import ApiError, forbidden, incorrect_password, invalid_parameters, no_user
+from services.rest.keys import ENGINE
+
+routes = web.RouteTableDef()
+
+USERNAME = re.compile(r"^[\w.-]+$")
+MIN_PASSWORD = 6
+
+
+def user_info(user: dict[str, Any]) -> dict[str, Any]:
+    """OpenPAI's UserInfo: never the password hash."""
+    return {
+        "username": user["username"],
+        "grouplist": list(user["grouplist"]),
+        "email": user.get("email") or "",
+        "admin": bool(user["admin"]),
+        "virtualCluster": list(user["virtual_clusters"]),
+        "storageConfig": list(user["storage_configs"]),
+        "extension": dict(user.get("extension") or {}),
+    }
+
+
+async def json_body(request: web.Request) -> dict[str, Any]:
+    """The JSON object a write route reads; 400 naming the problem otherwise."""
+    try:
+        body = await request.json()
+    except ValueError:
+        raise invalid_parameters("The body must be a JSON object (Content-Type: application/json).") from None
+    if not isinstance(body, dict):
+        raise invalid_parameters("The body must be a JSON object, not a list or a scalar.")
+    return body
+
+
+def field(body: dict[str, Any], name: str, kind: type, *, required: bool = False) -> Any:
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise invalid_parameters(f"{name} is required.")
+        return None
+    if kind is list:
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise invalid_parameters(f"{name} must be a list of strings.")
+    elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise invalid_parameters(f"{name} must be of type {kind.__name__}.")
+    return value
+
+
+def checked_password(value: Any, name: str = "password") -> str:
+    if not isinstance(value, str) or len(value) < MIN_PASSWORD:
+        raise invalid_parameters(f"{name} must be a string of at least {MIN_PASSWORD} characters.")
+    return value
+
+
+async def _existing(request: web.Request, username: str) -> dict[str, Any]:
+    user = await accounts.get_user(request.app[ENGINE], username)
+    if user is None:
+        raise no_user(username)
+    return user
+
+
+@routes.post("/v2/users")
+async def create_user(request: web.Request) -> web.Response:
+    """Create a user (admin only)."""
+    require_admin(request)
+    body = await json_body(request)
+    username = field(body, "username", str, required=True)
+    if not USERNAME.match(username):
+        raise invalid_parameters(f"username {username!r} may contain only letters, digits, '_', '.' and '-'.")
+    password = checked_password(body.get("password"))
+    try:
+        await accounts.create_user(
+            request.app[ENGINE],
+            username,
+            hash_password(password),
+            admin=bool(field(body, "admin", bool)),
+            virtual_clusters=field(body, "virtualCluster", list),
+            email=field(body, "email", str) or "",
+            extension=field(body, "extension", dict) or {},
+        )
+    except accounts.DuplicateError:
+        raise ApiError(409, "ConflictUserError", f"User name {username} already exists.") from None
+    return web.json_response({"message": "User is created successfully"}, status=201)
+
+
+@routes.get("/v2/users")
+async def list_users(request: web.Request) -> web.Response:
+    """Every user (admin only)."""
+    require_admin(request)
+    return web.json_response([user_info(user) for user in await accounts.list_users(request.app[ENGINE])])
+
+
+@routes.put("/v2/users")
+async def update_user(request: web.Request) -> web.Response:
+    """Change a user's password, email, admin right, virtual clusters or extension (admin only)."""
+    require_admin(request)
+    body = await json_body(request)
+    data = field(body, "data", dict, required=True)
+    patch = bool(field(body, "patch", bool))
+    username = field(data, "username", str, required=True)
+    if not patch:
+        absent = [
+            name for name in ("email", "virtualCluster", "admin", "extension") if data.get(name) is None
+        ]
+        if absent:
+            raise invalid_parameters(f"{', '.join(absent)} required unless patch is true.")
+    password = data.get("password")
+    changes = {
+        "email": field(data, "email", str),
+        "virtual_clusters": field(data, "virtualCluster", list),
+        "admin": field(data, "admin", bool),
+        "extension": field(data, "extension", dict),
+        "password_hash": hash_password(checked_password(password)) if password is not None else None,
+    }
+    if not await accounts.update_user(request.app[ENGINE], username, **changes):
+        raise no_user(username)
+    return web.json_response({"message": f"Update user {username} successfully."}, status=201)
+
+
+@routes.get("/v2/users/me")
+async def who_am_i(request: web.Request) -> web.Response:
+    """The caller's own user info."""
+    principal = require_user(request)
+    return web.json_response(user_info(await _existing(request, principal.username)))
+
+
+@routes.put("/v2/users/me")
+async def update_self(request: web.Request) -> web.Response:
+    """Change one's own email, password (the old one is needed) or extension."""
+    principal = require_interactive(request)
+    body = await json_body(request)
+    data = field(body, "data", dict, required=True)
+    patch = bool(field(body, "patch", bool))
+    username = field(data, "username", str) or principal.username
+    if username != principal.username:
+        raise forbidden(f"Only {username} may change this profile; admins use PUT /api/v2/users.")
+    if not patch:
+        absent = [name for name in ("email", "newPassword", "extension") if data.get(name) is None]
+        if absent:
+            raise invalid_parameters(f"{', '.join(absent)} required unless patch is true.")
+    password_hash = None
+    if data.get("newPassword") is not None:
+        new = checked_password(data["newPassword"], "newPassword")
+        user = await _existing(request, username)
+        if not verify_password(user["password_hash"], str(data.get("oldPassword") or "")):
+            raise incorrect_password()
+        password_hash = hash_password(new)
+    await accounts.update_user(
+        request.app[ENGINE],
+        username,
+        email=field(data, "email", str),
+        extension=field(data, "extension", dict),
+        password_hash=password_hash,
+    )
+    return web.json_response({"message": f"Update user {username} successfully."}, status=201)
+
+
+@routes.get("/v2/users/{user}")
+async def get_user(request: web.Request) -> web.Response:
+    """A user's info."""
+    require_user(request)
+    return web.json_response(user_info(await _existing(request, request.match_info["user"])))
+
+
+@routes.delete("/v2/users/{user}")
+async def delete_user(request: web.Request) -> web.Response:
+    """Remove a user and revoke their tokens (admin only; an admin must lose the right first)."""
+    require_admin(request)
+    user = await _existing(request, request.match_info["user"])
+    if user["admin"]:
+        raise ApiError(
+            403,
+            "RemoveAdminError",
+            f"Admin {user['username']} cannot be removed; remove the admin right first.",
+        )
+    await accounts.delete_user(request.app[ENGINE], user["username"])
+    return web.json_response({"message": "user is removed successfully"})
+
+
+async def _groupname(request: web.Request) -> str:
+    groupname = field(await json_body(request), "groupname", str, required=True)
+    if await accounts.missing_groups(request.app[ENGINE], [groupname]):
+        raise ApiError(404, "NoGroupError", f"Group {groupname} is not found.")
+    return str(groupname)
+
+
+async def add_to_group(request: web.Request) -> web.Response:
+    """Add a group to a user's grouplist (admin only)."""
+    require_admin(request)
+    user = await _existing(request, request.match_info["user"])
+    groupname = await _groupname(request)
+    await accounts.set_grouplist(request.app[ENGINE], user["username"], [*user["grouplist"], groupname])
+    return web.json_response(
+        {"message": f"User {user['username']} is added into group {groupname}"}, status=201
+    )
+
+
+async def remove_from_group(request: web.Request) -> web.Response:
+    """Remove a group from a user's grouplist (admin only)."""
+    require_admin(request)
+    user = await _existing(request, request.match_info["user"])
+    groupname = await _groupname(request)
+    remaining = [name for name in user["grouplist"] if name != groupname]
+    await accounts.set_grouplist(request.app[ENGINE], user["username"], remaining)
+    return web.json_response(
+        {"message": f"User {user['username']} is removed from group {groupname}"}, status=201
+    )
+
+
+async def replace_grouplist(request: web.Request) -> web.Response:
+    """Replace a user's grouplist (admin only)."""
+    require_admin(request)
+    user = await _existing(request, request.match_info["user"])
+    grouplist = field(await json_body(request), "grouplist", list, required=True)
+    if missing := await accounts.missing_groups(request.app[ENGINE], grouplist):
+        raise ApiError(404, "NoGroupError", f"Group {missing[0]} is not found.")
+    await accounts.set_grouplist(request.app[ENGINE], user["username"], grouplist)
+    return web.json_response({"message": "update user grouplist successfully."}, status=201)
+
+
+# OpenPAI's paths end in a slash; clients send them with and without it.
+for _suffix in ("", "/"):
+    routes.put("/v2/users/{user}/group" + _suffix)(add_to_group)
+    routes.delete("/v2/users/{user}/group" + _suffix)(remove_from_group)
+    routes.put("/v2/users/{user}/grouplist" + _suffix)(replace_grouplist)

@@ -1,0 +1,176 @@
+"""Virtual clusters through the API: status in OpenPAI's shape, SKU types, run-time config.
+
+The scheduler alone knows cells and allocations, so every route asks it over request/reply
+(`pai.rpc.scheduler.*`) and shapes the answer. OpenPAI's VirtualCluster fields are filled from
+HiveD facts: capacity and usedCapacity are percentages of the cluster's GPUs, resourcesTotal of
+a VC is its guaranteed cells (HiveD has no elastic total per VC), maxCapacity is 100 because
+opportunistic jobs may use any free cell, and dedicated is always false (HiveD does not
+dedicate nodes to VCs). Fields OpenPAI does not have (per-node use, per-user use and limits,
+jobs waiting or running without their guarantee) ride along under their own names.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import nats.errors
+import yaml
+from aiohttp import web
+
+from libs.protocol.subjects import RECONFIGURE_RPC, VC_STATUS_RPC
+from services.rest.auth import require_interactive, require_user
+from services.rest.errors import ApiError, forbidden, invalid_parameters, unavailable
+from services.rest.keys import BUS
+
+routes = web.RouteTableDef()
+
+STATUS_SUBJECT = VC_STATUS_RPC
+RECONFIGURE_SUBJECT = RECONFIGURE_RPC
+STATUS_TIMEOUT = 5.0
+# Re-adding every running job into a new policy takes longer on a big cluster than a status read.
+RECONFIGURE_TIMEOUT = 30.0
+
+
+async def _ask(request: web.Request, subject: str, payload: dict[str, Any], wait: float) -> dict[str, Any]:
+    try:
+        reply = await request.app[BUS].bus.nc.request(subject, json.dumps(payload).encode(), timeout=wait)
+    except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+        raise unavailable(
+            f"The scheduler did not answer within {wait:g}s; check that it is running "
+            "(`pai up` starts it) and retry."
+        ) from None
+    answer = json.loads(reply.data or b"{}")
+    if not isinstance(answer, dict):
+        raise unavailable("The scheduler answered in an older format; upgrade it to this version.")
+    return answer
+
+
+def _resources(cpu: float, memory: float, gpu: int) -> dict[str, int]:
+    return {"cpu": int(cpu), "vCores": int(cpu), "memory": int(memory), "gpu": gpu, "GPUs": gpu}
+
+
+def _percent(part: int, whole: int) -> float:
+    return round(100.0 * part / whole, 2) if whole else 0.0
+
+
+def openpai_vc(vc: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """One VC in OpenPAI's VirtualCluster shape, plus our per-node and per-user detail."""
+    cluster_gpus = sum(int(v["guaranteedGpus"]) for v in status["virtualClusters"])
+    nodes = {n["name"]: n for n in status["nodes"]}
+    guaranteed = _resources(vc["guaranteedCpu"], vc["guaranteedMemoryMb"], int(vc["guaranteedGpus"]))
+    return {
+        "capacity": _percent(int(vc["guaranteedGpus"]), cluster_gpus),
+        "usedCapacity": _percent(int(vc["usedGpus"]), cluster_gpus),
+        "maxCapacity": 100.0 if cluster_gpus else 0.0,
+        "dedicated": False,
+        "status": "RUNNING",
+        "resourcesUsed": _resources(vc["usedCpu"], vc["usedMemoryMb"], int(vc["usedGpus"])),
+        "resourcesGuaranteed": guaranteed,
+        "resourcesTotal": dict(guaranteed),
+        "nodeList": sorted(vc["nodes"]),
+        "nodes": [
+            {
+                "name": name,
+                "usedGpus": used,
+                "gpus": int(nodes.get(name, {}).get("gpus", 0)),
+                "healthy": bool(nodes.get(name, {}).get("healthy", False)),
+            }
+            for name, used in sorted(vc["nodes"].items())
+        ],
+        "guaranteedGpusBySkuType": vc["guaranteedByType"],
+        "runningJobs": vc["runningJobs"],
+        "waitingJobs": vc["waitingJobs"],
+        "usedGpusByUser": vc["users"],
+        "userLimits": vc["userLimits"],
+        "jobsWithoutGuarantee": vc["demotedJobs"],
+    }
+
+
+def no_vc(name: str, known: list[str]) -> ApiError:
+    return ApiError(
+        404,
+        "NoVirtualClusterError",
+        f"Virtual cluster {name} is not found; known: {', '.join(known) or 'none yet'}.",
+    )
+
+
+@routes.get("/v2/virtual-clusters")
+async def list_virtual_clusters(request: web.Request) -> web.Response:
+    require_user(request)
+    status = await _ask(request, STATUS_SUBJECT, {}, STATUS_TIMEOUT)
+    return web.json_response({vc["name"]: openpai_vc(vc, status) for vc in status["virtualClusters"]})
+
+
+@routes.get("/v2/virtual-clusters/{vc}")
+async def get_virtual_cluster(request: web.Request) -> web.Response:
+    require_user(request)
+    name = request.match_info["vc"]
+    status = await _ask(request, STATUS_SUBJECT, {}, STATUS_TIMEOUT)
+    for vc in status["virtualClusters"]:
+        if vc["name"] == name:
+            return web.json_response(openpai_vc(vc, status))
+    raise no_vc(name, [vc["name"] for vc in status["virtualClusters"]])
+
+
+@routes.get("/v2/cluster/sku-types")
+async def sku_types(request: web.Request) -> web.Response:
+    """Per-device CPU, memory (MB) and GPU of each SKU type; `?vc=` keeps the VC's types only."""
+    require_user(request)
+    status = await _ask(request, STATUS_SUBJECT, {}, STATUS_TIMEOUT)
+    skus: dict[str, Any] = status["skuTypes"]
+    vc_name = request.query.get("vc")
+    if vc_name:
+        vc = next((v for v in status["virtualClusters"] if v["name"] == vc_name), None)
+        if vc is None:
+            raise no_vc(vc_name, [v["name"] for v in status["virtualClusters"]])
+        skus = {name: sku for name, sku in skus.items() if vc["guaranteedByType"].get(name)}
+    return web.json_response(
+        {
+            name: {"cpu": round(sku["cpu"], 2), "memory": int(sku["memory"]), "gpu": int(sku["gpu"])}
+            for name, sku in skus.items()
+        }
+    )
+
+
+@routes.put("/v2/virtual-clusters/config")
+async def set_config(request: web.Request) -> web.Response:
+    """Replace VCs, cells or per-user limits (admin only), refused if it harms running jobs."""
+    principal = require_interactive(request)  # an application token serves job operations only
+    if not principal.admin:
+        raise forbidden(f"User {principal.username} is not an admin; only admins change virtual clusters.")
+    force = request.query.get("force", "").lower() in ("1", "true", "yes")
+    text = await request.text()
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise invalid_parameters(f"body: not valid YAML ({err}); send the HiveD config as YAML.") from None
+    if not isinstance(document, dict):
+        raise invalid_parameters(
+            "body: expected a YAML mapping with virtualClusters (and physicalCluster, userLimits)."
+        )
+    answer = await _ask(
+        request, RECONFIGURE_SUBJECT, {"document": document, "force": force}, RECONFIGURE_TIMEOUT
+    )
+    details = {k: answer.get(k, {}) for k in ("killed", "downgraded", "jobVirtualClusters")}
+    error = answer.get("error")
+    if error == "invalid":
+        raise invalid_parameters(str(answer.get("message")))
+    if error == "conflict":
+        raise ApiError(409, "ConflictVirtualClusterError", str(answer.get("message")), **details)
+    if error is not None:
+        raise unavailable(str(answer.get("message")))
+    harmed = len(details["killed"]) + len(details["downgraded"])
+    message = "The new virtual cluster config is in force."
+    if harmed:
+        message += f" Forced: {harmed} running job(s) were harmed, listed in downgraded and killed."
+    return web.json_response(
+        {"message": message, "virtualClusters": answer.get("virtualClusters", []), **details}
+    )
+
+
+def register(app: web.Application, prefixes: tuple[str, ...]) -> None:
+    for prefix in prefixes:
+        for route in routes:
+            if isinstance(route, web.RouteDef):
+                app.router.add_route(route.method, prefix + route.path, route.handler)

@@ -1,0 +1,193 @@
+"""The scheduler service: rebuild from the job stream, then place jobs as events arrive.
+
+State is never stored apart from the stream: at start the service reads PAI_JOBS and
+PAI_NODES from the beginning with ordered consumers, folding every event into the core
+without deciding. Once both are caught up it decides, and from then on decides after each
+event. Its own announcements come back through the same stream and change nothing twice,
+and their deterministic ids let the bus drop a decision repeated after a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import socket
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import structlog
+from nats.aio.msg import Msg
+from nats.js.api import DeliverPolicy
+from pydantic import ValidationError
+
+from libs.backbone.connecting import Bus, connect
+from libs.backbone.errors import TemporaryError
+from libs.backbone.heartbeats import beat_forever
+from libs.backbone.settings import BackboneSettings, SettingsError
+from libs.backbone.topology import LEASES, SCHEDULER_CONFIG, ensure_topology, publish_event
+from libs.protocol.events import decode_event
+from libs.protocol.subjects import JOB_SUBJECTS, JOBS_STREAM, NODE_SUBJECTS, NODES_STREAM
+from services.scheduler.adapters.leasing import Lease
+from services.scheduler.control import (
+    RECONFIGURE_SUBJECT,
+    VC_STATUS_SUBJECT,
+    Control,
+    file_config,
+    initial_config,
+)
+from services.scheduler.core.hived_policy import HivedPolicy
+from services.scheduler.core.placements import PlacementPolicy
+from services.scheduler.core.queueing import SchedulerCore
+from services.scheduler.core.reconfigure import ReconfigurationError
+from services.scheduler.core.reconfigure import build_policy as policy_for
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["RECONFIGURE_SUBJECT", "VC_STATUS_SUBJECT", "SchedulerService", "SchedulerSettings", "main"]
+
+
+class SchedulerSettings(BackboneSettings):
+    service_name: str = "scheduler"
+    instance: str = socket.gethostname()
+    hived_config: Path | None = None
+
+
+def build_policy(settings: SchedulerSettings) -> PlacementPolicy:
+    """HiveD over the configured cells, or over one "default" VC derived from the nodes."""
+    return HivedPolicy(file_config(settings.hived_config))
+
+
+class SchedulerService:
+    def __init__(self, bus: Bus, core: SchedulerCore, control: Control | None = None) -> None:
+        self.bus = bus
+        self.core = core
+        self.control = control
+        # Events and a reconfiguration never interleave: the swap sees a settled core.
+        self.lock = control.lock if control is not None else asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._inbox: asyncio.Queue[tuple[str, Msg]] = asyncio.Queue()
+        self._catch_up: dict[str, int] = {}
+
+    async def run(self, stop: asyncio.Event) -> None:
+        js = self.bus.js
+        for stream in (JOBS_STREAM, NODES_STREAM):
+            info = await js.stream_info(stream)
+            if info.state.last_seq:
+                self._catch_up[stream] = info.state.last_seq
+        subs = [
+            await js.subscribe(
+                subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=self._enqueue(stream)
+            )
+            for subject, stream in ((NODE_SUBJECTS, NODES_STREAM), (JOB_SUBJECTS, JOBS_STREAM))
+        ]
+        self._stop = stop
+        rpcs = [
+            await self.bus.nc.subscribe(VC_STATUS_SUBJECT, queue="scheduler", cb=self._answer_status),
+            await self.bus.nc.subscribe(RECONFIGURE_SUBJECT, queue="scheduler", cb=self._answer_reconfigure),
+        ]
+        if not self._catch_up:
+            await self._decide(stop)
+        try:
+            while not stop.is_set():
+                getter = asyncio.ensure_future(self._inbox.get())
+                stopper = asyncio.ensure_future(stop.wait())
+                done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                stopper.cancel()
+                if getter not in done:
+                    getter.cancel()
+                    break
+                stream, msg = getter.result()
+                async with self.lock:
+                    await self._handle(stream, msg, stop)
+        finally:
+            for sub in [*subs, *rpcs]:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
+
+    def _enqueue(self, stream: str) -> Callable[[Msg], Awaitable[None]]:
+        async def callback(msg: Msg) -> None:
+            await self._inbox.put((stream, msg))
+
+        return callback
+
+    async def _handle(self, stream: str, msg: Msg, stop: asyncio.Event) -> None:
+        try:
+            event = decode_event(msg.data)
+        except ValidationError as exc:
+            log.warning(
+                "ignoring a message that is not a known event", subject=msg.subject, error=str(exc)[:200]
+            )
+            event = None
+        if event is not None:
+            self.core.apply(event)
+        target = self._catch_up.get(stream)
+        if target is not None and msg.metadata.sequence.stream >= target:
+            del self._catch_up[stream]
+            log.info("caught up", stream=stream, sequence=target)
+        if not self._catch_up:
+            await self._decide(stop)
+
+    async def _decide(self, stop: asyncio.Event) -> None:
+        for announcement in self.core.decide():
+            delay = 0.2
+            while not stop.is_set():
+                try:
+                    await publish_event(self.bus.js, announcement)
+                    log.info(announcement.type, job_id=announcement.job_id)
+                    break
+                except TemporaryError:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), delay)
+                    delay = min(delay * 2, 5.0)
+
+    async def _answer_reconfigure(self, msg: Msg) -> None:
+        if self.control is None:
+            await msg.respond(json.dumps({"error": "unavailable", "message": "not reconfigurable"}).encode())
+            return
+        if self._catch_up:
+            # Until the replay is done the running jobs are not all known: the check would lie.
+            message = "the scheduler is still rebuilding its state from the job stream; retry in a moment"
+            await msg.respond(json.dumps({"error": "unavailable", "message": message}).encode())
+            return
+        if await self.control.answer_reconfigure(msg):
+            async with self.lock:
+                await self._decide(self._stop)  # waiting jobs may fit the new cells
+
+    async def _answer_status(self, msg: Msg) -> None:
+        if self.control is not None:
+            await self.control.answer_status(msg)
+            return
+        status = [dataclasses.asdict(vc) for vc in self.core.policy.virtual_clusters()]
+        await msg.respond(json.dumps(status).encode())
+
+
+async def main(settings: SchedulerSettings, stop: asyncio.Event) -> None:
+    bus = await connect(settings)
+    beating = asyncio.create_task(beat_forever(bus.nc, settings.service_name, stop))
+    try:
+        await ensure_topology(bus.js)
+        lease = Lease(await bus.js.key_value(LEASES.bucket), "scheduler", settings.instance)
+        if not await lease.acquire(stop):
+            return
+        kv = await bus.js.key_value(SCHEDULER_CONFIG.bucket)
+        config, source = await initial_config(kv, settings.hived_config)
+        try:
+            core = SchedulerCore(policy_for(config, []))
+        except ReconfigurationError as err:
+            raise SettingsError(f"scheduler config ({source}): {err}") from None
+        service = SchedulerService(bus, core, Control(core, kv, config, source, asyncio.Lock()))
+        log.info("scheduler config", source=source)
+        keeper = asyncio.create_task(lease.keep(stop))
+        runner = asyncio.create_task(service.run(stop))
+        done, _ = await asyncio.wait({keeper, runner}, return_when=asyncio.FIRST_COMPLETED)
+        stop.set()
+        await asyncio.gather(keeper, runner, return_exceptions=True)
+        for task in done:
+            task.result()  # a lost lease ends the service with its error
+        await lease.release()
+    finally:
+        stop.set()
+        await beating
+        await bus.close()

@@ -1,0 +1,395 @@
+"""HiveD behind the service's `PlacementPolicy`: whole jobs in, whole placements out.
+
+The service thinks in jobs and tasks; HiveD thinks in pods of affinity groups. Here each job's
+GPU tasks are grouped by affinity group (and device type) into gangs, each gang is scheduled
+pod by pod as HiveD expects, and the job is placed only if every gang binds. Tasks that ask for
+no GPU still need CPU and memory, so they are fitted onto nodes by those alone (the local
+development machine has no GPUs at all). Without a HiveD config, one "default" VC covers every
+GPU node, with a hierarchy derived from the node list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.scheduler.core.hived_algorithm import PREEMPTING_PHASE, HivedAlgorithm
+from services.scheduler.core.hived_cells import FREE_PRIORITY, MIN_GUARANTEED_PRIORITY
+from services.scheduler.core.hived_config import parse_config
+from services.scheduler.core.hived_defaults import config_from_nodes
+from services.scheduler.core.hived_groups import BindInfo, HivedUserError, PodPlacementInfo, PodSpec
+from services.scheduler.core.placements import (
+    Decision,
+    JobDemand,
+    NodeInventory,
+    Placed,
+    Preempting,
+    Rejected,
+    TaskDemand,
+    TaskPlacement,
+    VirtualClusterStatus,
+    Waiting,
+)
+
+
+@dataclass
+class _Job:
+    pods: list[tuple[PodSpec, BindInfo]] = field(default_factory=list)
+    pending: list[PodSpec] = field(default_factory=list)
+    usage: dict[str, tuple[int, int]] = field(default_factory=dict)  # node -> (cpu, memory_mb)
+    placed: Placed | None = None
+
+
+def _gangs(demand: JobDemand) -> list[list[TaskDemand]]:
+    gangs: dict[tuple[str, str, str], list[TaskDemand]] = {}
+    for t in demand.tasks:
+        if t.gpu > 0:
+            gangs.setdefault((t.affinity_group or "", t.sku_type or "", t.pinned_cell or ""), []).append(t)
+    return list(gangs.values())
+
+
+class HivedPolicy:
+    """A `PlacementPolicy` running the HiveD algorithm; pure and single-threaded."""
+
+    def __init__(
+        self, config: dict[str, Any] | None = None, rack_size: int = 0, detailed_reasons: bool = True
+    ) -> None:
+        self._doc = config
+        self._detailed = detailed_reasons
+        self._rack_size = rack_size
+        self._nodes: dict[str, NodeInventory] = {}
+        self._algo: HivedAlgorithm | None = HivedAlgorithm(parse_config(config)) if config else None
+        self._jobs: dict[str, _Job] = {}
+        self._pod_job: dict[str, str] = {}
+        self._used: dict[str, tuple[int, int]] = {}  # node -> CPU and memory held by placed jobs
+        self._node_names: set[str] = set()
+        self._low_cpu = 0
+        self._low_mem = 0
+        self._low: set[str] = set()  # nodes with less than the low thresholds of CPU or memory free
+        self._shape: dict[str, Any] | None = None
+
+    @property
+    def algorithm(self) -> HivedAlgorithm | None:
+        return self._algo
+
+    def config_document(self) -> dict[str, Any] | None:
+        """The HiveD config in force: the one given, or the one derived from the nodes."""
+        return self._doc if self._doc is not None else self._shape
+
+    def set_nodes(self, nodes: list[NodeInventory]) -> None:
+        self._nodes = {n.name: n for n in nodes}
+        healthy = [n for n in nodes if n.healthy]
+        self._node_names = {n.name for n in healthy}
+        self._low_cpu = min((n.cpu for n in healthy), default=0) // 2
+        self._low_mem = min((n.memory_mb for n in healthy), default=0) // 2
+        self._low = set()
+        for name in list(self._used):
+            self._account({name: (0, 0)}, 1)
+        if self._doc is None:
+            shape = config_from_nodes(nodes, self._rack_size)
+            if shape != self._shape:
+                self._shape = shape
+                self._algo = HivedAlgorithm(parse_config(shape))
+                for job in self._jobs.values():
+                    for spec, info in job.pods:
+                        self._algo.add_allocated_pod(spec, info)
+        if self._algo is not None:
+            for node in self._algo.all_nodes():
+                inv = self._nodes.get(node)
+                if inv is not None and inv.healthy:
+                    self._algo.set_healthy_node(node)
+                else:
+                    self._algo.set_bad_node(node)
+
+    def _suggested(self, gang: list[TaskDemand]) -> set[str] | None:
+        """Nodes with the CPU and memory a gang member needs, as Kubernetes would suggest them.
+
+        None (every node) when no node is short of them, which is the common case and lets the
+        core skip the check altogether.
+        """
+        if not self._nodes:
+            return None
+        cpu = max(t.cpu for t in gang)
+        mem = max(t.memory_mb for t in gang)
+        if cpu <= self._low_cpu and mem <= self._low_mem:
+            # Nodes outside the low set have at least the low thresholds free: only look there.
+            short = {
+                name
+                for name in self._low
+                if (inv := self._nodes.get(name)) is not None
+                and (inv.cpu - self._used[name][0] < cpu or inv.memory_mb - self._used[name][1] < mem)
+            }
+        else:
+            short = {
+                n.name
+                for n in self._nodes.values()
+                if n.cpu - self._used.get(n.name, (0, 0))[0] < cpu
+                or n.memory_mb - self._used.get(n.name, (0, 0))[1] < mem
+            }
+        if not short:
+            return None
+        return self._node_names - short
+
+    def _pod_spec(
+        self, demand: JobDemand, gang: list[TaskDemand], task: TaskDemand, ignore_suggested: bool = True
+    ) -> PodSpec:
+        members: dict[int, int] = {}
+        for t in gang:
+            members[t.gpu] = members.get(t.gpu, 0) + 1
+        return PodSpec(
+            name=f"{demand.job_id}/{task.role}-{task.index}",
+            virtual_cluster=demand.virtual_cluster,
+            priority=demand.priority,
+            leaf_cell_number=task.gpu,
+            group_name=f"{demand.job_id}/{task.affinity_group or 'gang'}/{task.sku_type or ''}",
+            members=tuple((count, gpus) for gpus, count in sorted(members.items())),
+            leaf_cell_type=task.sku_type or "",
+            pinned_cell_id=task.pinned_cell or "",
+            lazy_preemption=demand.lazy_preemption,
+            ignore_suggested_nodes=ignore_suggested,
+        )
+
+    def decide(self, demand: JobDemand) -> Decision:
+        existing = self._jobs.get(demand.job_id)
+        if existing is not None and existing.placed is not None:
+            return existing.placed
+        job = existing or _Job()
+        self._jobs[demand.job_id] = job
+        job.pods = []
+        placements: dict[tuple[str, int], TaskPlacement] = {}
+        victims: set[str] = set()
+        for gang in _gangs(demand):
+            if self._algo is None or not self._algo.full:
+                needed = sum(t.gpu for t in gang)
+                reason = f"the cluster has no GPU nodes yet; the job needs {needed} GPUs"
+                return self._give_up(demand, Waiting(demand.job_id, reason))
+            suggested = self._suggested(gang)
+            for task in gang:
+                spec = self._pod_spec(demand, gang, task, suggested is None)
+                try:
+                    result = self._algo.schedule(spec, suggested, PREEMPTING_PHASE)
+                except HivedUserError as err:
+                    return self._give_up(demand, Rejected(demand.job_id, str(err)))
+                if result.kind == "wait":
+                    return self._give_up(
+                        demand, Waiting(demand.job_id, self._explain(demand, gang, result.reason))
+                    )
+                if result.kind == "preempt":
+                    job.pending.append(spec)
+                    victims.update(self._pod_job.get(v, v) for v in result.victims)
+                    break
+                assert result.bind_info is not None
+                self._algo.add_allocated_pod(spec, result.bind_info)
+                self._pod_job[spec.name] = demand.job_id
+                job.pods.append((spec, result.bind_info))
+                placements[(task.role, task.index)] = TaskPlacement(
+                    task.role, task.index, result.node, self._address(result.node), result.leaf_cells
+                )
+        if victims:
+            self._undo_pods(job)
+            reason = (
+                f"waiting for {len(victims)} lower-priority job(s) to stop in VC {demand.virtual_cluster}"
+            )
+            return Preempting(demand.job_id, tuple(sorted(victims - {demand.job_id})), reason)
+        missing = self._fit_resources(demand, job, placements)
+        if missing:
+            return self._give_up(demand, Waiting(demand.job_id, missing))
+        self._account(job.usage, 1)
+        tasks = tuple(placements[(t.role, t.index)] for t in demand.tasks)
+        job.placed = Placed(demand.job_id, tasks)
+        job.pending = []
+        return job.placed
+
+    def _address(self, node: str) -> str:
+        inv = self._nodes.get(node)
+        return inv.address if inv is not None else node
+
+    def _fit_resources(
+        self, demand: JobDemand, job: _Job, placements: dict[tuple[str, int], TaskPlacement]
+    ) -> str:
+        """Check CPU and memory of GPU tasks, and fit the tasks that need no GPU."""
+        used = dict(self._used)
+        job.usage = {}
+
+        def take(node: str, task: TaskDemand) -> None:
+            cpu, mem = used.get(node, (0, 0))
+            used[node] = (cpu + task.cpu, mem + task.memory_mb)
+            cpu, mem = job.usage.get(node, (0, 0))
+            job.usage[node] = (cpu + task.cpu, mem + task.memory_mb)
+
+        def fits(node: str, task: TaskDemand) -> bool:
+            inv = self._nodes.get(node)
+            if inv is None:
+                return not self._nodes
+            cpu, mem = used.get(node, (0, 0))
+            return inv.healthy and cpu + task.cpu <= inv.cpu and mem + task.memory_mb <= inv.memory_mb
+
+        for t in demand.tasks:
+            if t.gpu > 0:
+                p = placements[(t.role, t.index)]
+                if not fits(p.node, t):
+                    self._undo_pods(job)
+                    return (
+                        f"node {p.node} lacks the CPU ({t.cpu}) or memory ({t.memory_mb} MB) "
+                        f"for {t.role}-{t.index}"
+                    )
+                take(p.node, t)
+        for t in demand.tasks:
+            if t.gpu > 0:
+                continue
+            candidates = [n for n in self._nodes.values() if fits(n.name, t)]
+            if not candidates:
+                self._undo_pods(job)
+                job.usage = {}
+                return (
+                    f"no healthy node has {t.cpu} CPU and {t.memory_mb} MB memory free for "
+                    f"{t.role}-{t.index} ({len(self._nodes)} nodes known)"
+                )
+            # Best fit: the node left with the least free CPU keeps big nodes whole.
+            best = min(candidates, key=lambda n: (n.cpu - used.get(n.name, (0, 0))[0], n.name))
+            take(best.name, t)
+            placements[(t.role, t.index)] = TaskPlacement(t.role, t.index, best.name, best.address, ())
+        return ""
+
+    def _account(self, usage: dict[str, tuple[int, int]], sign: int) -> None:
+        for node, (cpu, mem) in usage.items():
+            c, m = self._used.get(node, (0, 0))
+            c, m = c + sign * cpu, m + sign * mem
+            if c or m:
+                self._used[node] = (c, m)
+            else:
+                self._used.pop(node, None)
+            inv = self._nodes.get(node)
+            if (
+                inv is not None
+                and (c or m)
+                and (inv.cpu - c < self._low_cpu or inv.memory_mb - m < self._low_mem)
+            ):
+                self._low.add(node)
+            else:
+                self._low.discard(node)
+
+    def _undo_pods(self, job: _Job) -> None:
+        assert self._algo is not None or not job.pods
+        for spec, info in job.pods:
+            if self._algo is not None:
+                self._algo.delete_allocated_pod(spec, info)
+            self._pod_job.pop(spec.name, None)
+        job.pods = []
+
+    def _give_up(self, demand: JobDemand, decision: Decision) -> Decision:
+        self.release(demand.job_id)
+        return decision
+
+    def _explain(self, demand: JobDemand, gang: list[TaskDemand], core_reason: str) -> str:
+        assert self._algo is not None
+        if not self._detailed:
+            return core_reason
+        leaf_type = gang[0].sku_type or ""
+        needed = sum(t.gpu for t in gang)
+        shape = " + ".join(f"{t.gpu}" for t in gang)
+        kind = leaf_type or "GPU"
+        chains = self._algo.cfg.leaf_type_chains.get(leaf_type) if leaf_type else list(self._algo.full)
+        chains = chains or []
+        vc = demand.virtual_cluster
+        if demand.priority >= MIN_GUARANTEED_PRIORITY:
+            leaves = [
+                leaf for c in chains for leaf in self._algo.cfg.vc_full.get(vc, {}).get(c, {}).get(1, [])
+            ]
+            free = sum(1 for leaf in leaves if leaf.priority == FREE_PRIORITY)
+            where = f"VC {vc} has {free} of its {len(leaves)} {kind} devices free"
+        else:
+            leaves = [leaf for c in chains for leaf in self._algo.full[c][1]]
+            free = sum(1 for leaf in leaves if leaf.priority == FREE_PRIORITY and leaf.healthy)
+            where = f"the cluster has {free} of {len(leaves)} {kind} devices free for opportunistic jobs"
+        return f"{where}; the job needs {needed} at once as [{shape}] per task ({core_reason})"
+
+    def restore(self, demand: JobDemand, placement: Placed) -> None:
+        job = self._jobs.setdefault(demand.job_id, _Job())
+        where = {(p.role, p.index): p for p in placement.tasks}
+        for gang in _gangs(demand):
+            specs = [self._pod_spec(demand, gang, t) for t in gang]
+            members: dict[int, list[PodPlacementInfo]] = {}
+            for t in gang:
+                p = where[(t.role, t.index)]
+                members.setdefault(t.gpu, []).append(
+                    PodPlacementInfo(p.node, p.gpu_indices, self._types(demand, p))
+                )
+            group = tuple((n, tuple(ps)) for n, ps in sorted(members.items()))
+            for t, spec in zip(gang, specs, strict=True):
+                p = where[(t.role, t.index)]
+                info = BindInfo(p.node, p.gpu_indices, "", group)
+                if self._algo is not None:
+                    self._algo.add_allocated_pod(spec, info)
+                self._pod_job[spec.name] = demand.job_id
+                job.pods.append((spec, info))
+        for t in demand.tasks:
+            p = where[(t.role, t.index)]
+            cpu, mem = job.usage.get(p.node, (0, 0))
+            job.usage[p.node] = (cpu + t.cpu, mem + t.memory_mb)
+        self._account(job.usage, 1)
+        job.placed = placement
+
+    def _types(self, demand: JobDemand, p: TaskPlacement) -> tuple[str, ...] | None:
+        """The VC cell level a running pod most likely used, so it keeps its guarantee."""
+        if self._algo is None or demand.priority < MIN_GUARANTEED_PRIORITY:
+            return tuple("" for _ in p.gpu_indices)
+        for chain, ccl in self._algo.full.items():
+            if any(leaf.nodes[0] == p.node for leaf in ccl[1]):
+                levels = self._algo.cfg.vc_preassigned.get(demand.virtual_cluster, {}).get(chain)
+                if levels:
+                    name = self._algo.cfg.level_types[chain][min(levels)]
+                    return tuple(name for _ in p.gpu_indices)
+        return None
+
+    def demoted_jobs(self) -> dict[str, str]:
+        """Jobs still running but no longer inside their VC's guarantee, with the reason.
+
+        After a restart on a smaller VC, or when a higher-priority job took their VC cells
+        lazily, jobs keep running as opportunistic work; the service shows this to users
+        instead of leaving it silent.
+        """
+        if self._algo is None:
+            return {}
+        out: dict[str, str] = {}
+        for job_id, job in self._jobs.items():
+            for spec, _ in job.pods:
+                g = self._algo.groups.get(spec.group_name)
+                if g is not None and g.lazy_preempted_by is not None and job_id not in out:
+                    if g.lazy_preempted_by == g.name:
+                        why = f"its devices no longer fit VC {g.vc} as configured"
+                    else:
+                        why = f"a higher-priority job took its cells in VC {g.vc}"
+                    out[job_id] = f"running without its VC guarantee (preemptible): {why}"
+        return out
+
+    def release(self, job_id: str) -> None:
+        job = self._jobs.pop(job_id, None)
+        if job is None:
+            return
+        if job.placed is not None:
+            self._account(job.usage, -1)
+        self._undo_pods(job)
+        if self._algo is not None:
+            for spec in job.pending:
+                self._algo.delete_unallocated_pod(spec)
+
+    def virtual_clusters(self) -> list[VirtualClusterStatus]:
+        if self._algo is None:
+            return []
+        out: list[VirtualClusterStatus] = []
+        cfg = self._algo.cfg
+        for vc in cfg.vc_names:
+            quota = sum(len(ccl.get(1, [])) for ccl in cfg.vc_full[vc].values())
+            quota += sum(len(ccl.get(1, [])) for ccl in cfg.vc_pinned[vc].values())
+            nodes: dict[str, int] = {}
+            for g in self._algo.groups.values():
+                if g.vc != vc:
+                    continue
+                for pods in g.physical.values():
+                    for pod in pods:
+                        for leaf in pod:
+                            if leaf is not None:
+                                nodes[leaf.nodes[0]] = nodes.get(leaf.nodes[0], 0) + 1
+            out.append(VirtualClusterStatus(vc, quota, sum(nodes.values()), quota, nodes))
+        return out

@@ -1,0 +1,275 @@
+"""The scheduler's state machine: which jobs wait, which hold resources, what to announce.
+
+`SchedulerCore.apply` folds one event into the state; it never decides, so replaying the whole
+job stream after a restart rebuilds exactly the allocations that exist (no double allocation).
+`SchedulerCore.decide` walks the queue in priority order and returns the announcements to
+publish; each carries a deterministic message id, so a decision repeated after a crash is
+deduplicated by the bus.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from libs.protocol.events import (
+    Event,
+    JobCompleted,
+    JobPending,
+    JobPreempting,
+    JobRetrying,
+    JobScheduled,
+    JobStopRequested,
+    JobSubmitted,
+    NodeCordoned,
+    NodeLost,
+    NodeReported,
+)
+from libs.protocol.events import TaskPlacement as EventPlacement
+from services.scheduler.core.placements import (
+    JobDemand,
+    NodeInventory,
+    Placed,
+    PlacementPolicy,
+    Preempting,
+    Rejected,
+    TaskDemand,
+    TaskPlacement,
+    Waiting,
+)
+
+PRIORITY_CLASSES = {"crit": 1000, "prod": 100, "test": 10, "oppo": -1}
+
+
+def demand_from_config(job_id: str, user: str, virtual_cluster: str, config: dict[str, Any]) -> JobDemand:
+    """The scheduler's view of a normalised job config (OpenPAI field names)."""
+    hived = (config.get("extras") or {}).get("hivedScheduler") or {}
+    role_hints = hived.get("taskRoles") or {}
+    priority = PRIORITY_CLASSES.get(str(hived.get("jobPriorityClass", "")), 0)
+    tasks: list[TaskDemand] = []
+    for role, spec in (config.get("taskRoles") or {}).items():
+        resources = spec.get("resourcePerInstance") or {}
+        hint = role_hints.get(role) or {}
+        for index in range(int(spec.get("instances", 1))):
+            tasks.append(
+                TaskDemand(
+                    role=role,
+                    index=index,
+                    cpu=int(resources.get("cpu", 1)),
+                    memory_mb=int(resources.get("memoryMB", 0)),
+                    gpu=int(resources.get("gpu", 0)),
+                    sku_type=hint.get("skuType"),
+                    pinned_cell=hint.get("pinnedCellId"),
+                    affinity_group=hint.get("affinityGroupName"),
+                )
+            )
+    return JobDemand(job_id, user, virtual_cluster, priority, tuple(tasks))
+
+
+@dataclass
+class _Job:
+    demand: JobDemand
+    seq: int
+    attempt: int = 0
+    placed: bool = False
+    last_reason: str = ""
+    preempting: set[str] = field(default_factory=set)
+    placement: Placed | None = None
+
+
+Announcement = JobScheduled | JobPending | JobPreempting
+
+
+class SchedulerCore:
+    def __init__(self, policy: PlacementPolicy) -> None:
+        self.policy = policy
+        self._jobs: dict[str, _Job] = {}
+        self._nodes: dict[str, NodeInventory] = {}
+        self._cordoned: set[str] = set()
+        self._seq = 0
+        # Deciding is incremental: a new job is tried alone; every waiting job is tried again
+        # only when capacity may have grown (a release, a node change, a new policy).
+        self._fresh: set[str] = set()
+        self._everyone = True
+
+    @property
+    def queued(self) -> list[str]:
+        return [job_id for job_id, job in self._ordered() if not job.placed]
+
+    def apply(self, event: Event) -> None:
+        if isinstance(event, JobSubmitted):
+            if event.job_id not in self._jobs:
+                self._seq += 1
+                demand = demand_from_config(event.job_id, event.user, event.virtual_cluster, event.config)
+                if event.priority and not demand.priority:
+                    demand = JobDemand(
+                        demand.job_id, demand.user, demand.virtual_cluster, event.priority, demand.tasks
+                    )
+                self._jobs[event.job_id] = _Job(demand, self._seq)
+                self._fresh.add(event.job_id)
+        elif isinstance(event, JobScheduled):
+            job = self._jobs.get(event.job_id)
+            if job is not None and not job.placed and event.attempt >= job.attempt:
+                job.attempt = event.attempt
+                job.placed = True
+                placed = Placed(event.job_id, tuple(_from_event(p) for p in event.placements))
+                job.placement = placed
+                self.policy.restore(job.demand, placed)
+        elif isinstance(event, JobPending):
+            job = self._jobs.get(event.job_id)
+            if job is not None:
+                job.last_reason = event.reason
+        elif isinstance(event, JobPreempting):
+            preemptor = self._jobs.get(event.by_job_id)
+            if preemptor is not None:
+                preemptor.preempting.add(event.job_id)
+        elif isinstance(event, JobRetrying):
+            job = self._jobs.get(event.job_id)
+            if job is not None and event.next_attempt > job.attempt:
+                self.policy.release(event.job_id)
+                self._everyone = True
+                job.attempt = event.next_attempt
+                job.placed = False
+                job.placement = None
+                job.last_reason = ""
+                for other in self._jobs.values():
+                    other.preempting.discard(event.job_id)
+        elif isinstance(event, JobCompleted):
+            if self._jobs.pop(event.job_id, None) is not None:
+                self.policy.release(event.job_id)
+                self._everyone = True
+            for other in self._jobs.values():
+                other.preempting.discard(event.job_id)
+        elif isinstance(event, JobStopRequested):
+            job = self._jobs.get(event.job_id)
+            if job is not None and not job.placed:
+                # Not placed: nothing to free; never place it again. The orchestrator ends it.
+                del self._jobs[event.job_id]
+        elif isinstance(event, NodeReported):
+            node = NodeInventory(
+                event.name,
+                event.address,
+                event.cpu,
+                event.memory_mb,
+                event.gpus,
+                event.gpu_model,
+                event.healthy,
+            )
+            if self._nodes.get(event.name) != node:  # periodic reports of an unchanged node change nothing
+                self._nodes[event.name] = node
+                self._set_nodes()
+        elif isinstance(event, NodeCordoned):
+            before = set(self._cordoned)
+            if event.cordoned:
+                self._cordoned.add(event.name)
+            else:
+                self._cordoned.discard(event.name)
+            if before != self._cordoned:
+                self._set_nodes()
+        elif isinstance(event, NodeLost) and event.name in self._nodes:
+            lost = self._nodes[event.name]
+            self._nodes[event.name] = dataclasses.replace(lost, healthy=False)
+            self._set_nodes()
+
+    def _set_nodes(self) -> None:
+        """Hand the policy every node, a cordoned one as unhealthy: nothing new lands on it."""
+        self.policy.set_nodes(
+            [
+                dataclasses.replace(node, healthy=False) if node.name in self._cordoned else node
+                for node in self._nodes.values()
+            ]
+        )
+        self._everyone = True
+
+    def decide(self) -> list[Announcement]:
+        """Try every waiting job in priority order; the announcements to publish, in order."""
+        out: list[Announcement] = []
+        if self._everyone:
+            candidates = self._ordered()
+        else:
+            candidates = [(job_id, self._jobs[job_id]) for job_id in self._fresh if job_id in self._jobs]
+            candidates.sort(key=lambda item: (-item[1].demand.priority, item[1].seq))
+        self._fresh.clear()
+        self._everyone = False
+        for job_id, job in candidates:
+            if job.placed or job.preempting:
+                continue
+            decision = self.policy.decide(job.demand)
+            if isinstance(decision, Placed):
+                job.placed = True
+                job.placement = decision
+                out.append(
+                    JobScheduled(
+                        event_id=f"{job_id}.scheduled.{job.attempt}",
+                        job_id=job_id,
+                        attempt=job.attempt,
+                        placements=tuple(_to_event(p) for p in decision.tasks),
+                    )
+                )
+            elif isinstance(decision, Preempting):
+                job.preempting.update(decision.victims)
+                out.extend(
+                    JobPreempting(
+                        event_id=f"{victim}.preempting.{job_id}.{job.attempt}",
+                        job_id=victim,
+                        by_job_id=job_id,
+                        reason=decision.reason,
+                    )
+                    for victim in decision.victims
+                )
+            elif isinstance(decision, Waiting | Rejected) and decision.reason != job.last_reason:
+                job.last_reason = decision.reason
+                digest = hashlib.sha256(decision.reason.encode()).hexdigest()[:12]
+                out.append(
+                    JobPending(
+                        event_id=f"{job_id}.pending.{job.attempt}.{digest}",
+                        job_id=job_id,
+                        reason=decision.reason,
+                    )
+                )
+        return out
+
+    @property
+    def nodes(self) -> list[NodeInventory]:
+        return list(self._nodes.values())
+
+    def running(self) -> list[tuple[JobDemand, Placed]]:
+        """Every job that holds resources, with its placement, in the order they were queued."""
+        return [
+            (job.demand, job.placement)
+            for _, job in sorted(self._jobs.items(), key=lambda item: item[1].seq)
+            if job.placed and job.placement is not None
+        ]
+
+    def demands(self) -> dict[str, JobDemand]:
+        return {job_id: job.demand for job_id, job in self._jobs.items()}
+
+    def waiting_reasons(self) -> dict[str, str]:
+        """The last reason told to each job that still waits."""
+        return {job_id: job.last_reason for job_id, job in self._ordered() if not job.placed}
+
+    def replace_policy(self, policy: PlacementPolicy) -> None:
+        """Switch to `policy`, which already holds the nodes and every running job's allocation.
+
+        Waiting jobs are told their reason again under the new policy: the old one may not hold.
+        """
+        self.policy = policy
+        self._everyone = True
+        for job in self._jobs.values():
+            if not job.placed:
+                job.last_reason = ""
+
+    def _ordered(self) -> list[tuple[str, _Job]]:
+        return sorted(self._jobs.items(), key=lambda item: (-item[1].demand.priority, item[1].seq))
+
+
+def _from_event(p: EventPlacement) -> TaskPlacement:
+    return TaskPlacement(p.role, p.index, p.node, p.node_address, tuple(p.gpu_indices))
+
+
+def _to_event(p: TaskPlacement) -> EventPlacement:
+    return EventPlacement(
+        role=p.role, index=p.index, node=p.node, node_address=p.node_address, gpu_indices=p.gpu_indices
+    )

@@ -1,0 +1,144 @@
+"""Per-user GPU limits inside a VC, as a wrapper around any placement policy.
+
+HiveD guarantees a VC's share against other VCs but lets one user of a VC take all of it;
+OpenPAI users asked for a cap per user. The cap is checked before the inner policy is asked,
+so a job over its user's limit waits (with the limit named) without reserving or preempting
+anything, and the inner policy never learns about users at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.scheduler.core.placements import (
+    Decision,
+    JobDemand,
+    NodeInventory,
+    Placed,
+    PlacementPolicy,
+    VirtualClusterStatus,
+    Waiting,
+)
+
+
+class UserLimitsError(ValueError):
+    """The `userLimits` section cannot be used as written; the text names the field."""
+
+
+@dataclass(frozen=True)
+class VcUserLimit:
+    """GPUs one user may hold at once in a VC; `users` overrides the default per user name."""
+
+    max_gpus_per_user: int | None = None
+    users: dict[str, int] = field(default_factory=dict)
+
+    def limit_for(self, user: str) -> int | None:
+        return self.users.get(user, self.max_gpus_per_user)
+
+
+def _count(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UserLimitsError(f"{where}: must be a whole number of GPUs (0 or more), got {value!r}")
+    return value
+
+
+def parse_user_limits(doc: Any) -> dict[str, VcUserLimit]:
+    """`{vc: {maxGpusPerUser: N, users: {name: N}}}` into limits; errors name the field."""
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise UserLimitsError("userLimits: must map VC names to {maxGpusPerUser: N, users: {name: N}}")
+    out: dict[str, VcUserLimit] = {}
+    for vc, raw in doc.items():
+        where = f"userLimits.{vc}"
+        if not isinstance(raw, dict):
+            raise UserLimitsError(f"{where}: must be a mapping like {{maxGpusPerUser: 4}}")
+        unknown = set(raw) - {"maxGpusPerUser", "users"}
+        if unknown:
+            raise UserLimitsError(f"{where}: unknown field(s) {sorted(unknown)}; use maxGpusPerUser or users")
+        default = raw.get("maxGpusPerUser")
+        users = raw.get("users") or {}
+        if not isinstance(users, dict):
+            raise UserLimitsError(f"{where}.users: must map user names to GPU counts")
+        out[str(vc)] = VcUserLimit(
+            None if default is None else _count(default, f"{where}.maxGpusPerUser"),
+            {str(u): _count(n, f"{where}.users.{u}") for u, n in users.items()},
+        )
+    return out
+
+
+def user_limits_document(limits: dict[str, VcUserLimit]) -> dict[str, Any]:
+    """The inverse of `parse_user_limits`, for status replies and the stored config."""
+    out: dict[str, Any] = {}
+    for vc, limit in limits.items():
+        entry: dict[str, Any] = {}
+        if limit.max_gpus_per_user is not None:
+            entry["maxGpusPerUser"] = limit.max_gpus_per_user
+        if limit.users:
+            entry["users"] = dict(limit.users)
+        out[vc] = entry
+    return out
+
+
+def _gpus(demand: JobDemand) -> int:
+    return sum(t.gpu for t in demand.tasks)
+
+
+class UserLimitedPolicy:
+    """A `PlacementPolicy` that holds back jobs over their user's GPU limit in their VC."""
+
+    def __init__(self, inner: PlacementPolicy, limits: dict[str, VcUserLimit] | None = None) -> None:
+        self.inner = inner
+        self.limits = dict(limits or {})
+        self._held: dict[str, tuple[str, str, int]] = {}  # job -> (vc, user, GPUs)
+
+    def used_by(self, vc: str, user: str) -> int:
+        return sum(n for v, u, n in self._held.values() if v == vc and u == user)
+
+    def usage(self) -> dict[str, dict[str, int]]:
+        """GPUs held per VC and user, for the status reply."""
+        out: dict[str, dict[str, int]] = {}
+        for vc, user, gpus in self._held.values():
+            out.setdefault(vc, {})
+            out[vc][user] = out[vc].get(user, 0) + gpus
+        return out
+
+    def set_nodes(self, nodes: list[NodeInventory]) -> None:
+        self.inner.set_nodes(nodes)
+
+    def decide(self, demand: JobDemand) -> Decision:
+        if demand.job_id not in self._held:
+            limit = self.limits.get(demand.virtual_cluster)
+            cap = limit.limit_for(demand.user) if limit is not None else None
+            needed = _gpus(demand)
+            if cap is not None and needed > 0:
+                used = self.used_by(demand.virtual_cluster, demand.user)
+                if used + needed > cap:
+                    vc = demand.virtual_cluster
+                    field_name = (
+                        f"userLimits.{vc}.users.{demand.user}"
+                        if limit is not None and demand.user in limit.users
+                        else f"userLimits.{vc}.maxGpusPerUser"
+                    )
+                    return Waiting(
+                        demand.job_id,
+                        f"user {demand.user} may use at most {cap} GPUs at once in VC {vc} "
+                        f"({field_name}); {used} are in use by their running jobs and this job "
+                        f"needs {needed}; it starts when enough of them finish",
+                    )
+        decision = self.inner.decide(demand)
+        if isinstance(decision, Placed):
+            self._held[demand.job_id] = (demand.virtual_cluster, demand.user, _gpus(demand))
+        return decision
+
+    def restore(self, demand: JobDemand, placement: Placed) -> None:
+        self.inner.restore(demand, placement)
+        self._held[demand.job_id] = (demand.virtual_cluster, demand.user, _gpus(demand))
+
+    def release(self, job_id: str) -> None:
+        self._held.pop(job_id, None)
+        self.inner.release(job_id)
+
+    def virtual_clusters(self) -> list[VirtualClusterStatus]:
+        return self.inner.virtual_clusters()

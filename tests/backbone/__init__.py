@@ -1,0 +1,1 @@
+"""Tests of the shared plumbing against a real nats-server."""

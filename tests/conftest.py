@@ -1,0 +1,48 @@
+"""Fixtures shared by every test suite: a real nats-server with JetStream, and a bus to it.
+
+Each test that asks for ``nats_server`` gets its own server process on a port the server picks
+itself, storing JetStream under the test's tmp_path, so tests never see each other's streams
+and can stop, kill and restart their server freely. Teardown always stops the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from libs.backbone.connecting import Bus, connect
+from libs.backbone.natsserver import EmbeddedNats
+from tests.support.tracing import memory_exporter
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[EmbeddedNats]:
+    """A fresh nats-server (JetStream on disk in tmp_path); ``.kill_sync()``/``.restart()`` allowed."""
+    server = EmbeddedNats(tmp_path / "nats")
+    server.start_sync()
+    try:
+        yield server
+    finally:
+        server.kill_sync()
+
+
+@pytest.fixture
+async def bus(nats_server: EmbeddedNats) -> AsyncIterator[Bus]:
+    """A connected Bus to ``nats_server``; closed (drained) after the test."""
+    connection = await connect(nats_server.url, name="test", initial_timeout=10.0)
+    try:
+        yield connection
+    finally:
+        await connection.close()
+
+
+@pytest.fixture
+def span_exporter() -> Iterator[InMemorySpanExporter]:
+    """Spans finished during the test, in memory (the global provider is installed once)."""
+    exporter = memory_exporter()
+    exporter.clear()
+    yield exporter
+    exporter.clear()

@@ -1,0 +1,1 @@
+"""End-to-end tests: the whole embedded platform, every service a real process."""

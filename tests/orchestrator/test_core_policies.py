@@ -1,0 +1,147 @@
+"""Completion and retry policies as OpenPAI defines them, one table row per case."""
+
+from __future__ import annotations
+
+import pytest
+
+from libs.protocol.events import FailureInfo
+from services.orchestrator.core.policies import (
+    JobSpec,
+    RoleSpec,
+    TaskTally,
+    decide_completion,
+    decide_retry,
+    failure_type,
+    spec_from_config,
+)
+
+MASTER_DOMINATED = JobSpec(
+    roles=(
+        RoleSpec(name="master", instances=1, min_succeeded=1),
+        RoleSpec(name="worker", instances=2, min_failed=-1),
+    )
+)
+ANY_WORKER = JobSpec(roles=(RoleSpec(name="worker", instances=3, min_succeeded=1),))
+ALL_WORKERS = JobSpec(roles=(RoleSpec(name="worker", instances=3),))
+NEVER_FAIL = JobSpec(roles=(RoleSpec(name="worker", instances=2, min_failed=-1),))
+
+
+def tallies(spec: JobSpec, done: dict[tuple[str, int], bool]) -> list[TaskTally]:
+    return [
+        TaskTally(r.name, i, (r.name, i) in done, done.get((r.name, i), False))
+        for r in spec.roles
+        for i in range(r.instances)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "done", "trigger", "expected"),
+    [
+        pytest.param(
+            MASTER_DOMINATED, {("master", 0): True}, ("master", 0), "succeeded", id="master-succeeds"
+        ),
+        pytest.param(MASTER_DOMINATED, {("master", 0): False}, ("master", 0), "failed", id="master-fails"),
+        pytest.param(
+            MASTER_DOMINATED, {("worker", 0): False}, ("worker", 0), None, id="worker-failure-ignored"
+        ),
+        pytest.param(MASTER_DOMINATED, {("worker", 1): True}, ("worker", 1), None, id="worker-success-waits"),
+        pytest.param(ANY_WORKER, {("worker", 2): True}, ("worker", 2), "succeeded", id="any-worker-succeeds"),
+        pytest.param(ANY_WORKER, {("worker", 0): False}, ("worker", 0), "failed", id="any-worker-one-fails"),
+        pytest.param(ALL_WORKERS, {("worker", 0): True}, ("worker", 0), None, id="all-workers-one-of-three"),
+        pytest.param(
+            ALL_WORKERS,
+            {("worker", 0): True, ("worker", 1): True, ("worker", 2): True},
+            ("worker", 2),
+            "succeeded",
+            id="all-workers-all-succeed",
+        ),
+        pytest.param(
+            ALL_WORKERS, {("worker", 1): False}, ("worker", 1), "failed", id="all-workers-one-fails"
+        ),
+        pytest.param(
+            NEVER_FAIL,
+            {("worker", 0): False, ("worker", 1): False},
+            ("worker", 1),
+            "succeeded",
+            id="minfailed-minus-one",
+        ),
+    ],
+)
+def test_completion_policy(
+    spec: JobSpec, done: dict[tuple[str, int], bool], trigger: tuple[str, int], expected: str | None
+) -> None:
+    decision = decide_completion(spec, tallies(spec, done), *trigger)
+    assert (decision.outcome if decision else None) == expected
+    if decision is not None:
+        assert (decision.trigger_role, decision.trigger_index) == trigger
+
+
+def test_min_failed_above_one_waits_for_enough_failures() -> None:
+    spec = JobSpec(roles=(RoleSpec(name="w", instances=3, min_failed=2),))
+    assert decide_completion(spec, tallies(spec, {("w", 0): False}), "w", 0) is None
+    second = decide_completion(spec, tallies(spec, {("w", 0): False, ("w", 1): False}), "w", 1)
+    assert second is not None
+    assert second.outcome == "failed"
+
+
+def test_spec_from_config_reads_openpai_fields_and_defaults() -> None:
+    spec = spec_from_config(
+        {
+            "jobRetryCount": 2,
+            "extras": {"gangAllocation": False},
+            "taskRoles": {
+                "master": {"instances": 1, "completion": {"minSucceededInstances": 1}},
+                "worker": {"instances": 4, "taskRetryCount": 3, "completion": {"minFailedInstances": None}},
+            },
+        }
+    )
+    assert spec.job_retry_count == 2
+    assert spec.gang is False
+    assert spec.role("master") == RoleSpec(name="master", instances=1, min_failed=1, min_succeeded=1)
+    assert spec.role("worker") == RoleSpec(
+        name="worker", instances=4, min_failed=1, min_succeeded=4, task_retry_count=3
+    )
+
+
+def info(kind: str, code: int = 1) -> FailureInfo:
+    return FailureInfo(code=code, phrase="x", type=kind)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "failure", "expected"),
+    [
+        (0, None, "succeeded"),
+        (1, None, "unknown"),
+        (1, info("transient"), "transient"),
+        (1, info("permanent"), "permanent"),
+        (1, info("unknown"), "unknown"),
+        (251, info("transient", 251), "conflict"),
+        (251, None, "conflict"),
+    ],
+)
+def test_failure_type_reads_the_verdict(exit_code: int, failure: FailureInfo | None, expected: str) -> None:
+    assert failure_type(exit_code, failure) == expected
+
+
+@pytest.mark.parametrize(
+    ("kind", "used", "limit", "retry", "counted", "retry_kind"),
+    [
+        pytest.param("succeeded", 0, 5, False, False, "user", id="succeeded-never"),
+        pytest.param("permanent", 0, 5, False, False, "user", id="permanent-never"),
+        pytest.param("transient", 9, 0, True, False, "platform", id="transient-always-uncounted"),
+        pytest.param("conflict", 9, 0, True, False, "resource", id="conflict-always-uncounted"),
+        pytest.param("unknown", 0, 1, True, True, "user", id="unknown-counted-within-limit"),
+        pytest.param("unknown", 1, 1, False, False, "user", id="unknown-limit-reached"),
+        pytest.param("unknown", 0, 0, False, False, "user", id="unknown-no-retries"),
+        pytest.param("unknown", 1000, -2, True, True, "user", id="unknown-unlimited"),
+    ],
+)
+def test_retry_policy(kind: str, used: int, limit: int, retry: bool, counted: bool, retry_kind: str) -> None:
+    decision = decide_retry(kind, used, limit, 0.5)  # type: ignore[arg-type]
+    assert (decision.retry, decision.counted, decision.kind) == (retry, counted, retry_kind)
+
+
+def test_conflict_delay_comes_from_the_random_argument() -> None:
+    low, high = decide_retry("conflict", 0, 0, 0.0), decide_retry("conflict", 0, 0, 0.999)
+    assert 0 < low.delay_seconds < high.delay_seconds
+    assert decide_retry("conflict", 0, 0, 0.3) == decide_retry("conflict", 0, 0, 0.3)

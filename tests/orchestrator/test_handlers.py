@@ -1,0 +1,179 @@
+"""The handler's write-then-act order against a real KV bucket: crashes and races lose nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from libs.backbone.connecting import Bus
+from libs.backbone.topology import ensure_topology
+from libs.protocol.events import EventBase, JobStopRequested
+from services.orchestrator.adapters.local import LocalExecutor, TaskExit
+from services.orchestrator.adapters.state import FrameworkStore
+from services.orchestrator.handlers import Orchestrator
+from tests.orchestrator.jobs import job_config
+from tests.orchestrator.sim import scheduled, submitted
+
+
+class Crash(BaseException):
+    """Stands for the process dying: nothing in the handler may catch it."""
+
+
+async def no_secrets(_job_id: str) -> dict[str, Any] | None:
+    return None
+
+
+async def ignore_exit(_exit: TaskExit) -> None:
+    return None
+
+
+async def orchestrator(bus: Bus, tmp_path: Path, publish: Any) -> Orchestrator:
+    await ensure_topology(bus.js)
+    store = await FrameworkStore.open(bus.js)
+    return Orchestrator(store, LocalExecutor(tmp_path, ignore_exit, no_secrets), publish)
+
+
+async def test_an_event_decided_before_a_crash_is_published_after_the_restart(
+    bus: Bus, tmp_path: Path
+) -> None:
+    async def dying(_event: EventBase) -> None:
+        raise Crash
+
+    first = await orchestrator(bus, tmp_path, dying)
+    await first.apply("job1", submitted(job_config({"worker": (1, "echo ok")})))
+    with pytest.raises(Crash):
+        await first.apply("job1", JobStopRequested(job_id="job1", by="alice"))
+
+    published: list[EventBase] = []
+
+    async def working(event: EventBase) -> None:
+        published.append(event)
+
+    second = await orchestrator(bus, tmp_path, working)
+    await second.recover()
+    assert [(getattr(e, "type", None), getattr(e, "state", None)) for e in published] == [
+        ("job.completed", "STOPPED")
+    ]
+    stored = await second.store.get("job1")
+    assert stored is not None
+    assert stored.value.outbox == []
+    # The redelivered stop decides nothing new.
+    await second.apply("job1", JobStopRequested(job_id="job1", by="alice"))
+    assert len(published) == 1
+
+
+async def test_a_lost_revision_race_decides_again_on_the_fresh_state(bus: Bus, tmp_path: Path) -> None:
+    published: list[EventBase] = []
+
+    async def working(event: EventBase) -> None:
+        published.append(event)
+
+    orch = await orchestrator(bus, tmp_path, working)
+    await orch.apply("job1", submitted(job_config({"worker": (1, "echo ok")})))
+    real_get = orch.store.get
+    stale = await real_get("job1")
+    assert stale is not None
+    # Another writer moves the key on between our read and our write.
+    await orch.store.save("job1", stale.value.model_copy(update={"name": "renamed"}), stale.revision)
+    calls = 0
+
+    async def stale_first(job_id: str) -> Any:
+        nonlocal calls
+        calls += 1
+        return stale if calls == 1 else await real_get(job_id)
+
+    orch.store.get = stale_first  # type: ignore[method-assign]
+    await orch.apply("job1", JobStopRequested(job_id="job1", by="alice"))
+    final = await real_get("job1")
+    assert final is not None
+    assert final.value.name == "renamed"  # the other writer's change survived
+    assert final.value.outcome == "STOPPED"
+    assert [getattr(e, "type", None) for e in published] == ["job.completed"]
+
+
+async def test_concurrent_stops_of_one_job_publish_one_completion(bus: Bus, tmp_path: Path) -> None:
+    published: list[EventBase] = []
+
+    async def slow(event: EventBase) -> None:
+        await asyncio.sleep(0)  # yield inside the critical section
+        published.append(event)
+
+    orch = await orchestrator(bus, tmp_path, slow)
+    await orch.apply("job1", submitted(job_config({"worker": (1, "echo ok")})))
+    stops = [JobStopRequested(job_id="job1", by=f"user{i}") for i in range(5)]
+    await asyncio.gather(*(orch.apply("job1", stop) for stop in stops))
+    assert [getattr(e, "type", None) for e in published] == ["job.completed"]
+    assert orch._locks == {}
+
+
+class CrashingExecutor(LocalExecutor):
+    """Dies inside `start`: before the spawn, or after it but before the spawn is recorded."""
+
+    def __init__(self, *args: Any, spawn_first: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spawn_first = spawn_first
+
+    async def start(self, framework: Any, key: Any) -> tuple[int, Path]:
+        if self.spawn_first:
+            await super().start(framework, key)
+        raise Crash
+
+
+@pytest.mark.parametrize("spawn_first", [False, True], ids=["before-spawn", "after-spawn-before-record"])
+async def test_a_crash_inside_a_launch_never_runs_the_task_twice(
+    bus: Bus, tmp_path: Path, spawn_first: bool
+) -> None:
+    await ensure_topology(bus.js)
+    store = await FrameworkStore.open(bus.js)
+    exits: asyncio.Queue[TaskExit] = asyncio.Queue()
+    published: list[EventBase] = []
+
+    async def working(event: EventBase) -> None:
+        published.append(event)
+
+    config = job_config({"worker": (1, "sleep 1")})
+    first = Orchestrator(
+        store, CrashingExecutor(tmp_path, exits.put, no_secrets, spawn_first=spawn_first), working
+    )
+    await first.apply("job1", submitted(config))
+    with pytest.raises(Crash):
+        await first.apply("job1", scheduled(config))
+    await first.executor.close()
+
+    executor = LocalExecutor(tmp_path, exits.put, no_secrets, poll_seconds=0.05)
+    second = Orchestrator(store, executor, working)
+    await second.recover()
+    done = await asyncio.wait_for(exits.get(), 60)
+    assert (done.key, done.exit_code) == ((0, "worker", 0, 0), 0)
+    starts = [e for e in published if getattr(e, "type", None) == "task.started"]
+    assert len(starts) == 1
+    runs = (tmp_path / "jobs/job1/attempt-0/worker-0/try-0/logs/runtime.pai.log").read_text()
+    assert runs.count("user command starts") == 1
+    await executor.close()
+
+
+class BrokenExecutor(LocalExecutor):
+    async def start(self, framework: Any, key: Any) -> tuple[int, Path]:
+        raise OSError("no space left on device")
+
+
+async def test_a_task_that_cannot_start_completes_with_a_platform_failure(bus: Bus, tmp_path: Path) -> None:
+    await ensure_topology(bus.js)
+    published: list[EventBase] = []
+
+    async def working(event: EventBase) -> None:
+        published.append(event)
+
+    orch = Orchestrator(
+        await FrameworkStore.open(bus.js), BrokenExecutor(tmp_path, ignore_exit, no_secrets), working
+    )
+    config = job_config({"worker": (1, "echo ok")})
+    await orch.apply("job1", submitted(config))
+    await orch.apply("job1", scheduled(config))
+    [completed] = [e for e in published if getattr(e, "type", None) == "task.completed"]
+    assert getattr(completed, "exit_code", None) == 255
+    assert "no space left on device" in getattr(completed, "diagnostics", "")
+    assert getattr(completed, "failure", None) is not None

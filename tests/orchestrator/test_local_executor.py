@@ -1,0 +1,149 @@
+"""The local executor with real processes: runtime launch, exit reports, stop, probe and adopt."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from services.orchestrator.adapters.local import LocalExecutor, TaskExit, lock_is_held
+from services.orchestrator.core.deciders import decide
+from services.orchestrator.core.effects import Context
+from services.orchestrator.core.frameworks import Framework
+from tests.orchestrator.jobs import job_config
+from tests.orchestrator.sim import T0, scheduled, submitted
+
+KEY = (0, "worker", 0, 0)
+
+
+def framework_for(config: dict[str, Any]) -> Framework:
+    fw = decide(None, submitted(config), Context(now=T0)).framework
+    fw = decide(fw, scheduled(config), Context(now=T0)).framework
+    assert fw is not None
+    return fw
+
+
+class Exits:
+    """Collects task exits; `next()` waits for the next one."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[TaskExit] = asyncio.Queue()
+
+    async def __call__(self, exit_: TaskExit) -> None:
+        await self.queue.put(exit_)
+
+    async def next(self) -> TaskExit:
+        return await asyncio.wait_for(self.queue.get(), 60)
+
+
+async def no_secrets(_job_id: str) -> dict[str, Any] | None:
+    return None
+
+
+def executor(tmp_path: Path, exits: Exits, secrets: Any = no_secrets, grace: float = 5.0) -> LocalExecutor:
+    return LocalExecutor(tmp_path / "data", exits, secrets, grace_seconds=grace, poll_seconds=0.05)
+
+
+async def test_a_task_runs_through_the_runtime_and_reports_its_exit_code(tmp_path: Path) -> None:
+    exits = Exits()
+    ex = executor(tmp_path, exits)
+    fw = framework_for(job_config({"worker": (1, "echo hello from $PAI_CURRENT_TASK_ROLE_NAME; exit 3")}))
+    pid, directory = await ex.start(fw, KEY)
+    assert pid > 0
+    assert directory == tmp_path / "data" / "jobs" / "job1" / "attempt-0" / "worker-0" / "try-0"
+    done = await exits.next()
+    assert (done.job_id, done.key, done.exit_code) == ("job1", KEY, 3)
+    assert done.failure is not None
+    assert done.failure.code != 0
+    assert "hello from worker" in (directory / "logs" / "user.pai.stdout").read_text()
+    assert ex.probe("job1", KEY).status == "ended"
+    await ex.close()
+
+
+async def test_secrets_reach_the_task_through_a_private_file(tmp_path: Path) -> None:
+    exits = Exits()
+
+    async def secrets(job_id: str) -> dict[str, Any]:
+        return {"token": f"s3cret-{job_id}"}
+
+    ex = executor(tmp_path, exits, secrets)
+    fw = framework_for(job_config({"worker": (1, "test '<% $secrets.token %>' = s3\"\"cret-job1")}))
+    _, directory = await ex.start(fw, KEY)
+    assert stat.S_IMODE((directory / "secrets.json").stat().st_mode) == 0o600
+    assert "s3cret" not in (directory / "spec.json").read_text()
+    assert (await exits.next()).exit_code == 0
+    assert not (directory / "secrets.json").exists()
+    await ex.close()
+
+
+async def test_stop_terminates_the_whole_process_group(tmp_path: Path) -> None:
+    exits = Exits()
+    ex = executor(tmp_path, exits, grace=30.0)
+    fw = framework_for(job_config({"worker": (1, "sleep 300 & sleep 300; wait")}))
+    pid, directory = await ex.start(fw, KEY)
+    await wait_for_file(directory / "logs" / "runtime.pai.log", "user command starts")
+    await ex.stop("job1", KEY)
+    done = await exits.next()
+    assert done.exit_code != 0
+    assert not lock_is_held(directory)
+    await wait_until_group_gone(pid)
+    await ex.close()
+
+
+async def test_a_restarted_executor_adopts_a_live_task_and_reports_its_end(tmp_path: Path) -> None:
+    first_exits = Exits()
+    first = executor(tmp_path, first_exits)
+    fw = framework_for(job_config({"worker": (1, "sleep 1; exit 4")}))
+    pid, directory = await first.start(fw, KEY)
+    await first.close()  # the orchestrator goes away; the task keeps running
+    exits = Exits()
+    second = executor(tmp_path, exits)
+    probe = second.probe("job1", KEY)
+    assert (probe.status, probe.pid) == ("alive", pid)
+    second.adopt("job1", KEY, pid, directory)
+    done = await exits.next()
+    assert done.exit_code == 4
+    assert first_exits.queue.empty()
+    await second.close()
+
+
+async def test_probe_tells_a_task_that_never_began(tmp_path: Path) -> None:
+    ex = executor(tmp_path, Exits())
+    assert ex.probe("job1", KEY).status == "absent"
+
+
+async def wait_for_file(path: Path, text: str) -> None:
+    for _ in range(600):
+        if file_contains(path, text):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{text!r} never appeared in {path}")
+
+
+async def wait_until_group_gone(pgid: int) -> None:
+    """Members of a killed group may linger a moment as zombies until they are reaped."""
+    for _ in range(200):
+        alive = [
+            p
+            for p in psutil.process_iter(["status"])
+            if _pgid(p.pid) == pgid and p.info["status"] != "zombie"
+        ]
+        if not alive:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"processes of group {pgid} still run: {alive}")
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def file_contains(path: Path, text: str) -> bool:
+    return path.exists() and text in path.read_text()

@@ -1,0 +1,152 @@
+"""Who may call what: every route against anonymous, a user, another user, an app token, an admin.
+
+``MATRIX`` names each route of the service with the answer each caller gets: 401, 403, or
+``OK`` (anything else: the caller got past authorisation, so a 400 or 404 for the probe's
+deliberately harmless input counts). The test fails if the service serves a route the
+matrix does not list, so a new route cannot ship without its row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp.test_utils import TestClient
+
+from tests.rest.jobs import job_yaml
+from tests.rest.test_list_and_auth import submit
+from tests.rest.test_tokens import application_token, bearer
+from tests.rest.test_users_groups import create_user
+
+Client = TestClient[Any, Any]
+OK = 0
+ANYONE = (OK, OK, OK, OK, OK)
+SIGNED_IN = (401, OK, OK, OK, OK)
+NO_APP = (401, OK, OK, 403, OK)
+OWNER = (401, OK, 403, OK, OK)
+ADMIN = (401, 403, 403, 403, OK)
+CALLERS = ("anonymous", "user", "other user", "application token", "admin")
+
+JOB = "/api/v2/jobs/{user}~{job}"
+TASK = JOB + "/attempts/{attempt}/taskRoles/{role}/taskIndex/{index}/attempts"
+TASK_AT = TASK.format(user="{user}", job="{job}", attempt="0", role="worker", index="0")
+LOGS = TASK + "/{task_attempt}/logs"
+GHOST = {"data": {"username": "ghost", "email": "g@example.com"}, "patch": True}
+
+# (method, route, concrete path, request options, expected per caller in CALLERS order)
+MATRIX: list[tuple[str, str, str, dict[str, Any], tuple[int, ...]]] = [
+    ("POST", "/api/v2/authn/basic/login", "", {"data": {"username": "ghost", "password": "x"}}, ANYONE),
+    ("POST", "/api/v1/token", "", {"data": {"username": "ghost", "password": "x"}}, ANYONE),
+    ("GET", "/api/v2/info", "", {}, ANYONE),
+    ("POST", "/api/v2/jobs", "", {"data": ""}, SIGNED_IN),
+    ("GET", "/api/v2/jobs", "", {}, SIGNED_IN),
+    ("GET", JOB, "", {}, ANYONE),
+    ("GET", JOB + "/attempts/{attempt}", "/api/v2/jobs/bob~mine/attempts/0", {}, ANYONE),
+    ("GET", JOB + "/config", "", {}, SIGNED_IN),
+    ("PUT", JOB + "/executionType", "", {"json": {"value": "STOP"}}, OWNER),
+    ("GET", JOB + "/job-attempts", "", {}, ANYONE),
+    ("GET", JOB + "/job-attempts/{attempt}", "/api/v2/jobs/bob~mine/job-attempts/0", {}, ANYONE),
+    ("GET", TASK, TASK_AT.format(user="bob", job="mine"), {}, ANYONE),
+    ("PUT", JOB + "/tag", "", {"json": {"value": "t"}}, OWNER),
+    ("DELETE", JOB + "/tag", "", {"json": {"value": "absent"}}, OWNER),
+    ("GET", LOGS, TASK_AT.format(user="bob", job="mine") + "/0/logs", {}, SIGNED_IN),
+    ("GET", LOGS + "/{file}", TASK_AT.format(user="bob", job="mine") + "/0/logs/none", {}, SIGNED_IN),
+    ("GET", "/api/v2/failure-rules", "", {}, SIGNED_IN),
+    ("PUT", "/api/v2/failure-rules", "", {"data": "not: [yaml"}, ADMIN),
+    ("DELETE", "/api/v2/failure-rules", "", {}, ADMIN),
+    ("GET", "/api/v2/alerts", "", {}, SIGNED_IN),
+    ("POST", "/api/v2/users", "", {"json": {"username": "b a d", "password": "x"}}, ADMIN),
+    ("GET", "/api/v2/users", "", {}, ADMIN),
+    ("PUT", "/api/v2/users", "", {"json": GHOST}, ADMIN),
+    ("GET", "/api/v2/users/me", "", {}, SIGNED_IN),
+    ("PUT", "/api/v2/users/me", "", {"json": {"data": {"email": "me@example.com"}, "patch": True}}, NO_APP),
+    ("GET", "/api/v2/users/{user}", "/api/v2/users/admin", {}, SIGNED_IN),
+    ("DELETE", "/api/v2/users/{user}", "/api/v2/users/ghost", {}, ADMIN),
+    ("PUT", "/api/v2/users/{user}/group", "/api/v2/users/ghost/group", {"json": {"groupname": "x"}}, ADMIN),
+    (
+        "DELETE",
+        "/api/v2/users/{user}/group",
+        "/api/v2/users/ghost/group",
+        {"json": {"groupname": "x"}},
+        ADMIN,
+    ),
+    ("PUT", "/api/v2/users/{user}/group/", "/api/v2/users/ghost/group/", {"json": {"groupname": "x"}}, ADMIN),
+    (
+        "DELETE",
+        "/api/v2/users/{user}/group/",
+        "/api/v2/users/ghost/group/",
+        {"json": {"groupname": "x"}},
+        ADMIN,
+    ),
+    (
+        "PUT",
+        "/api/v2/users/{user}/grouplist",
+        "/api/v2/users/ghost/grouplist",
+        {"json": {"grouplist": []}},
+        ADMIN,
+    ),
+    (
+        "PUT",
+        "/api/v2/users/{user}/grouplist/",
+        "/api/v2/users/ghost/grouplist/",
+        {"json": {"grouplist": []}},
+        ADMIN,
+    ),
+    ("GET", "/api/v2/groups", "", {}, SIGNED_IN),
+    ("POST", "/api/v2/groups", "", {"json": {"groupname": "b a d"}}, ADMIN),
+    ("PUT", "/api/v2/groups", "", {"json": {"data": {"groupname": "ghost"}, "patch": True}}, ADMIN),
+    ("GET", "/api/v2/groups/{group}", "/api/v2/groups/default", {}, SIGNED_IN),
+    ("DELETE", "/api/v2/groups/{group}", "/api/v2/groups/ghost", {}, ADMIN),
+    ("GET", "/api/v2/groups/{group}/userlist", "/api/v2/groups/default/userlist", {}, SIGNED_IN),
+    ("GET", "/api/v2/tokens", "", {}, NO_APP),
+    ("POST", "/api/v2/tokens/application", "", {}, NO_APP),
+    ("DELETE", "/api/v2/tokens/{token}", "/api/v2/tokens/not-a-token", {}, NO_APP),
+    ("GET", "/api/v2/virtual-clusters", "", {}, SIGNED_IN),
+    ("GET", "/api/v2/virtual-clusters/{vc}", "/api/v2/virtual-clusters/a", {}, SIGNED_IN),
+    ("GET", "/api/v2/cluster/sku-types", "", {}, SIGNED_IN),
+    ("PUT", "/api/v2/virtual-clusters/config", "", {"data": "- not a mapping"}, ADMIN),
+    ("GET", "/api/v2/openapi.json", "", {}, ANYONE),
+    # Last: it revokes the token each caller used.
+    ("DELETE", "/api/v2/authn/basic/logout", "", {}, NO_APP),
+]
+
+
+def served_routes(api: Client) -> set[tuple[str, str]]:
+    return {
+        (route.method, route.resource.canonical)
+        for route in api.app.router.routes()
+        if route.resource is not None
+        and route.resource.canonical.startswith("/api/")
+        and route.method != "HEAD"
+    }
+
+
+def test_the_matrix_lists_every_route_once() -> None:
+    routes = [(method, route) for method, route, *_ in MATRIX]
+    assert len(routes) == len(set(routes))
+
+
+async def test_every_route_answers_each_kind_of_caller_as_the_matrix_says(
+    api: Client, admin_headers: dict[str, str]
+) -> None:
+    assert {(method, route) for method, route, *_ in MATRIX} == served_routes(api)
+    user = await create_user(api, admin_headers, "bob")
+    other = await create_user(api, admin_headers, "carol")
+    app = bearer(await application_token(api, user))
+    await submit(api, user, job_yaml("mine"))
+    callers: list[dict[str, str]] = [{}, user, other, app, admin_headers]
+
+    wrong: list[str] = []
+    for method, route, path, options, expected in MATRIX:
+        target = path or route.format(user="bob", job="mine")
+        for name, headers, want in zip(CALLERS, callers, expected, strict=True):
+            response = await api.request(method, target, headers=headers, **options)
+            body: Any = await response.json() if response.content_type == "application/json" else None
+            assert response.status < 500 or response.status == 503, (method, target, name, body)
+            got = response.status if response.status in (401, 403) else OK
+            if got != want:
+                wrong.append(f"{method} {target} as {name}: {response.status} {body}")
+            elif got == 401:
+                assert body["code"] == "UnauthorizedUserError"
+            elif got == 403:
+                assert body["code"] == "ForbiddenUserError"
+    assert not wrong, "\n".join(wrong)

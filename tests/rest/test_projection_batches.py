@@ -1,0 +1,145 @@
+"""Batched projection: many events in one transaction, still once each and in each job's order."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from sqlalchemy import event, func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from libs.protocol.events import (
+    EventBase,
+    JobCompleted,
+    JobPending,
+    JobScheduled,
+    JobState,
+    JobSubmitted,
+    TaskCompleted,
+    TaskPlacement,
+    TaskStarted,
+)
+from services.rest.adapters import projecting
+from services.rest.adapters.database import create_engine, migrate
+from services.rest.adapters.jobs_store import attempts_of, find_job, tasks_of
+from services.rest.adapters.projecting import apply_event, apply_events
+from services.rest.adapters.tables import applied_events
+from services.rest.projection import Projector
+
+PLACEMENT = (TaskPlacement(role="worker", index=0, node="node-a", node_address="10.0.0.1"),)
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(database_url)
+    await migrate(engine)
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+def submitted(job_id: str) -> JobSubmitted:
+    config = {"taskRoles": {"worker": {"instances": 1, "resourcePerInstance": {"gpu": 0}}}}
+    return JobSubmitted(
+        job_id=job_id, user="alice", name=f"job-{job_id}", virtual_cluster="default", config=config
+    )
+
+
+def lifecycle(job_id: str) -> list[EventBase]:
+    return [
+        submitted(job_id),
+        JobPending(job_id=job_id, reason="waiting"),
+        JobScheduled(job_id=job_id, attempt=0, placements=PLACEMENT),
+        TaskStarted(job_id=job_id, attempt=0, role="worker", index=0, node="node-a", pid=7),
+        TaskCompleted(job_id=job_id, attempt=0, role="worker", index=0, exit_code=0),
+        JobCompleted(job_id=job_id, attempt=0, state=JobState.SUCCEEDED, exit_code=0),
+    ]
+
+
+async def applied_count(engine: AsyncEngine) -> int:
+    async with engine.connect() as conn:
+        return int(await conn.scalar(select(func.count()).select_from(applied_events)) or 0)
+
+
+def count_commits(engine: AsyncEngine) -> list[int]:
+    commits = [0]
+
+    def on_commit(_conn: Any) -> None:
+        commits[0] += 1
+
+    event.listen(engine.sync_engine, "commit", on_commit)
+    return commits
+
+
+async def test_a_batch_applies_each_jobs_events_in_order_in_one_commit(engine: AsyncEngine) -> None:
+    # Two whole lifecycles interleaved in one batch, as a burst from the stream would bring them.
+    first, second = lifecycle("j1"), lifecycle("j2")
+    batch = [e for pair in zip(first, second, strict=True) for e in pair]
+    commits = count_commits(engine)
+    assert await apply_events(engine, batch) == [True] * len(batch)
+    assert commits[0] == 1
+    for job_id in ("j1", "j2"):
+        job = await find_job(engine, "alice", f"job-{job_id}")
+        assert job is not None
+        assert (job["state"], job["exit_code"], job["pending_reason"], job["attempt"]) == (
+            "SUCCEEDED",
+            0,
+            None,
+            0,
+        )
+        assert [a["state"] for a in await attempts_of(engine, job_id)] == ["SUCCEEDED"]
+        tasks = await tasks_of(engine, job_id)
+        assert [(t["state"], t["pid"], t["ip"]) for t in tasks] == [("SUCCEEDED", 7, "10.0.0.1")]
+    assert await applied_count(engine) == len(batch)
+
+
+async def test_events_applied_before_or_twice_in_a_batch_change_nothing(engine: AsyncEngine) -> None:
+    first = lifecycle("j1")
+    assert await apply_events(engine, first[:3]) == [True, True, True]
+    # A redelivery of what was applied, the rest, and one event twice within the batch.
+    batch = [*first[:3], *first[3:], first[4]]
+    assert await apply_events(engine, batch) == [False, False, False, True, True, True, False]
+    assert await apply_event(engine, first[5]) is False
+    job = await find_job(engine, "alice", "job-j1")
+    assert job is not None
+    assert job["state"] == "SUCCEEDED"
+    assert await applied_count(engine) == len(first)
+
+
+async def test_the_projector_commits_concurrent_events_together(engine: AsyncEngine) -> None:
+    projector = Projector(engine)
+    commits = count_commits(engine)
+    events = [submitted(f"j{n}") for n in range(40)]
+    results = await asyncio.gather(*(projector.apply(e) for e in events))
+    await projector.close()
+    assert results == [True] * 40
+    assert await applied_count(engine) == 40
+    # Handed over in the same turn of the loop: fewer commits than events (one, unless split).
+    assert commits[0] < 40
+
+
+async def test_a_failing_event_fails_alone(engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_apply = projecting._apply
+
+    async def failing(conn: Any, event: EventBase, rows: Any) -> None:
+        if getattr(event, "job_id", None) == "bad":
+            raise RuntimeError("this event cannot be applied")
+        await real_apply(conn, event, rows)
+
+    monkeypatch.setattr(projecting, "_apply", failing)
+    projector = Projector(engine)
+    outcomes = await asyncio.gather(
+        *(projector.apply(submitted(job_id)) for job_id in ("ok1", "bad", "ok2")), return_exceptions=True
+    )
+    await projector.close()
+    assert outcomes[0] is True
+    assert outcomes[2] is True
+    assert isinstance(outcomes[1], RuntimeError)
+    assert await find_job(engine, "alice", "job-ok1") is not None
+    assert await find_job(engine, "alice", "job-bad") is None
+    # The failed event's id was not recorded: its redelivery is applied once the cause is gone.
+    monkeypatch.setattr(projecting, "_apply", real_apply)
+    assert await apply_event(engine, submitted("bad")) is True

@@ -1,0 +1,114 @@
+"""The pure read side: exit specs, states and OpenPAI shapes, without a database or a bus."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from libs.protocol.events import FailureInfo
+from services.rest.core import states, views
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "state"),
+    [(0, "SUCCEEDED"), (-210, "STOPPED"), (-220, "STOPPED"), (1, "FAILED"), (-8000, "FAILED")],
+    ids=["success", "job-stop", "attempt-stop", "user-error", "platform-error"],
+)
+def test_an_exit_code_maps_to_openpai_final_state(exit_code: int, state: str) -> None:
+    assert states.state_for_exit(exit_code) == state
+
+
+def test_the_framework_name_is_openpai_md5_of_user_and_job() -> None:
+    assert states.framework_name("alice", "train~1") == hashlib.md5(b"alice~train~1").hexdigest()
+
+
+def test_an_exit_spec_carries_the_matched_rule() -> None:
+    failure = FailureInfo(
+        code=137,
+        phrase="ContainerOOMKilled",
+        type="permanent",
+        reason="out of memory",
+        solution="ask for more memoryMB",
+        matched_line="Killed",
+        issuer="PAI_RUNTIME",
+        causer="USER_CONTAINER",
+    )
+    spec = states.exit_spec(137, failure)
+    assert spec == {
+        "code": 137,
+        "phrase": "ContainerOOMKilled",
+        "issuer": "PAI_RUNTIME",
+        "causer": "USER_CONTAINER",
+        "type": "USER_FAILURE",
+        "stage": "RUNNING",
+        "behavior": "PERMANENT",
+        "reaction": "NEVER_RETRY",
+        "reason": "out of memory",
+        "repro": ["Killed"],
+        "solution": ["ask for more memoryMB"],
+    }
+    assert states.exit_spec(None, None) is None
+    stopped = states.exit_spec(-210, None)
+    assert stopped is not None
+    assert (stopped["type"], stopped["behavior"]) == ("USER_STOP", "PERMANENT")
+
+
+def job_row(**overrides: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "id": "j1",
+        "username": "u",
+        "name": "n",
+        "virtual_cluster": "vc",
+        "priority_class": None,
+        "tags": [],
+        "state": "WAITING",
+        "sub_state": "AttemptCreationPending",
+        "execution_type": "START",
+        "retries": 0,
+        "retries_user": 0,
+        "retries_platform": 0,
+        "retries_resource": 0,
+        "retry_delay_ms": None,
+        "submission_time": 1,
+        "created_time": 1,
+        "launched_time": None,
+        "completed_time": None,
+        "attempt": None,
+        "exit_code": None,
+        "exit_spec": None,
+        "exit_diagnostics": None,
+        "exit_trigger_message": None,
+        "exit_trigger_role": None,
+        "exit_trigger_index": None,
+        "pending_reason": None,
+        "total_gpus": 0,
+        "total_tasks": 3,
+        "total_task_roles": 2,
+        "config": {"taskRoles": {"ps": {"instances": 1}, "worker": {"instances": 2}}},
+    }
+    row.update(overrides)
+    return row
+
+
+def test_a_queued_job_lists_every_task_of_its_config_as_waiting() -> None:
+    detail = views.job_detail(job_row(), None, [])
+    assert list(detail["taskRoles"]) == ["ps", "worker"]
+    statuses = detail["taskRoles"]["worker"]["taskStatuses"]
+    assert [(s["taskIndex"], s["taskState"], s["containerIp"]) for s in statuses] == [
+        (0, "WAITING", None),
+        (1, "WAITING", None),
+    ]
+    assert detail["jobStatus"]["appCreatedTime"] is None
+    required = {"username", "virtualCluster", "state", "subState", "executionType", "retries", "createdTime"}
+    required |= {"completedTime", "appCreatedTime", "appLaunchedTime", "appCompletedTime", "appExitCode"}
+    assert required <= set(detail["jobStatus"])
+
+
+def test_a_summary_has_every_field_openpai_requires() -> None:
+    summary = views.job_summary(job_row())
+    required = {"name", "username", "virtualCluster", "state", "subState", "executionType", "retries"}
+    required |= {"createdTime", "completedTime", "appExitCode"}
+    assert required <= set(summary)
+    assert summary["debugId"] == states.framework_name("u", "n")

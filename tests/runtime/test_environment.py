@@ -1,0 +1,107 @@
+"""The PAI_* environment of a three-role job, checked against OpenPAI's documented variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runtime.environment import build_environment
+from runtime.spec import TaskSpec
+from tests.runtime.helpers import role, spec_for
+
+ROLES = [
+    {**role("ps", 2, cpu=2, memory_mb=4096, ports={"grpc": 1}), "min_failed_instances": -1},
+    role("worker", 3, cpu=4, memory_mb=8192, gpu=1, shm_mb=1024, ports={"grpc": 2}),
+    {**role("chief", 1, cpu=0.5, memory_mb=1024, gpu=2), "min_succeeded_instances": 1},
+]
+
+
+def _ports() -> dict[tuple[str, int], dict[str, list[int]]]:
+    ports: dict[tuple[str, int], dict[str, list[int]]] = {}
+    base = 30000
+    for r in ROLES:
+        for i in range(r["instances"]):
+            labels = {"ssh": 1, "http": 1, **r["resources"]["ports"]}
+            ports[(r["name"], i)] = {}
+            for label, count in labels.items():
+                ports[(r["name"], i)][label] = list(range(base, base + count))
+                base += count
+    return ports
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> TaskSpec:
+    raw = spec_for(tmp_path, "worker", 1, ROLES, "true", ports=_ports(), gpu_indices=[3])
+    raw["job"]["virtual_cluster"] = "vc1"
+    raw["tasks"] = [dict(t, host_ip=f"10.0.{n}.1") for n, t in enumerate(raw["tasks"])]
+    return TaskSpec.model_validate(raw)
+
+
+def test_job_level_variables_name_the_job_as_openpai_does(spec: TaskSpec) -> None:
+    env = build_environment(spec)
+    assert env["PAI_JOB_NAME"] == "alice~demo"
+    assert env["PAI_FRAMEWORK_NAME"] == "alice~demo"
+    assert env["PAI_USER_NAME"] == "alice"
+    assert env["PAI_DEFAULT_FS_URI"] == ""
+    assert env["PAI_VIRTUAL_CLUSTER"] == env["PAI_JOB_VC_NAME"] == "vc1"
+    assert env["PAI_TASK_ROLE_COUNT"] == "3"
+    assert env["PAI_TASK_ROLE_LIST"] == "ps,worker,chief"
+    assert env["PAI_JOB_TASK_COUNT"] == "6"
+
+
+@pytest.mark.parametrize(
+    ("name", "count", "resource", "min_failed", "min_succeeded"),
+    [
+        pytest.param("ps", "2", "0,2,4096,512", "-1", "2", id="ps-keeps-minus-one"),
+        pytest.param("worker", "3", "1,4,8192,1024", "1", "3", id="worker-defaults"),
+        pytest.param("chief", "1", "2,0.5,1024,512", "1", "1", id="chief-explicit-succeeded"),
+    ],
+)
+def test_role_level_variables_follow_the_documented_formats(
+    spec: TaskSpec, name: str, count: str, resource: str, min_failed: str, min_succeeded: str
+) -> None:
+    env = build_environment(spec)
+    assert env[f"PAI_TASK_ROLE_TASK_COUNT_{name}"] == count
+    assert env[f"PAI_RESOURCE_{name}"] == resource
+    assert env[f"PAI_MIN_FAILED_TASK_COUNT_{name}"] == min_failed
+    assert env[f"PAI_MIN_SUCCEEDED_TASK_COUNT_{name}"] == min_succeeded
+
+
+def test_every_task_is_reachable_by_host_ip_and_port_list(spec: TaskSpec) -> None:
+    env = build_environment(spec)
+    for task in spec.tasks:
+        assert env[f"PAI_HOST_IP_{task.role}_{task.index}"] == task.host_ip
+        for label, ports in task.ports.items():
+            expected = ",".join(str(p) for p in ports)
+            assert env[f"PAI_PORT_LIST_{task.role}_{task.index}_{label}"] == expected
+            assert env[f"PAI_{task.role}_{task.index}_{label}_PORT"] == expected
+    workers = [t for t in spec.tasks if t.role == "worker"]
+    assert env["PAI_TASK_ROLE_worker_HOST_LIST"] == ",".join(
+        f"{t.host_ip}:{t.ports['http'][0]}" for t in workers
+    )
+    assert env["PAI_TASK_ROLE_INSTANCES"] == "ps:0,ps:1,worker:0,worker:1,worker:2,chief:0"
+
+
+def test_current_task_variables_describe_this_task_only(spec: TaskSpec) -> None:
+    env = build_environment(spec)
+    me = spec.placement("worker", 1)
+    assert env["PAI_CURRENT_TASK_ROLE_NAME"] == "worker"
+    assert env["PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX"] == env["PAI_TASK_INDEX"] == "1"
+    assert env["PAI_CURRENT_CONTAINER_IP"] == me.host_ip
+    assert env["PAI_CURRENT_CONTAINER_PORT"] == str(me.ports["http"][0])
+    assert env["PAI_CONTAINER_SSH_PORT"] == str(me.ports["ssh"][0])
+    grpc = me.ports["grpc"]
+    assert env["PAI_CONTAINER_HOST_grpc_PORT_LIST"] == f"{grpc[0]},{grpc[1]}"
+    assert env["PAI_CONTAINER_HOST_PORT_LIST"] == (
+        f"ssh:{me.ports['ssh'][0]};http:{me.ports['http'][0]};grpc:{grpc[0]},{grpc[1]};"
+    )
+    assert env["CUDA_VISIBLE_DEVICES"] == "3"
+
+
+def test_no_secret_or_spec_path_leaks_into_the_environment(tmp_path: Path) -> None:
+    raw = spec_for(tmp_path, "worker", 0, [role("worker")], "echo <% $secrets.x %>")
+    raw["secrets_file"] = str(tmp_path / "secrets.json")
+    env = build_environment(TaskSpec.model_validate(raw))
+    assert not any("secrets" in v for v in env.values())
+    assert all(k.startswith(("PAI_", "FC_", "CUDA_", "NVIDIA_")) for k in env)

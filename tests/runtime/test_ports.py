@@ -1,0 +1,95 @@
+"""Port assignment never hands out a port twice, and node-local reservations never collide."""
+
+from __future__ import annotations
+
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runtime.ports import (
+    PortsExhaustedError,
+    assign_ports,
+    release_ports,
+    reserve_ports,
+    reserved_ports,
+    with_default_ports,
+)
+
+labels = st.dictionaries(st.from_regex(r"[a-z]{1,6}", fullmatch=True), st.integers(0, 5), max_size=5)
+
+
+@given(requests=labels, used=st.sets(st.integers(1000, 1100)), low=st.integers(1000, 1050))
+def test_assigned_ports_are_distinct_unused_in_range_and_counted(
+    requests: dict[str, int], used: set[int], low: int
+) -> None:
+    high = low + 60
+    free = len([p for p in range(low, high) if p not in used])
+    if sum(requests.values()) > free:
+        with pytest.raises(PortsExhaustedError):
+            assign_ports(requests, used, low, high)
+        return
+    assigned = assign_ports(requests, used, low, high)
+    every = [p for ports in assigned.values() for p in ports]
+    assert len(every) == len(set(every))
+    assert not set(every) & used
+    assert all(low <= p < high for p in every)
+    assert {k: len(v) for k, v in assigned.items()} == requests
+
+
+@given(tasks=st.lists(labels, min_size=1, max_size=8))
+def test_successive_assignments_that_record_their_ports_never_conflict(tasks: list[dict[str, int]]) -> None:
+    used: set[int] = set()
+    for requests in tasks:
+        assigned = assign_ports(requests, used, 20000, 20200)
+        new = {p for ports in assigned.values() for p in ports}
+        assert not new & used
+        used |= new
+
+
+def test_default_ports_add_ssh_and_http_without_overriding_the_request() -> None:
+    assert with_default_ports({"ssh": 2, "grpc": 1}) == {"ssh": 2, "grpc": 1, "http": 1}
+
+
+def test_concurrent_reservations_on_one_node_never_share_a_port(tmp_path: Path) -> None:
+    def reserve(n: int) -> dict[str, list[int]]:
+        return reserve_ports({"http": 1, "ssh": 1, "grpc": 2}, tmp_path, f"job/0/worker-{n}", 41000, 42000)
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(reserve, range(24)))
+    every = [p for r in results for ports in r.values() for p in ports]
+    assert len(every) == len(set(every)) == 24 * 4
+    assert len(reserved_ports(tmp_path)) == 24
+
+
+def test_a_port_held_by_another_program_is_skipped(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", 0))
+        holder.listen()
+        held = holder.getsockname()[1]
+        got = reserve_ports({"http": 1}, tmp_path, "t", held, min(held + 5, 65536))
+    assert got["http"] != [held]
+
+
+def _a_free_port_below_the_ephemeral_range() -> int:
+    """A port nothing holds now and the kernel hands out to no one (ephemeral ports start at 32768)."""
+    for port in range(32700, 32000, -1):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port in 32000-32700 on this machine")
+
+
+def test_released_ports_can_be_reserved_again(tmp_path: Path) -> None:
+    port = _a_free_port_below_the_ephemeral_range()
+    first = reserve_ports({"http": 1}, tmp_path, "a", port, port + 1)
+    with pytest.raises(PortsExhaustedError):
+        reserve_ports({"http": 1}, tmp_path, "b", port, port + 1)
+    release_ports(tmp_path, ["a"])
+    assert reserve_ports({"http": 1}, tmp_path, "b", port, port + 1) == first

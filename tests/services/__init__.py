@@ -1,0 +1,1 @@
+"""Service tests on a real nats-server."""

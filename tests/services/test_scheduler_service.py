@@ -1,0 +1,80 @@
+"""The scheduler service on a real nats-server: places gangs, rebuilds from the stream, leads alone."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from libs.backbone.connecting import Bus
+from libs.backbone.topology import ensure_topology, publish_event
+from libs.protocol.events import JobPending, JobScheduled, JobSubmitted, NodeReported
+from services.scheduler.app import SchedulerSettings, main
+from tests.support.events import JobEvents
+
+
+def job(job_id: str, instances: int, cpu: int) -> JobSubmitted:
+    config: dict[str, Any] = {
+        "taskRoles": {
+            "worker": {"instances": instances, "resourcePerInstance": {"cpu": cpu, "memoryMB": 64, "gpu": 0}}
+        }
+    }
+    return JobSubmitted(job_id=job_id, user="u", name=job_id, virtual_cluster="default", config=config)
+
+
+NODE = NodeReported(node_id="n1", name="n1", address="127.0.0.1", cpu=4, memory_mb=1024, gpus=0)
+
+
+@asynccontextmanager
+async def running_scheduler(url: str, instance: str = "s1") -> AsyncIterator[asyncio.Task[None]]:
+    stop = asyncio.Event()
+    settings = SchedulerSettings(nats_url=url, instance=instance, service_name="scheduler")
+    task = asyncio.create_task(main(settings, stop))
+    try:
+        yield task
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+
+
+async def test_a_job_is_placed_and_a_restarted_scheduler_remembers_what_is_allocated(
+    bus: Bus, nats_server: Any
+) -> None:
+    await ensure_topology(bus.js)
+    seen = JobEvents()
+    await bus.js.subscribe("pai.job.>", ordered_consumer=True, cb=seen.on_msg)
+    await publish_event(bus.js, NODE)
+    async with running_scheduler(nats_server.url):
+        await publish_event(bus.js, job("a", instances=2, cpu=2))
+        [scheduled] = await seen.wait_for("job.scheduled", "a")
+        assert isinstance(scheduled, JobScheduled)
+        assert {(p.role, p.index, p.node) for p in scheduled.placements} == {
+            ("worker", 0, "n1"),
+            ("worker", 1, "n1"),
+        }
+
+    # The restarted scheduler replays the stream: job a still holds all 4 CPUs.
+    async with running_scheduler(nats_server.url):
+        await publish_event(bus.js, job("b", instances=1, cpu=1))
+        pending = (await seen.wait_for("job.pending", "b"))[-1]
+        assert isinstance(pending, JobPending)
+        assert "no healthy node has 1 CPU" in pending.reason
+    assert sum(isinstance(e, JobScheduled) and e.job_id == "a" for e in seen.events) == 1
+
+
+async def test_a_second_scheduler_stands_by_while_the_first_holds_the_lease(
+    bus: Bus, nats_server: Any
+) -> None:
+    await ensure_topology(bus.js)
+    seen = JobEvents()
+    await bus.js.subscribe("pai.job.>", ordered_consumer=True, cb=seen.on_msg)
+    await publish_event(bus.js, NODE)
+    async with running_scheduler(nats_server.url, "first"):
+        await publish_event(bus.js, job("a", instances=1, cpu=1))
+        await seen.wait_for("job.scheduled", "a")
+        async with running_scheduler(nats_server.url, "second") as standby:
+            await publish_event(bus.js, job("b", instances=1, cpu=1))
+            await seen.wait_for("job.scheduled", "b")
+            assert not standby.done()
+    assert sum(isinstance(e, JobScheduled) for e in seen.events) == 2, "each job placed once, by the leader"
