@@ -223,10 +223,9 @@ async def main(
             with contextlib.suppress(Exception):
                 await watching_nodes
         if watching_rules is not None:
-            await rules.close()
-            watching_rules.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watching_rules
+            await rules.close()  # ends the watch by itself; the timeout only guards a stuck client
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(watching_rules, 10)
         if logs_sub is not None:
             await logs_sub.unsubscribe()
         if executor is not None:

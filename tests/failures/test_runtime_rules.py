@@ -9,7 +9,6 @@ replaces the last good rules; deleting the key brings back the packaged defaults
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -66,9 +65,7 @@ async def keeper(bus: Bus, kv: KeyValue, tmp_path: Path) -> AsyncIterator[RulesK
         yield keeper
     finally:
         await keeper.close()
-        watching.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(watching, 10)
+        await asyncio.wait_for(watching, 10)  # close alone must end the watch
 
 
 def verdict_phrase(data_dir: Path, exit_code: int, log: str) -> str:

@@ -158,6 +158,10 @@ class RulesKeeper:
             try:
                 self._watcher = watcher = await self._kv.watch(RULES_KEY)
                 try:
+                    if self._closed:
+                        # `close` ran while the watch was being opened (and a cancel sent then
+                        # may have been swallowed inside the client): nothing will stop it later.
+                        break
                     async for entry in watcher:
                         if entry is None or not entry.revision:
                             continue  # the "initial values done" marker
