@@ -158,7 +158,7 @@ class RulesKeeper:
             try:
                 self._watcher = watcher = await self._kv.watch(RULES_KEY)
                 try:
-                    if self._closed:
+                    if self.closed:
                         # `close` ran while the watch was being opened (and a cancel sent then
                         # may have been swallowed inside the client): nothing will stop it later.
                         break
@@ -178,6 +178,10 @@ class RulesKeeper:
                 log.warning("watching the failure rules failed; retrying", error=str(exc))
             if not self._closed:
                 await asyncio.sleep(1.0)  # the watch ended or broke: open it again, gently
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     async def close(self) -> None:
         """End `watch`: stopping the watcher ends its iteration (a cancel alone may be swallowed)."""
