@@ -51,9 +51,14 @@ SCHEDULER_CONFIG = KVSpec(
     history=5,
     description="the scheduler's HiveD cells, VCs and per-user limits (key hived)",
 )
+NOTIFICATION_LOG = KVSpec(
+    "PAI_ALERTER_NFLOG",
+    ttl=5 * DAY,
+    description="the alerter's notification log: what each alert group last sent, and when",
+)
 
 STREAMS = (JOBS, NODES, ALERTS)
-BUCKETS = (SECRETS, FRAMEWORKS, LEASES, SCHEDULER_CONFIG, FAILURE_RULES)
+BUCKETS = (SECRETS, FRAMEWORKS, LEASES, SCHEDULER_CONFIG, FAILURE_RULES, NOTIFICATION_LOG)
 
 
 async def ensure_topology(js: JetStreamContext) -> None:

@@ -1,10 +1,19 @@
 """The alerter service: feeds the engine from the bus, evaluates on a clock, delivers what is due.
 
-Inputs: job and node events (durable consumers on PAI_JOBS and PAI_NODES), heartbeats
-(`pai.health.*`) and metric samples (`pai.metrics.*`) from the monitor, and the alerting
-configuration in KV, watched so a new one applies at the next evaluation. Outputs: alert.fired
-and alert.resolved events, emails, webhooks and actions, and the answer to
+Inputs: job and node events (PAI_JOBS and PAI_NODES read from their start, then live),
+heartbeats (`pai.health.*`) and metric samples (`pai.metrics.*`) from the monitor, and the
+alerting configuration in KV, watched so a new one applies at the next evaluation. Outputs:
+alert.fired and alert.resolved events, emails, webhooks and actions, and the answer to
 `pai.rpc.alerter.alerts`. The clock is injected: tests move a fake one and call `tick`.
+
+A restart loses nothing that matters. Before its first evaluation `start` loads the stored
+configuration, the notification log and the services last heard (adapters/remembering.py),
+the alerts the last instance left firing (its alert.fired events), and replays the job and
+node history with each event at its own time. So a job pending for hours is that old to the
+rules, a group already notified is not notified again before its repeat, a resolution is
+still sent, and an alert already announced is not announced again. Actions run once per alert
+and group (for alerts newly notified), so neither a repeat nor a restart asks twice; the
+streams' two-minute deduplication only covers a crash between an action and its log record.
 """
 
 from __future__ import annotations
@@ -21,21 +30,21 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from libs.backbone.connecting import Bus, connect
-from libs.backbone.consuming import consume
 from libs.backbone.errors import TemporaryError
 from libs.backbone.heartbeats import beat_forever
-from libs.backbone.provisioning import ConsumerSpec, ensure_consumer
 from libs.backbone.settings import BackboneSettings
 from libs.backbone.topology import ensure_topology, publish_event
-from libs.protocol.events import AlertFired, AlertResolved, JobSubmitted, NodeReported, decode_event
-from libs.protocol.subjects import ALERTS_RPC, JOBS_STREAM, NODES_STREAM, job_subject
+from libs.protocol.events import AlertFired, AlertResolved, Event, NodeReported
+from libs.protocol.subjects import ALERTS_RPC, JOB_SUBJECTS, JOBS_STREAM, NODE_SUBJECTS, NODES_STREAM
 from libs.protocol.telemetry import HEALTH_SUBJECTS, METRICS_SUBJECTS, Heartbeat, MetricBatch
 from services.alerter.adapters.actions import BusActions, JobActions
 from services.alerter.adapters.email import EmailSender
-from services.alerter.adapters.rules_store import watch_rules
+from services.alerter.adapters.remembering import KnownServices, NotificationLog
+from services.alerter.adapters.replaying import Following, firing_alerts, follow
+from services.alerter.adapters.rules_store import RulesWatch
 from services.alerter.adapters.webhook import WebhookSender
 from services.alerter.core.config import AlertConfig
-from services.alerter.core.dispatching import Notification
+from services.alerter.core.dispatching import Notification, NotifiedRecord
 from services.alerter.core.engine import AlertEngine, StepResult
 from services.alerter.core.evaluating import Alert
 from services.alerter.core.timing import Clock, WallClock
@@ -43,8 +52,8 @@ from services.alerter.defaults import default_config
 
 log = structlog.get_logger(__name__)
 
-JOB_CONSUMER = ConsumerSpec(JOBS_STREAM, "alerter", description="job events for alert rules")
-NODE_CONSUMER = ConsumerSpec(NODES_STREAM, "alerter-nodes", description="node reports for alert rules")
+# Durable consumers of earlier versions, which read only what came after a restart.
+RETIRED_DURABLES = ((JOBS_STREAM, "alerter"), (NODES_STREAM, "alerter-nodes"))
 
 
 class AlerterSettings(BackboneSettings):
@@ -62,6 +71,7 @@ class Alerter:
         clock: Clock | None = None,
         actions: JobActions | None = None,
         external_url: str = "",
+        remember_every: float = 5.0,
     ) -> None:
         self.bus = bus
         self.clock = clock or WallClock()
@@ -70,47 +80,87 @@ class Alerter:
         self.actions: JobActions = actions or self.bus_actions
         self.external_url = external_url
         self.email = EmailSender()
-        self.counts = {"events": 0, "heartbeats": 0, "samples": 0, "configs": 0}
+        self.remember_every = remember_every
+        self.counts = {"events": 0, "replayed": 0, "heartbeats": 0, "samples": 0, "configs": 0}
         self._session: aiohttp.ClientSession | None = None
         self._subs: list[Subscription] = []
-        self._tasks: list[asyncio.Task[None]] = []
+        self._follows: list[Following] = []
+        self._rules: RulesWatch | None = None
         self._watch: asyncio.Task[None] | None = None
+        self._nflog: NotificationLog | None = None
+        self._services: KnownServices | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self, stop: asyncio.Event, *, watch: bool = True) -> None:
-        await ensure_topology(self.bus.js)
-        for spec in (JOB_CONSUMER, NODE_CONSUMER):
-            await ensure_consumer(self.bus.js, spec)
+        """Rebuild what the last instance knew, then follow the bus; returns once caught up."""
+        js = self.bus.js
+        await ensure_topology(js)
+        await self._retire_durables()
         self._session = aiohttp.ClientSession()
+        if watch:
+            self._rules = RulesWatch(js, self._apply_config)
+            stored = await self._rules.load()
+            if stored is not None:
+                self.engine.set_config(stored)
+        self._nflog = await NotificationLog.open(js)
+        self._services = await KnownServices.open(js, every=self.remember_every)
+        now = self.clock.now()
+        known = await self._services.load()
+        for service, heard in known.items():
+            self.engine.heartbeat(service, min(heard, now))
+        records = await self._nflog.load()
+        firing = await firing_alerts(js)
         nc = self.bus.nc
         self._subs = [
             await nc.subscribe(HEALTH_SUBJECTS, cb=self._on_heartbeat),
             await nc.subscribe(METRICS_SUBJECTS, cb=self._on_metrics),
             await nc.subscribe(ALERTS_RPC, cb=self._on_alerts_request),
         ]
-        js = self.bus.js
-        self._tasks = [
-            asyncio.create_task(consume(js, JOBS_STREAM, JOB_CONSUMER.durable, self._on_event, stop=stop)),
-            asyncio.create_task(consume(js, NODES_STREAM, NODE_CONSUMER.durable, self._on_event, stop=stop)),
+        self._follows = [
+            await follow(js, NODES_STREAM, NODE_SUBJECTS, self._on_event),
+            await follow(js, JOBS_STREAM, JOB_SUBJECTS, self._on_event),
         ]
-        if watch:
-            self._watch = asyncio.create_task(self._watch_rules())
+        for following in self._follows:  # the history first: no rule may judge half of it
+            caught_up = asyncio.ensure_future(following.caught_up.wait())
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait([caught_up, stopping], return_when=asyncio.FIRST_COMPLETED)
+            caught_up.cancel()
+            stopping.cancel()
+        # The grace for alerts left firing starts now that the history is in.
+        self.engine.restore(records=records, firing=firing, now=self.clock.now())
+        log.info(
+            "alerter state rebuilt",
+            events=self.counts["replayed"],
+            records=len(records),
+            firing=len(firing),
+            services=len(known),
+        )
+        if self._rules is not None:
+            self._watch = asyncio.create_task(self._rules.run())
         await nc.flush()
 
+    async def _retire_durables(self) -> None:
+        for stream, durable in RETIRED_DURABLES:
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await self.bus.js.delete_consumer(stream, durable)
+                log.info("durable consumer of an earlier version removed", stream=stream, durable=durable)
+
     async def close(self) -> None:
-        for sub in self._subs:
+        for sub in [*self._subs, *(f.subscription for f in self._follows)]:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
+        if self._rules is not None:
+            await self._rules.close()  # ends the watch by stopping it, not by a cancel
         if self._watch is not None:
+            await asyncio.wait([self._watch], timeout=5.0)
             self._watch.cancel()
             await asyncio.gather(self._watch, return_exceptions=True)
-        # Consumers end by themselves once `stop` is set (in-flight messages are settled first).
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=5.0)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._services is not None:
+            try:
+                await self._services.flush()
+            except Exception as exc:
+                log.warning("last heartbeat times not stored", error=f"{type(exc).__name__}: {exc}")
         if self._session is not None:
             await self._session.close()
 
@@ -128,27 +178,17 @@ class Alerter:
 
     # -- inputs ---------------------------------------------------------------------------
 
-    async def _on_event(self, msg: Msg) -> None:
-        event = decode_event(msg.data)
+    async def _on_event(self, event: Event, replayed: bool) -> None:
+        """An event from the streams: history at its own time (never later than now), live at now."""
         if isinstance(event, NodeReported):
             self.bus_actions.remember(event)
-        job_id = getattr(event, "job_id", None)
-        if isinstance(job_id, str) and not isinstance(event, JobSubmitted):
-            await self._backfill(job_id)
-        self.engine.observe(event, self.clock.now())
-        self.counts["events"] += 1
-
-    async def _backfill(self, job_id: str) -> None:
-        """Learn a job submitted before this alerter started, from its job.submitted on the stream."""
-        if self.engine.observer.knows(job_id):
-            return
-        try:
-            stored = await self.bus.js.get_last_msg(JOBS_STREAM, job_subject(job_id, "job.submitted"))
-        except nats.js.errors.NotFoundError:
-            return
-        submitted = decode_event(stored.data or b"")
-        if isinstance(submitted, JobSubmitted):
-            self.engine.observer.remember(submitted)
+        now = self.clock.now()
+        if replayed:
+            self.engine.observe(event, min(event.occurred_at.timestamp(), now), replayed=True)
+            self.counts["replayed"] += 1
+        else:
+            self.engine.observe(event, now)
+            self.counts["events"] += 1
 
     async def _on_heartbeat(self, msg: Msg) -> None:
         try:
@@ -156,8 +196,14 @@ class Alerter:
         except ValueError:
             log.warning("unreadable heartbeat ignored", subject=msg.subject)
             return
-        self.engine.heartbeat(beat.service, self.clock.now())
+        now = self.clock.now()
+        self.engine.heartbeat(beat.service, now)
         self.counts["heartbeats"] += 1
+        if self._services is not None:
+            try:
+                await self._services.heard(beat.service, now)
+            except Exception as exc:
+                log.warning("heartbeat time not stored", service=beat.service, error=str(exc))
 
     async def _on_metrics(self, msg: Msg) -> None:
         try:
@@ -184,11 +230,10 @@ class Alerter:
             reply = {"error": str(exc)}
         await msg.respond(json.dumps(reply).encode())
 
-    async def _watch_rules(self) -> None:
-        async for config in watch_rules(self.bus.js):
-            self.engine.set_config(config or default_config())
-            self.counts["configs"] += 1
-            log.info("alerting configuration applied", rules=len(self.engine.config.rules))
+    def _apply_config(self, config: AlertConfig | None) -> None:
+        self.engine.set_config(config or default_config())
+        self.counts["configs"] += 1
+        log.info("alerting configuration applied", rules=len(self.engine.config.rules))
 
     # -- the cycle ------------------------------------------------------------------------
 
@@ -201,7 +246,19 @@ class Alerter:
             await self._publish(alert, fired=False)
         for notification in result.notifications:
             await self._deliver(notification)
+            if notification.record is not None:
+                await self._remember(notification.record)
         return result
+
+    async def _remember(self, record: NotifiedRecord) -> None:
+        if self._nflog is None:
+            return
+        try:
+            await self._nflog.put(record)
+        except Exception as exc:  # the group is still right in memory; only a restart would repeat it
+            log.warning(
+                "notification not logged", group=record.group_key, error=f"{type(exc).__name__}: {exc}"
+            )
 
     async def _publish(self, alert: Alert, *, fired: bool) -> None:
         stamp = f"{alert.fingerprint}-{int(alert.starts_at * 1000)}"
@@ -246,7 +303,7 @@ class Alerter:
             except Exception as exc:
                 bound.warning("alert webhook failed", url=hook.url, error=f"{type(exc).__name__}: {exc}")
         for action in receiver.actions:
-            for alert in notification.firing:
+            for alert in notification.fresh:  # once per alert: not again at repeats or restarts
                 try:
                     await self._act(action.action, action.tag, alert)
                 except Exception as exc:

@@ -2,10 +2,12 @@
 
 Actions sit behind `JobActions` so the dispatcher does not care how they happen. The bus
 implementation stops a job with the same `job.stop_requested` event a user's stop publishes,
-with an event id derived from the alert, so an alert repeated or re-evaluated after a restart
-asks once. Tagging publishes `job.tagged`, which the REST read model applies; cordoning
-publishes `node.cordoned`, which the scheduler honours until someone uncordons the node (the
-node's own reports do not undo it).
+with an event id derived from the alert. That id only guards against a repeat within the
+streams' duplicate window (two minutes); what keeps an alert from asking twice over hours and
+restarts is the service calling an action once per alert, when a group first notifies it (the
+notification log carries that across restarts). Tagging publishes `job.tagged`, which the
+REST read model applies; cordoning publishes `node.cordoned`, which the scheduler honours
+until someone uncordons the node (the node's own reports do not undo it).
 """
 
 from __future__ import annotations

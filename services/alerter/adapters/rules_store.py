@@ -1,13 +1,16 @@
 """The alerting configuration in JetStream KV: written by `pai alert-rules set`, watched here.
 
 The value is the operator's YAML text, kept as written (comments included) so `get` shows what
-was set. Watching yields the current text at once and every later change; a text that no
+was set. Watching applies the current text at once and every later change; a text that no
 longer validates is logged and skipped, so a bad edit never stops alerting on the last good one.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
 
 import structlog
 from nats.js import JetStreamContext
@@ -39,20 +42,65 @@ async def get_rules(js: JetStreamContext) -> str | None:
     return None if entry.value is None else entry.value.decode()
 
 
-async def watch_rules(js: JetStreamContext) -> AsyncIterator[AlertConfig | None]:
-    """Each valid stored configuration as it changes; None when the stored one is deleted."""
-    kv = await ensure_kv(js, RULES_BUCKET)
-    watcher = await kv.watch(RULES_KEY)
+def _parsed(text: str) -> AlertConfig | None:
     try:
-        async for entry in watcher:
-            if entry is None:
-                continue
-            if entry.operation in (KV_DEL, KV_PURGE) or entry.value is None:
-                yield None
-                continue
+        return load_config(text)
+    except ConfigError as exc:
+        log.error("stored alerting configuration refused; keeping the last good one", error=str(exc))
+        return None
+
+
+class RulesWatch:
+    """Reads the stored configuration (`load`) and applies each change (`run`) until `close`.
+
+    `close` ends `run` by stopping the watcher: a cancel alone can be swallowed by the client
+    while the watch is being opened, which would leave `run` waiting forever.
+    """
+
+    def __init__(self, js: JetStreamContext, apply: Callable[[AlertConfig | None], None]) -> None:
+        self.js = js
+        self.apply = apply
+        self._closed = False
+        self._watcher: Any = None
+
+    async def load(self) -> AlertConfig | None:
+        """The configuration stored now; None when nothing (valid) is stored."""
+        text = await get_rules(self.js)
+        return None if text is None else _parsed(text)
+
+    async def run(self) -> None:
+        while not self._closed:
             try:
-                yield load_config(entry.value.decode())
-            except ConfigError as exc:
-                log.error("stored alerting configuration refused; keeping the last good one", error=str(exc))
-    finally:
-        await watcher.stop()  # type: ignore[no-untyped-call]
+                kv = await ensure_kv(self.js, RULES_BUCKET)
+                self._watcher = watcher = await kv.watch(RULES_KEY)
+                try:
+                    if self.closed:
+                        break  # closed while the watch was being opened
+                    async for entry in watcher:
+                        if entry is None:
+                            continue
+                        if entry.operation in (KV_DEL, KV_PURGE) or entry.value is None:
+                            self.apply(None)
+                        elif (config := _parsed(entry.value.decode())) is not None:
+                            self.apply(config)
+                finally:
+                    self._watcher = None
+                    with contextlib.suppress(Exception):
+                        await watcher.stop()  # type: ignore[no-untyped-call]
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the bus went away: try again; the configuration in force stays
+                log.warning("watching the alerting configuration failed; retrying", error=str(exc))
+            if not self._closed:
+                await asyncio.sleep(1.0)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def close(self) -> None:
+        self._closed = True
+        watcher = self._watcher
+        if watcher is not None:
+            with contextlib.suppress(Exception):
+                await watcher.stop()

@@ -7,12 +7,18 @@ most every `group_interval`, and an unchanged firing group is repeated every
 `repeat_interval`. An alert already notified is not notified again until one of those says so,
 which is what makes a duplicated event harmless. Inhibition mutes target alerts while a
 matching source alert fires with the same values of the `equal` labels.
+
+What each group last said is its `NotifiedRecord` (Alertmanager's notification log): every
+notification carries the new record, the service stores it, and a dispatcher given the stored
+records continues a group re-created after a restart where it stopped: alerts already notified
+are not notified again, the repeat comes `repeat_interval` after the recorded time, and an
+alert notified before the restart is still notified resolved.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from services.alerter.core.config import AlertConfig, InhibitRule, Route
@@ -21,6 +27,17 @@ from services.alerter.core.evaluating import Alert
 DEFAULT_GROUP_WAIT = 30.0
 DEFAULT_GROUP_INTERVAL = 300.0
 DEFAULT_REPEAT_INTERVAL = 4 * 3600.0
+NOTIFICATION_LOG_RETENTION = 5 * 86400.0  # as Alertmanager's nflog; the KV bucket's TTL says the same
+
+
+@dataclass(frozen=True)
+class NotifiedRecord:
+    """What a group last sent: the fingerprints it has told as firing (not yet as resolved), and when."""
+
+    group_key: str
+    receiver: str
+    firing: tuple[str, ...]
+    sent_at: float
 
 
 @dataclass(frozen=True)
@@ -42,6 +59,9 @@ class Notification:
     group_labels: Mapping[str, str]
     firing: tuple[Alert, ...]
     resolved: tuple[Alert, ...]
+    # Firing alerts this group had not told of before (actions run for these only).
+    fresh: tuple[Alert, ...] = ()
+    record: NotifiedRecord | None = None  # to store once the notification is delivered
 
     @property
     def status(self) -> str:
@@ -111,10 +131,26 @@ def inhibited_by(alert: Alert, firing: Mapping[str, Alert], rules: tuple[Inhibit
 
 
 class Dispatcher:
-    def __init__(self, config: AlertConfig) -> None:
+    def __init__(
+        self,
+        config: AlertConfig,
+        records: Iterable[NotifiedRecord] = (),
+        *,
+        retention: float = NOTIFICATION_LOG_RETENTION,
+    ) -> None:
         self.config = config
         self.groups: dict[str, _Group] = {}
         self.firing: dict[str, Alert] = {}
+        self.retention = retention
+        self.records: dict[str, NotifiedRecord] = {}
+        self.restore(records)
+
+    def restore(self, records: Iterable[NotifiedRecord]) -> None:
+        """Adopt stored records (the newest per group wins); groups created later continue from them."""
+        for record in records:
+            known = self.records.get(record.group_key)
+            if known is None or known.sent_at <= record.sent_at:
+                self.records[record.group_key] = record
 
     def receive(self, alert: Alert, now: float) -> None:
         if alert.resolved:
@@ -131,9 +167,15 @@ class Dispatcher:
             )
             group = self.groups.get(key)
             if group is None:
-                if alert.resolved:
+                record = self.records.get(key)
+                told = record.firing if record is not None else ()
+                if alert.resolved and alert.fingerprint not in told:
                     continue  # nothing was said about it here, so nothing to take back
                 group = self.groups[key] = _Group(target, group_labels, now)
+                if record is not None:
+                    # Re-created (after a restart, or after it emptied): continue from its record.
+                    group.notified = dict.fromkeys(record.firing, False)
+                    group.last_notify = record.sent_at
             group.alerts[alert.fingerprint] = alert
 
     def inhibited(self, alert: Alert) -> list[str]:
@@ -149,6 +191,9 @@ class Dispatcher:
                 out.append(notification)
             if not group.alerts:
                 del self.groups[key]
+        horizon = now - self.retention
+        for key in [k for k, r in self.records.items() if r.sent_at < horizon and k not in self.groups]:
+            del self.records[key]
         return out
 
     def _flush_group(self, key: str, group: _Group, now: float) -> Notification | None:
@@ -174,10 +219,14 @@ class Dispatcher:
             group.notified.pop(alert.fingerprint, None)
         if not (changed or repeat):
             return None
+        fresh = tuple(a for a in firing if a.fingerprint not in group.notified)
         for alert in firing:
             group.notified[alert.fingerprint] = False
         group.last_notify = now
-        return Notification(target.receiver, key, dict(group.labels), tuple(firing), tuple(resolved))
+        record = self.records[key] = NotifiedRecord(key, target.receiver, tuple(sorted(group.notified)), now)
+        return Notification(
+            target.receiver, key, dict(group.labels), tuple(firing), tuple(resolved), fresh, record
+        )
 
     def next_due(self) -> float | None:
         """The earliest time a group may have something to send (for a service's sleep)."""

@@ -4,17 +4,20 @@
 hand fired and resolved alerts to the dispatcher, and return what must be published (alert
 events) and sent (notifications). A new configuration takes effect at the next step; alerts
 already firing keep their history because the evaluator and the groups are kept.
+
+After a restart `restore` hands back what the last instance knew: the notification log (so no
+group says again what it said) and the alerts then firing (so none is announced twice).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from libs.protocol.events import Event
 from services.alerter.core.config import AlertConfig
-from services.alerter.core.dispatching import Dispatcher, Notification, targets
+from services.alerter.core.dispatching import Dispatcher, Notification, NotifiedRecord, targets
 from services.alerter.core.evaluating import Alert, RuleEvaluator
 from services.alerter.core.observing import Observer
 from services.alerter.core.payloads import api_alert
@@ -26,6 +29,7 @@ class StepResult:
     fired: list[Alert] = field(default_factory=list)
     resolved: list[Alert] = field(default_factory=list)
     notifications: list[Notification] = field(default_factory=list)
+    restored: list[Alert] = field(default_factory=list)  # firing before a restart: not announced again
 
 
 class AlertEngine:
@@ -36,6 +40,11 @@ class AlertEngine:
         self.evaluator = RuleEvaluator()
         self.dispatcher = Dispatcher(config)
 
+    def restore(self, *, records: Iterable[NotifiedRecord], firing: Iterable[Alert], now: float) -> None:
+        """What the previous instance knew; alerts it had firing get one `sample_ttl` to be met again."""
+        self.dispatcher.restore(records)
+        self.evaluator.restore(firing, until=now + self.config.settings.sample_ttl)
+
     def set_config(self, config: AlertConfig) -> None:
         self.config = config
         self.observer.keep = config.settings.status_change_keep
@@ -43,8 +52,8 @@ class AlertEngine:
 
     # -- inputs ---------------------------------------------------------------------------
 
-    def observe(self, event: Event, now: float) -> None:
-        self.observer.observe(event, now)
+    def observe(self, event: Event, now: float, *, replayed: bool = False) -> None:
+        self.observer.observe(event, now, replayed=replayed)
 
     def heartbeat(self, service: str, now: float) -> None:
         self.observer.heartbeat(service, now)
@@ -60,10 +69,12 @@ class AlertEngine:
     def step(self, now: float) -> StepResult:
         samples = list(self.store.samples(now))
         transitions = self.evaluator.evaluate(self.config.rules, samples, now)
-        for alert in transitions.fired + transitions.resolved:
+        for alert in transitions.restored + transitions.fired + transitions.resolved:
             self.dispatcher.receive(alert, now)
         self.observer.prune(now)
-        return StepResult(transitions.fired, transitions.resolved, self.dispatcher.flush(now))
+        return StepResult(
+            transitions.fired, transitions.resolved, self.dispatcher.flush(now), transitions.restored
+        )
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -5,6 +5,12 @@ makes an alert *pending*; once it has held for the rule's `for` duration the ale
 when the series no longer meets it (or disappears) a firing alert is *resolved* and a pending
 one is forgotten. An alert's identity is its label set (the series' labels plus the rule's),
 so the same condition seen twice is one alert, not two.
+
+A restarted service hands `restore` the alerts that were firing when it stopped (from its own
+alert.fired events). Such an alert, met again, is firing at once with its old start and is
+reported as *restored*, not fired, so nothing announces it twice; one not met again by the end
+of the grace (time for the samples to come back) is resolved. A series rebuilt from history
+carries the time it began (`Sample.since`), so a `for` counts from then, not from the restart.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ class _Active:
 class Transitions:
     fired: list[Alert] = field(default_factory=list)
     resolved: list[Alert] = field(default_factory=list)
+    restored: list[Alert] = field(default_factory=list)  # firing before a restart, met again
 
 
 def render(template: str, labels: Mapping[str, str], value: float) -> str:
@@ -71,6 +78,13 @@ class RuleEvaluator:
 
     def __init__(self) -> None:
         self._active: dict[str, dict[str, _Active]] = {}
+        self._restored: dict[str, Alert] = {}
+        self._restore_until = 0.0
+
+    def restore(self, alerts: Iterable[Alert], *, until: float) -> None:
+        """Alerts firing when the last instance stopped; those not met again by ``until`` resolve."""
+        self._restored.update((a.fingerprint, a) for a in alerts if not a.resolved)
+        self._restore_until = until
 
     def evaluate(self, rules: Iterable[Rule], samples: list[Sample], now: float) -> Transitions:
         out = Transitions()
@@ -92,7 +106,13 @@ class RuleEvaluator:
                 annotations = {k: render(v, labels, sample.value) for k, v in rule.annotations.items()}
                 current = active.get(key)
                 if current is None:
-                    current = active[key] = _Active(labels, annotations, now, sample.value)
+                    since = now if sample.since is None else min(sample.since, now)
+                    current = active[key] = _Active(labels, annotations, since, sample.value)
+                    earlier = self._restored.pop(key, None)
+                    if earlier is not None:
+                        current.active_since, current.firing = earlier.starts_at, True
+                        current.annotations = annotations
+                        out.restored.append(self._alert(current))
                 current.value, current.annotations = sample.value, annotations
                 if not current.firing and now - current.active_since >= rule.for_:
                     current.firing = True
@@ -106,6 +126,10 @@ class RuleEvaluator:
             for gone in self._active.pop(name).values():
                 if gone.firing:
                     out.resolved.append(replace(self._alert(gone), ends_at=now))
+        if self._restored and now >= self._restore_until:
+            # Gone while no instance was watching: say so now.
+            out.resolved += [replace(a, ends_at=now) for a in self._restored.values()]
+            self._restored.clear()
         return out
 
     @staticmethod

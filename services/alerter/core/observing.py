@@ -5,6 +5,10 @@ Job status change notifications (extras.jobStatusChangeNotification in a job's c
 asked for that state; the built-in rule fires on them and the routing sends the email. A job's
 owner and name are remembered from `job.submitted` so every job-scoped alert carries `user` and
 `job_name`: that is what lets users see their own alerts and templates name the job.
+
+At start the service replays the job and node streams through `observe(..., replayed=True)`,
+each event at the time it occurred: the series then carry their real start, so a job pending
+since before the restart is as old to the rules as it really is.
 """
 
 from __future__ import annotations
@@ -72,7 +76,9 @@ class Observer:
         info = self.jobs.get(job_id)
         return info.labels(job_id) if info is not None else {"job_id": job_id}
 
-    def _status_change(self, job_id: str, state: str, attempt: int, now: float) -> None:
+    def _status_change(
+        self, job_id: str, state: str, attempt: int, now: float, since: float | None = None
+    ) -> None:
         info = self.jobs.get(job_id)
         asked = info is not None and _SWITCH[state] in info.notify
         labels = self.job_labels(job_id) | {
@@ -80,7 +86,7 @@ class Observer:
             "attempt": str(attempt),
             "notify": "true" if asked else "false",
         }
-        self.store.set(JOB_STATUS_CHANGE, labels, 1.0, expires_at=now + self.keep)
+        self.store.set(JOB_STATUS_CHANGE, labels, 1.0, expires_at=now + self.keep, since=since)
 
     def knows(self, job_id: str) -> bool:
         return job_id in self.jobs
@@ -95,29 +101,31 @@ class Observer:
                 notify=notification_switches(event.config),
             )
 
-    def observe(self, event: Event, now: float) -> None:
+    def observe(self, event: Event, now: float, *, replayed: bool = False) -> None:
+        """Apply ``event`` at ``now``; a replayed one's series begin at ``now`` (its own time)."""
+        since = now if replayed else None
         match event:
             case JobSubmitted():
                 self.remember(event)
-                self.store.set(JOB_PENDING, self.job_labels(event.job_id), 1.0)
+                self.store.set(JOB_PENDING, self.job_labels(event.job_id), 1.0, since=since)
             case JobPending():
                 if event.job_id in self.jobs and self.jobs[event.job_id].forget_at is not None:
                     return  # a late pending after completion
                 # The reason changes as the queue moves; the labels must not, or `for` restarts.
-                self.store.set(JOB_PENDING, self.job_labels(event.job_id), 1.0)
+                self.store.set(JOB_PENDING, self.job_labels(event.job_id), 1.0, since=since)
             case JobScheduled():
                 self.store.delete(JOB_PENDING, job_id=event.job_id)
             case TaskStarted():
                 info = self.jobs.get(event.job_id)
                 if info is not None and event.attempt not in info.running_attempts:
                     info.running_attempts.add(event.attempt)
-                    self._status_change(event.job_id, "RUNNING", event.attempt, now)
+                    self._status_change(event.job_id, "RUNNING", event.attempt, now, since)
             case JobRetrying():
-                self._status_change(event.job_id, "RETRIED", event.attempt, now)
+                self._status_change(event.job_id, "RETRIED", event.attempt, now, since)
             case JobCompleted():
                 # Pending and task metrics of a finished job must not keep its alerts firing.
                 self.store.delete_labelled(job_id=event.job_id)
-                self._status_change(event.job_id, event.state.value, event.attempt, now)
+                self._status_change(event.job_id, event.state.value, event.attempt, now, since)
                 info = self.jobs.get(event.job_id)
                 if info is not None:
                     info.forget_at = now + self.keep
@@ -125,12 +133,12 @@ class Observer:
                 self.store.delete(NODE_COUNT, node_name=event.name)
                 ready = "true" if event.healthy else "false"
                 labels = {"node_name": event.name, "host_ip": event.address, "ready": ready}
-                self.store.set(NODE_COUNT, labels, 1.0)
+                self.store.set(NODE_COUNT, labels, 1.0, since=since)
                 self.store.touch(NODE_REPORT_AGE, {"node_name": event.name}, now)
             case NodeLost():
                 self.store.delete(NODE_COUNT, node_name=event.name)
                 labels = {"node_name": event.name, "ready": "false", "reason": event.reason}
-                self.store.set(NODE_COUNT, labels, 1.0)
+                self.store.set(NODE_COUNT, labels, 1.0, since=since)
             case _:
                 pass
 

@@ -4,7 +4,8 @@ Rules are conditions on series, so every input is turned into one: a `job.pendin
 `pai_job_pending{job_id,...} 1`, a node report sets `pai_node_count{node_name,ready}`, a
 heartbeat records when a service was last heard and shows as an age at evaluation time, and
 metric samples from the monitor are stored as they come. Setting a series again changes
-nothing, so a redelivered event cannot alter a decision.
+nothing, so a redelivered event cannot alter a decision. A series rebuilt from past events
+keeps the time it began (`since`) while its value stays the same.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ class Sample:
     name: str
     labels: Mapping[str, str]
     value: float
+    since: float | None = None  # when it took this value, if known (rebuilt from history)
 
 
 @dataclass
 class _Value:
     value: float
     expires_at: float | None
+    since: float | None = None
 
 
 class SeriesStore:
@@ -40,9 +43,19 @@ class SeriesStore:
         self._touched: dict[tuple[str, LabelSet], float] = {}
 
     def set(
-        self, name: str, labels: Mapping[str, str], value: float, *, expires_at: float | None = None
+        self,
+        name: str,
+        labels: Mapping[str, str],
+        value: float,
+        *,
+        expires_at: float | None = None,
+        since: float | None = None,
     ) -> None:
-        self._values[(name, label_set(labels))] = _Value(value, expires_at)
+        key = (name, label_set(labels))
+        held = self._values.get(key)
+        if held is not None and held.value == value and held.since is not None:
+            since = held.since if since is None else min(since, held.since)
+        self._values[key] = _Value(value, expires_at, since)
 
     def delete(self, name: str, **match: str) -> int:
         """Remove every series of ``name`` whose labels include ``match``; returns how many."""
@@ -71,7 +84,7 @@ class SeriesStore:
         for key in [k for k, v in self._values.items() if v.expires_at is not None and v.expires_at <= now]:
             del self._values[key]
         for (name, labels), held in self._values.items():
-            yield Sample(name, dict(labels), held.value)
+            yield Sample(name, dict(labels), held.value, held.since)
         for (name, labels), seen in self._touched.items():
             yield Sample(name, dict(labels), max(0.0, now - seen))
 
