@@ -62,6 +62,10 @@ async def main(total: int, concurrency: int) -> None:
                 admin_password="bench-password",
                 log_level="warning",
                 log_format="json",
+                # One busy client: rate limits far above what it sends (still counted, never hit).
+                rate_limit_api_per_min=10_000_000,
+                rate_limit_list_job_per_min=10_000_000,
+                rate_limit_submit_job_per_hour=10_000_000,
             )
             configure_logging(settings)
             client: TestClient[Any, Any] = TestClient(TestServer(build_app(settings)))

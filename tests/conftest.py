@@ -7,15 +7,23 @@ and can stop, kill and restart their server freely. Teardown always stops the pr
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.natsserver import EmbeddedNats
 from tests.support.tracing import memory_exporter
+
+# Services that run inside the test process (threaded servers, in-process apps) log through
+# structlog, which unconfigured prints to whatever sys.stdout is at that moment: inside a CLI
+# test, the command's captured output. Their lines go to the process's stderr instead, which
+# pytest still captures and shows with a failing test.
+structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.__stderr__))
 
 
 @pytest.fixture

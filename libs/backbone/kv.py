@@ -8,10 +8,13 @@ and its own redelivered message) never overwrite each other's decisions silently
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+import structlog
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
@@ -20,6 +23,8 @@ from pydantic import BaseModel
 from libs.backbone.errors import KVConflictError
 
 M = TypeVar("M", bound=BaseModel)
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -126,3 +131,66 @@ class ModelStore(Generic[M]):
                     yield Change(entry.key, entry.revision or 0, value)
         finally:
             await watcher.stop()  # type: ignore[no-untyped-call]
+
+
+class KeyWatch:
+    """Follows one key of a bucket: `run` hands every change to `apply` until `close`.
+
+    `apply(revision, value)` gets the stored bytes, or None when the key was deleted or purged.
+    A watch that breaks (the server went away) is opened again after `retry_after` seconds; the
+    value in force stays meanwhile. `close` ends `run` by stopping the watcher, because a cancel
+    alone can be swallowed by the client while a watch is being opened, which would leave `run`
+    waiting forever.
+    """
+
+    def __init__(
+        self,
+        open_bucket: Callable[[], Awaitable[KeyValue]],
+        key: str,
+        apply: Callable[[int, bytes | None], None],
+        *,
+        what: str,
+        retry_after: float = 1.0,
+    ) -> None:
+        self._open_bucket = open_bucket
+        self._key = key
+        self._apply = apply
+        self._what = what
+        self._retry_after = retry_after
+        self._watcher: Any = None
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def run(self) -> None:
+        while not self._closed:
+            try:
+                bucket = await self._open_bucket()
+                self._watcher = watcher = await bucket.watch(self._key)
+                try:
+                    if self.closed:
+                        break  # closed while the watch was being opened: nothing would stop it later
+                    async for entry in watcher:
+                        if entry is None or not entry.revision:
+                            continue  # the "initial values done" marker
+                        deleted = entry.operation in (KV_DEL, KV_PURGE) or entry.value is None
+                        self._apply(entry.revision, None if deleted else entry.value)
+                finally:
+                    self._watcher = None
+                    with contextlib.suppress(Exception):
+                        await watcher.stop()  # type: ignore[no-untyped-call]
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the bus went away: try again; what is in force stays
+                log.warning("watching a stored key failed; retrying", what=self._what, error=str(exc))
+            if not self._closed:
+                await asyncio.sleep(self._retry_after)
+
+    async def close(self) -> None:
+        self._closed = True
+        watcher = self._watcher
+        if watcher is not None:
+            with contextlib.suppress(Exception):
+                await watcher.stop()

@@ -17,8 +17,11 @@ def load() -> RestSettings:
     try:
         return RestSettings()
     except ValidationError as exc:
+        # A field read under several names (OpenPAI's too) reports the PAI_ one as its location.
+        names = ["_".join(str(p) for p in error["loc"]).upper() for error in exc.errors()]
         problems = [
-            f"PAI_{'_'.join(str(p) for p in error['loc']).upper()}: {error['msg']}" for error in exc.errors()
+            f"{name if name.startswith('PAI_') else 'PAI_' + name}: {error['msg']}"
+            for name, error in zip(names, exc.errors(), strict=True)
         ]
         sys.exit("invalid REST settings; fix these environment variables:\n  " + "\n  ".join(problems))
 

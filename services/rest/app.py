@@ -19,6 +19,7 @@ from libs.backbone.connecting import connect
 from libs.backbone.consuming import by_job_id, consume
 from libs.backbone.heartbeats import beat_forever
 from libs.protocol.subjects import JOBS_STREAM
+from services.rest import ratelimit
 from services.rest.adapters.bus import PROJECTION_DURABLE, RestBus
 from services.rest.adapters.database import create_engine, create_read_engine, migrate
 from services.rest.auth import PRINCIPAL, credentials_of, ensure_admin, load_or_create_secret
@@ -28,15 +29,20 @@ from services.rest.keys import BUS, ENGINE, READ_ENGINE, SETTINGS, TOKENS
 from services.rest.projection import Projector, projection_handler
 from services.rest.routes import alerts as alert_routes
 from services.rest.routes import auth as auth_routes
+from services.rest.routes import cluster as cluster_routes
 from services.rest.routes import failure_rules as failure_rule_routes
 from services.rest.routes import groups as group_routes
+from services.rest.routes import job_events as job_event_routes
 from services.rest.routes import jobs as job_routes
 from services.rest.routes import logs as log_routes
+from services.rest.routes import oidc as oidc_routes
 from services.rest.routes import openapi as openapi_routes
+from services.rest.routes import storages as storage_routes
 from services.rest.routes import tokens as token_routes
 from services.rest.routes import users as user_routes
 from services.rest.routes import virtual_clusters as vc_routes
 from services.rest.settings import RestSettings
+from services.rest.vc_names import vc_names_ctx
 
 log = structlog.get_logger(__name__)
 
@@ -144,14 +150,22 @@ async def projection_ctx(app: web.Application) -> AsyncIterator[None]:
 
 def build_app(settings: RestSettings) -> web.Application:
     """The aiohttp application; resources open when it starts (runner or test client)."""
-    app = web.Application(middlewares=[error_middleware, text_middleware, auth_middleware])
+    # Requests per address are counted before the token check, per user after it (ratelimit.py).
+    by_address, by_user = ratelimit.middlewares(settings, PREFIXES)
+    app = web.Application(
+        middlewares=[error_middleware, by_address, text_middleware, auth_middleware, by_user]
+    )
     app[SETTINGS] = settings
     app.cleanup_ctx.append(database_ctx)
     app.cleanup_ctx.append(bus_ctx)
+    app.cleanup_ctx.append(vc_names_ctx)  # which VCs exist, for checking submissions
     app.cleanup_ctx.append(projection_ctx)
     for prefix in PREFIXES:
         tables = (
             auth_routes.routes,
+            oidc_routes.routes,
+            # Before the job routes: job-attempts/healthz is not an attempt index.
+            job_event_routes.routes,
             job_routes.routes,
             log_routes.routes,
             failure_rule_routes.routes,
@@ -160,6 +174,8 @@ def build_app(settings: RestSettings) -> web.Application:
             group_routes.routes,
             token_routes.routes,
             openapi_routes.routes,
+            storage_routes.routes,
+            cluster_routes.routes,
         )
         for table in tables:
             for route in table:

@@ -9,9 +9,34 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from limits.aio.storage import Storage
+from limits.storage import storage_from_string
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import SettingsConfigDict
+
 from libs.backbone.settings import BackboneSettings
 
 DEFAULT_PORT = 9186
+
+
+def _openpai(name: str) -> AliasChoices:
+    """Our PAI_ variable first, then OpenPAI's own name for the same setting."""
+    return AliasChoices(f"PAI_{name}", name)
+
+
+def rate_limit_storage(uri: str) -> Storage:
+    """The async `limits` storage a URI names; ValueError saying what to write or install."""
+    # Redis through redis-py (a dependency of the service), not the library's default client.
+    options = {"implementation": "redispy"} if uri.startswith(("async+redis", "async+rediss")) else {}
+    try:
+        storage = storage_from_string(uri, **options)
+    except Exception as err:  # ConfigurationError (a driver is missing) or a malformed URI
+        raise ValueError(f"cannot use rate-limit storage {uri!r}: {err}") from None
+    if not isinstance(storage, Storage):
+        raise ValueError(
+            f"rate-limit storage {uri!r} is not asynchronous; use async+memory:// or another async+ URI"
+        )
+    return storage
 
 
 class RestSettings(BackboneSettings):
@@ -33,6 +58,51 @@ class RestSettings(BackboneSettings):
     auth_cache_seconds: float = 1.0
     # Where the JWT signing secret is kept; None means <data dir>/rest-jwt.secret.
     jwt_secret_file: Path | None = None
+    # OpenID Connect sign-in (OpenPAI's AAD mode); unset issuer means basic login only.
+    # The issuer's discovery document is <issuer>/.well-known/openid-configuration unless given.
+    oidc_issuer: str | None = None
+    oidc_discovery_url: str | None = None
+    oidc_client_id: str | None = None
+    oidc_client_secret: str | None = None
+    # The callback registered at the issuer; None derives it from the request's own address.
+    oidc_redirect_uri: str | None = None
+    # Where the browser lands after sign-in (with user, token, admin in the query) and sign-out.
+    oidc_portal_url: str = "/"
+    oidc_scopes: str = "openid profile email"
+    # The id_token claim naming the user; an e-mail-like value keeps its part before "@".
+    oidc_username_claim: str = "preferred_username"
+    # Signatures accepted on id_tokens: asymmetric ones against the issuer's JWKS, HS256 with
+    # the client secret (OpenID Connect Core 10.1).
+    oidc_algorithms: tuple[str, ...] = ("RS256", "ES256", "HS256")
+    # YAML list of storages (name, share, volumeName, default, type, data, ...) that groups'
+    # acls.storageConfigs grant; None means no storage is configured.
+    storages_file: Path | None = None
+
+    # Rate limits, OpenPAI's figures by default; each counts in a fixed window of the given
+    # seconds, and 0 turns it off. OpenPAI's own variable names are read too. The counts live
+    # in this process unless the storage URI names a shared one (an async+ scheme of `limits`).
+    model_config = SettingsConfigDict(populate_by_name=True)
+    rate_limit_api_per_min: int = Field(
+        default=600, ge=0, validation_alias=_openpai("RATE_LIMIT_API_PER_MIN")
+    )
+    rate_limit_api_window_seconds: int = Field(default=60, ge=1)
+    rate_limit_list_job_per_min: int = Field(
+        default=60, ge=0, validation_alias=_openpai("RATE_LIMIT_LIST_JOB_PER_MIN")
+    )
+    rate_limit_list_job_window_seconds: int = Field(default=60, ge=1)
+    rate_limit_submit_job_per_hour: int = Field(
+        default=60, ge=0, validation_alias=_openpai("RATE_LIMIT_SUBMIT_JOB_PER_HOUR")
+    )
+    rate_limit_submit_job_window_seconds: int = Field(default=3600, ge=1)
+    rate_limit_storage_uri: str = "async+memory://"
+    # Proxies in front of the service whose X-Forwarded-For hop is believed (1 behind an ingress).
+    rate_limit_trusted_proxies: int = Field(default=0, ge=0)
+
+    @field_validator("rate_limit_storage_uri")
+    @classmethod
+    def _usable_storage(cls, uri: str) -> str:
+        rate_limit_storage(uri)  # refused at start, with what to install, rather than at a request
+        return uri
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -105,6 +105,16 @@ MATRIX: list[tuple[str, str, str, dict[str, Any], tuple[int, ...]]] = [
     ("GET", "/api/v2/cluster/sku-types", "", {}, SIGNED_IN),
     ("PUT", "/api/v2/virtual-clusters/config", "", {"data": "- not a mapping"}, ADMIN),
     ("GET", "/api/v2/openapi.json", "", {}, ANYONE),
+    # Without OIDC settings these answer 404 NoApiError to everyone (tests/rest/test_oidc.py has the flow).
+    ("GET", "/api/v2/authn/oidc/login", "", {"allow_redirects": False}, ANYONE),
+    ("GET", "/api/v2/authn/oidc/return", "", {"allow_redirects": False}, ANYONE),
+    ("GET", "/api/v2/authn/oidc/logout", "", {"allow_redirects": False}, ANYONE),
+    ("GET", "/api/v2/storages", "", {}, SIGNED_IN),
+    ("GET", "/api/v2/storages/{storage}", "/api/v2/storages/none", {}, SIGNED_IN),
+    ("GET", JOB + "/events", "", {}, ANYONE),
+    ("GET", JOB + "/job-attempts/healthz", "", {}, ANYONE),
+    ("GET", "/api/v2/kubernetes/nodes", "", {}, ADMIN),
+    ("GET", "/api/v2/kubernetes/pods", "", {}, ADMIN),
     # Last: it revokes the token each caller used.
     ("DELETE", "/api/v2/authn/basic/logout", "", {}, NO_APP),
 ]

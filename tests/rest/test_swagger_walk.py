@@ -10,6 +10,7 @@ the test fails once one starts answering, so the list can only shrink.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ from nats.aio.msg import Msg
 
 from libs.backbone.connecting import Bus
 from libs.protocol.subjects import ALERTS_RPC
+from services.rest.settings import RestSettings
 from tests.rest.conftest import ADMIN_PASSWORD
+from tests.rest.fake_idp import CLIENT_ID, CLIENT_SECRET, FakeIdp
 from tests.rest.jobs import job_yaml
 from tests.rest.swagger import SWAGGER, Swagger
 from tests.rest.test_list_and_auth import login
@@ -29,17 +32,42 @@ from tests.services.vc_support import cluster_file, scheduler
 from tests.support.waiting import eventually
 
 Client = TestClient[Any, Any]
-
-NOT_YET = {
-    ("GET", "/api/v2/authn/oidc/login"),
-    ("GET", "/api/v2/authn/oidc/logout"),
-    ("GET", "/api/v2/storages"),
-    ("GET", "/api/v2/storages/{storage}"),
-    ("GET", "/api/v2/jobs/{user}~{job}/events"),
-    ("GET", "/api/v2/jobs/{user}~{job}/job-attempts/healthz"),
-    ("GET", "/api/v2/kubernetes/nodes"),
-    ("GET", "/api/v2/kubernetes/pods"),
+WALKED_STORAGE = {
+    "name": "walked-nfs",
+    "share": True,
+    "volumeName": "walked-pv",
+    "default": True,
+    "type": "nfs",
+    "data": {"server": "10.0.0.9", "path": "/data"},
+    "mountOptions": ["vers=4"],
 }
+
+
+@pytest.fixture
+async def idp() -> AsyncIterator[FakeIdp]:
+    provider = await FakeIdp().start()
+    try:
+        yield provider
+    finally:
+        await provider.close()
+
+
+@pytest.fixture
+def rest_settings(rest_settings: RestSettings, idp: FakeIdp, tmp_path: Path) -> RestSettings:
+    """The walk's cluster signs in with OIDC (a fake provider) and lists one storage."""
+    storages = tmp_path / "storages.yaml"
+    storages.write_text(yaml.safe_dump([WALKED_STORAGE]))
+    return rest_settings.model_copy(
+        update={
+            "oidc_issuer": idp.issuer,
+            "oidc_client_id": CLIENT_ID,
+            "oidc_client_secret": CLIENT_SECRET,
+            "storages_file": storages,
+        }
+    )
+
+
+NOT_YET: set[tuple[str, str]] = set()
 
 JOB = "/api/v2/jobs/{user}~{job}"
 TASK = JOB + "/attempts/{jobAttemptId}/taskRoles/{taskRoleName}/taskIndex/{taskIndex}/attempts"
@@ -47,6 +75,7 @@ TASK = JOB + "/attempts/{jobAttemptId}/taskRoles/{taskRoleName}/taskIndex/{taskI
 # finds what it needs (the user before their group changes, the token before its revocation).
 WALK: list[tuple[str, str, dict[str, Any], int]] = [
     ("GET", "/api/v2/info", {"anonymous": True}, 200),
+    ("GET", "/api/v2/authn/oidc/login", {"anonymous": True, "redirect": False}, 302),
     ("POST", "/api/v2/authn/basic/login", {"data": {"username": "admin", "password": ADMIN_PASSWORD}}, 200),
     ("POST", "/api/v2/tokens/application", {}, 200),
     ("GET", "/api/v2/tokens", {}, 200),
@@ -87,6 +116,9 @@ WALK: list[tuple[str, str, dict[str, Any], int]] = [
     ("DELETE", "/api/v2/groups/{group}", {}, 201),
     ("DELETE", "/api/v2/users/{user}", {}, 200),
     ("GET", "/api/v2/virtual-clusters", {}, 200),
+    ("GET", "/api/v2/storages", {"params": {"default": "true"}}, 200),
+    ("GET", "/api/v2/storages/{storage}", {}, 200),
+    ("GET", "/api/v2/kubernetes/nodes", {}, 200),
     ("GET", "/api/v2/virtual-clusters/{vc}", {}, 200),
     ("POST", "/api/v2/jobs", {"yaml": True}, 202),
     ("GET", "/api/v2/jobs", {}, 200),
@@ -99,9 +131,13 @@ WALK: list[tuple[str, str, dict[str, Any], int]] = [
     ("GET", JOB + "/job-attempts/{attemptIndex}", {}, 200),
     ("GET", TASK, {}, 200),
     ("GET", TASK + "/{taskAttemptId}/logs", {}, 200),
+    ("GET", JOB + "/events", {"params": {"type": "Normal"}}, 200),
+    ("GET", JOB + "/job-attempts/healthz", {}, 200),
+    ("GET", "/api/v2/kubernetes/pods", {"params": {"namespace": "default"}}, 200),
     ("GET", "/api/v2/alerts", {}, 200),
     ("PUT", JOB + "/executionType", {"json": {"value": "STOP"}}, 202),
     ("DELETE", "/api/v2/authn/basic/logout", {}, 200),
+    ("GET", "/api/v2/authn/oidc/logout", {"redirect": False}, 302),
 ]
 
 VALUES = {
@@ -113,7 +149,7 @@ VALUES = {
     "taskRoleName": "worker",
     "taskIndex": "0",
     "taskAttemptId": "0",
-    "storage": "none",
+    "storage": "walked-nfs",
 }
 
 
@@ -165,6 +201,10 @@ async def test_every_swagger_operation_answers_with_the_documented_shape(
                 kwargs["json"] = options["json"]
             if "data" in options:
                 kwargs["data"] = options["data"]
+            if "params" in options:
+                kwargs["params"] = options["params"]
+            if options.get("redirect") is False:
+                kwargs["allow_redirects"] = False
             if options.get("yaml"):
                 vc = "type: job\ndefaults:\n  virtualCluster: a\n"
                 kwargs["data"] = job_yaml("walk", instances=1).replace("type: job\n", vc)
@@ -186,7 +226,9 @@ async def test_every_swagger_operation_answers_with_the_documented_shape(
         for method, path, options, _ in WALK:
             # Anonymous: public operations still answer, the rest refuse in OpenPAI's error shape.
             response = await api.request(
-                method, concrete(path, values).replace("/api/", "/rest-server/api/", 1)
+                method,
+                concrete(path, values).replace("/api/", "/rest-server/api/", 1),
+                allow_redirects=options.get("redirect", True),
             )
             content_type, body = await body_of(response)
             if response.status >= 400:

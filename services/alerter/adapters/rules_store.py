@@ -7,16 +7,13 @@ longer validates is logged and skipped, so a bad edit never stops alerting on th
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable
-from typing import Any
 
 import structlog
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
-from nats.js.kv import KV_DEL, KV_PURGE
 
+from libs.backbone.kv import KeyWatch
 from libs.backbone.provisioning import KVSpec, ensure_kv
 from services.alerter.core.config import AlertConfig, ConfigError, load_config
 
@@ -60,8 +57,9 @@ class RulesWatch:
     def __init__(self, js: JetStreamContext, apply: Callable[[AlertConfig | None], None]) -> None:
         self.js = js
         self.apply = apply
-        self._closed = False
-        self._watcher: Any = None
+        self._watch = KeyWatch(
+            lambda: ensure_kv(js, RULES_BUCKET), RULES_KEY, self._apply_stored, what="alerting configuration"
+        )
 
     async def load(self) -> AlertConfig | None:
         """The configuration stored now; None when nothing (valid) is stored."""
@@ -69,38 +67,17 @@ class RulesWatch:
         return None if text is None else _parsed(text)
 
     async def run(self) -> None:
-        while not self._closed:
-            try:
-                kv = await ensure_kv(self.js, RULES_BUCKET)
-                self._watcher = watcher = await kv.watch(RULES_KEY)
-                try:
-                    if self.closed:
-                        break  # closed while the watch was being opened
-                    async for entry in watcher:
-                        if entry is None:
-                            continue
-                        if entry.operation in (KV_DEL, KV_PURGE) or entry.value is None:
-                            self.apply(None)
-                        elif (config := _parsed(entry.value.decode())) is not None:
-                            self.apply(config)
-                finally:
-                    self._watcher = None
-                    with contextlib.suppress(Exception):
-                        await watcher.stop()  # type: ignore[no-untyped-call]
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the bus went away: try again; the configuration in force stays
-                log.warning("watching the alerting configuration failed; retrying", error=str(exc))
-            if not self._closed:
-                await asyncio.sleep(1.0)
+        await self._watch.run()
+
+    def _apply_stored(self, revision: int, value: bytes | None) -> None:
+        if value is None:
+            self.apply(None)
+        elif (config := _parsed(value.decode())) is not None:
+            self.apply(config)
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._watch.closed
 
     async def close(self) -> None:
-        self._closed = True
-        watcher = self._watcher
-        if watcher is not None:
-            with contextlib.suppress(Exception):
-                await watcher.stop()
+        await self._watch.close()

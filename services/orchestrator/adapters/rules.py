@@ -19,17 +19,16 @@ rules: it is logged with every problem and skipped. Deleting the key means the p
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 from pathlib import Path
-from typing import Any
 
 import structlog
 from nats.js import JetStreamContext
 from nats.js.errors import KeyDeletedError, KeyNotFoundError
-from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
+from nats.js.kv import KeyValue
 
+from libs.backbone.kv import KeyWatch
 from libs.backbone.topology import FAILURE_RULES
 from libs.failures import RuleError, RuleSet, default_rules, load_rules
 
@@ -76,8 +75,7 @@ class RulesKeeper:
         self._kv = kv
         self._rules = default_rules()
         self._revision = 0
-        self._closed = False
-        self._watcher: Any = None
+        self._watch = KeyWatch(self._bucket, RULES_KEY, self._apply_stored, what="failure rules")
 
     @classmethod
     async def open(cls, js: JetStreamContext, data_dir: Path) -> RulesKeeper:
@@ -96,6 +94,13 @@ class RulesKeeper:
     def revision(self) -> int:
         """The KV revision last applied (or refused); 0 before any."""
         return self._revision
+
+    async def _bucket(self) -> KeyValue:
+        assert self._kv is not None, "watch() returns at once without a bucket"
+        return self._kv
+
+    def _apply_stored(self, revision: int, value: bytes | None) -> None:
+        self.apply(revision, None if value is None else value.decode("utf-8", "replace"))
 
     def apply(self, revision: int, text: str | None) -> bool:
         """Adopt the value stored at `revision` (None: deleted); False if older or refused."""
@@ -147,46 +152,17 @@ class RulesKeeper:
         except KeyNotFoundError:
             return
         if entry.revision:
-            text = None if entry.value is None else entry.value.decode("utf-8", "replace")
-            self.apply(entry.revision, text)
+            self._apply_stored(entry.revision, entry.value)
 
     async def watch(self) -> None:
         """Apply every change of the key until `close`; a broken watch is opened again."""
-        if self._kv is None:
-            return
-        while not self._closed:
-            try:
-                self._watcher = watcher = await self._kv.watch(RULES_KEY)
-                try:
-                    if self.closed:
-                        # `close` ran while the watch was being opened (and a cancel sent then
-                        # may have been swallowed inside the client): nothing will stop it later.
-                        break
-                    async for entry in watcher:
-                        if entry is None or not entry.revision:
-                            continue  # the "initial values done" marker
-                        deleted = entry.operation in (KV_DEL, KV_PURGE) or entry.value is None
-                        text = None if deleted else (entry.value or b"").decode("utf-8", "replace")
-                        self.apply(entry.revision, text)
-                finally:
-                    self._watcher = None
-                    with contextlib.suppress(Exception):
-                        await watcher.stop()  # type: ignore[no-untyped-call]
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the bus went away: try again, the rules in force stay
-                log.warning("watching the failure rules failed; retrying", error=str(exc))
-            if not self._closed:
-                await asyncio.sleep(1.0)  # the watch ended or broke: open it again, gently
+        if self._kv is not None:
+            await self._watch.run()
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._watch.closed
 
     async def close(self) -> None:
-        """End `watch`: stopping the watcher ends its iteration (a cancel alone may be swallowed)."""
-        self._closed = True
-        watcher = self._watcher
-        if watcher is not None:
-            with contextlib.suppress(Exception):
-                await watcher.stop()
+        """End `watch` (stopping its watcher; a cancel alone may be swallowed by the client)."""
+        await self._watch.close()

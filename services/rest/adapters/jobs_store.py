@@ -7,16 +7,17 @@ an index in the schema so a list over 100,000 jobs stays an index scan.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, or_, select
+from sqlalchemy import Text, and_, cast, delete, func, insert, literal_column, or_, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
-from services.rest.adapters.tables import job_attempts, jobs, task_attempts
+from services.rest.adapters.tables import SEARCH_SEPARATOR, job_attempts, jobs, task_attempts
 
 Row = dict[str, Any]
 
@@ -56,6 +57,7 @@ class JobFilter:
     limit: int = DEFAULT_LIMIT
     order_field: str = "submissionTime"
     descending: bool = True
+    with_total_count: bool = False
 
 
 async def insert_job(engine: AsyncEngine, row: Row) -> None:
@@ -100,7 +102,59 @@ async def tasks_of(engine: AsyncEngine, job_id: str, attempt: int | None = None)
         return [dict(row) for row in (await conn.execute(query)).mappings()]
 
 
-def _conditions(flt: JobFilter) -> list[ColumnElement[bool]]:
+# What a list item shows (views.job_summary); the config and exit details stay on disk.
+LIST_COLUMNS = (
+    jobs.c.id,
+    jobs.c.username,
+    jobs.c.name,
+    jobs.c.virtual_cluster,
+    jobs.c.priority_class,
+    jobs.c.tags,
+    jobs.c.state,
+    jobs.c.sub_state,
+    jobs.c.execution_type,
+    jobs.c.retries,
+    jobs.c.retries_user,
+    jobs.c.retries_platform,
+    jobs.c.retries_resource,
+    jobs.c.retry_delay_ms,
+    jobs.c.submission_time,
+    jobs.c.created_time,
+    jobs.c.launched_time,
+    jobs.c.completed_time,
+    jobs.c.exit_code,
+    jobs.c.total_gpus,
+    jobs.c.total_tasks,
+    jobs.c.total_task_roles,
+)
+
+
+# A keyword holding one of these could match across two of search_text's fields.
+_SPANNING = (SEARCH_SEPARATOR, "%", "_", "\\")
+
+
+def _tags_any(dialect: str, tags: tuple[str, ...]) -> ColumnElement[bool]:
+    """The job has at least one of ``tags``, read from the JSON text of its list.
+
+    The list is stored as ``json.dumps`` writes it (``["a", "b"]``), so a tag is an element
+    exactly when its JSON string stands right after ``[`` or ``, `` and right before ``,`` or
+    ``]``: a quote there cannot be inside another string, where quotes are escaped. Comparing
+    JSON text never decodes it, so a tag holding NUL (valid JSON, but no SQL text) matches as
+    exactly as any other. Jobs whose list is empty are skipped first: the partial index of the
+    others (ix_jobs_tagged, tags included) is all that is read; the SQL literal lets the planner
+    match the index's condition whatever the parameters are.
+    """
+    text_of = cast(jobs.c.tags, Text)
+    find = func.strpos if dialect == "postgresql" else func.instr
+    encoded = {json.dumps(tag) for tag in tags} | {json.dumps(tag, ensure_ascii=False) for tag in tags}
+    needles = sorted(
+        f"{start}{value}{end}" for value in encoded for start in ("[", ", ") for end in (",", "]")
+    )
+    found = or_(*(find(text_of, needle) > 0 for needle in needles))
+    return and_(text_of != literal_column("'[]'"), found)
+
+
+def _conditions(flt: JobFilter, dialect: str) -> list[ColumnElement[bool]]:
     conditions: list[ColumnElement[bool]] = []
     if flt.usernames:
         conditions.append(jobs.c.username.in_(flt.usernames))
@@ -109,14 +163,21 @@ def _conditions(flt: JobFilter) -> list[ColumnElement[bool]]:
     if flt.states:
         conditions.append(jobs.c.state.in_(flt.states))
     if flt.keyword:
-        pattern = f"%{flt.keyword.lower()}%"
-        conditions.append(
-            or_(
-                func.lower(jobs.c.name).like(pattern),
-                func.lower(jobs.c.username).like(pattern),
-                func.lower(jobs.c.virtual_cluster).like(pattern),
-            )
-        )
+        keyword = flt.keyword.lower()
+        pattern = f"%{keyword}%"
+        columns = (jobs.c.name, jobs.c.username, jobs.c.virtual_cluster)
+        if dialect == "sqlite":
+            # SQLite's LIKE ignores case just as far as its lower() does (ASCII letters), so the
+            # columns are compared as stored, all three read from ix_jobs_search.
+            conditions.append(or_(*(column.like(pattern) for column in columns)))
+        elif not any(char in keyword for char in _SPANNING):
+            # Cannot match across the separator, so one test of the lower-cased text says the
+            # same as the three below, from the trigram index or ix_jobs_search.
+            conditions.append(jobs.c.search_text.like(pattern))
+        else:
+            conditions.append(or_(*(func.lower(column).like(pattern) for column in columns)))
+    if flt.tags_contain:
+        conditions.append(_tags_any(dialect, flt.tags_contain))
     if flt.priorities:
         named = [p for p in flt.priorities if p != "default"]
         options: list[ColumnElement[bool]] = []
@@ -128,29 +189,50 @@ def _conditions(flt: JobFilter) -> list[ColumnElement[bool]]:
     return conditions
 
 
-def _tags_match(row: Row, flt: JobFilter) -> bool:
-    tags = set(row["tags"] or [])
-    if flt.tags_contain and not tags.intersection(flt.tags_contain):
-        return False
-    return not (flt.tags_not_contain and tags.intersection(flt.tags_not_contain))
-
-
-async def list_jobs(engine: AsyncEngine, flt: JobFilter) -> tuple[Sequence[Row], int]:
-    """The page of jobs the filter selects, and the total count across pages."""
-    conditions = _conditions(flt)
+def _order(flt: JobFilter) -> list[ColumnElement[Any]]:
     column = ORDER_FIELDS[flt.order_field]
-    # OpenPAI: jobs without a completion time come last ascending, first descending.
-    order = (
-        [column.is_(None).desc(), column.desc()] if flt.descending else [column.is_(None).asc(), column.asc()]
-    )
+    order: list[ColumnElement[Any]] = []
+    if column.nullable:
+        # OpenPAI: jobs without a completion time come last ascending, first descending. The
+        # same expression leads the field's index, so both backends read it in order.
+        order.append(column.is_(None).desc() if flt.descending else column.is_(None).asc())
+    order.append(column.desc() if flt.descending else column.asc())
     # Ties read newest first, whatever the order asked for, as a person scanning a list expects.
-    order += [jobs.c.submission_time.desc(), jobs.c.id.desc()]
-    query = select(jobs).where(*conditions).order_by(*order)
+    # (A repeated key would change nothing but would keep SQLite from reading the index in order.)
+    if column is not jobs.c.submission_time:
+        order.append(jobs.c.submission_time.desc())
+    return [*order, jobs.c.id.desc()]
+
+
+async def list_jobs(engine: AsyncEngine, flt: JobFilter) -> tuple[Sequence[Row], int | None]:
+    """The page of jobs the filter selects, and the total count across pages when asked for.
+
+    The page's ids are chosen first, reading only the index that serves the filter and the
+    order (every order field leads an index ending in submission time and id), and only those
+    rows are then read; a deep offset skips index entries, not rows.
+    """
+    dialect = engine.dialect.name
+    conditions = _conditions(flt, dialect)
+    excluded = _tags_any(dialect, flt.tags_not_contain) if flt.tags_not_contain else None
+    order = _order(flt)
+    selected = conditions if excluded is None else [*conditions, ~excluded]
+    page_ids = (
+        select(jobs.c.id).where(*selected).order_by(*order).offset(flt.offset).limit(flt.limit).subquery()
+    )
+    query = select(*LIST_COLUMNS).join_from(jobs, page_ids, jobs.c.id == page_ids.c.id).order_by(*order)
     async with engine.connect() as conn:
-        if flt.tags_contain or flt.tags_not_contain:
-            # Tags are a JSON list; filtered here to stay portable across SQLite and PostgreSQL.
-            rows = [dict(r) for r in (await conn.execute(query)).mappings() if _tags_match(dict(r), flt)]
-            return rows[flt.offset : flt.offset + flt.limit], len(rows)
-        total = await conn.scalar(select(func.count()).select_from(jobs).where(*conditions))
-        page = await conn.execute(query.offset(flt.offset).limit(flt.limit))
-        return [dict(r) for r in page.mappings()], int(total or 0)
+        total = None
+        if flt.with_total_count:
+            total = await _count(conn, conditions)
+            if excluded is not None:
+                # Jobs without any of the tags: all the others minus those with one, two counts
+                # the indexes answer, instead of testing every job's tags.
+                total -= await _count(conn, [*conditions, excluded])
+            if total <= flt.offset:
+                return [], total  # nothing on this page: the page query would say the same
+        page = await conn.execute(query)
+        return [dict(r) for r in page.mappings()], total
+
+
+async def _count(conn: AsyncConnection, conditions: list[ColumnElement[bool]]) -> int:
+    return int(await conn.scalar(select(func.count()).select_from(jobs).where(*conditions)) or 0)

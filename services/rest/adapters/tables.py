@@ -14,6 +14,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Computed,
     ForeignKey,
     Index,
     Integer,
@@ -22,9 +23,29 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    cast,
+    literal_column,
 )
 
 metadata = MetaData()
+
+# Name, user and VC, lower-cased and joined by a separator: a keyword without the separator
+# (or LIKE's wildcards) is found in search_text exactly when it is in one of the three.
+SEARCH_SEPARATOR = "/"
+SEARCH_TEXT = "lower(name) || '/' || lower(username) || '/' || lower(virtual_cluster)"
+# After the user in ix_jobs_user_list: the default order, then every other filter and order field.
+USER_LIST_COLUMNS = (
+    "submission_time",
+    "id",
+    "state",
+    "virtual_cluster",
+    "name",
+    "retries",
+    "total_tasks",
+    "total_gpus",
+    "completed_time",
+    "priority_class",
+)
 
 jobs = Table(
     "jobs",
@@ -60,13 +81,62 @@ jobs = Table(
     Column("total_tasks", Integer, nullable=False, default=0),
     Column("total_task_roles", Integer, nullable=False, default=0),
     Column("config", JSON, nullable=True),
+    # What the list's keyword searches, lower-cased once when the row is written (the three
+    # fields never change). The same SQL on both backends; SQLite computes it on read.
+    Column("search_text", Text, Computed(SEARCH_TEXT), nullable=True),
     UniqueConstraint("username", "name", name="uq_jobs_username_name"),
-    Index("ix_jobs_virtual_cluster", "virtual_cluster"),
-    Index("ix_jobs_state", "state"),
-    Index("ix_jobs_submission_time", "submission_time"),
-    Index("ix_jobs_completed_time", "completed_time"),
-    Index("ix_jobs_name", "name"),
+    # The job list (adapters/jobs_store.py) orders by a field, then submission time and id, newest
+    # first: each filter and order field leads an index that ends in those two, so a page is read
+    # in order from the index and a deep offset skips index entries, not rows (the narrow
+    # ix_jobs_submission makes skipping cheap). ix_jobs_search also holds what the keyword reads,
+    # so a keyword scan never reads the rows; PostgreSQL adds a trigram index of search_text
+    # when pg_trgm is available (migration 0003).
+    Index("ix_jobs_submission", "submission_time", "id"),
+    Index("ix_jobs_search", "submission_time", "id", "name", "username", "virtual_cluster", "search_text"),
+    # A user's own jobs (the portal's usual view, thousands for a busy user) are filtered,
+    # counted and ordered by any field from this index alone, without reading their rows.
+    Index("ix_jobs_user_list", "username", *USER_LIST_COLUMNS),
+    Index("ix_jobs_vc_submission", "virtual_cluster", "submission_time", "id"),
+    Index("ix_jobs_state_submission", "state", "submission_time", "id"),
+    Index("ix_jobs_name_submission", "name", "submission_time", "id"),
+    Index("ix_jobs_retries_submission", "retries", "submission_time", "id"),
+    Index("ix_jobs_total_tasks_submission", "total_tasks", "submission_time", "id"),
+    Index("ix_jobs_total_gpus_submission", "total_gpus", "submission_time", "id"),
 )
+
+# Nullable order fields: jobs without a value come last ascending and first descending, which
+# the list expresses as ``<field> IS NULL`` before the field, so the index leads with it too.
+Index(
+    "ix_jobs_completed_order",
+    jobs.c.completed_time.is_(None),
+    jobs.c.completed_time,
+    jobs.c.submission_time,
+    jobs.c.id,
+)
+Index(
+    "ix_jobs_priority_order",
+    jobs.c.priority_class.is_(None),
+    jobs.c.priority_class,
+    jobs.c.submission_time,
+    jobs.c.id,
+)
+# tagsContain / tagsNotContain read a partial index of the tagged jobs only (most jobs have
+# none), tags included: a key column on SQLite, an INCLUDE column on PostgreSQL, whose btree
+# cannot order JSON.
+Index(
+    "ix_jobs_tagged",
+    jobs.c.submission_time,
+    jobs.c.id,
+    jobs.c.tags,
+    sqlite_where=cast(jobs.c.tags, Text) != literal_column("'[]'"),
+).ddl_if(dialect="sqlite")
+Index(
+    "ix_jobs_tagged_include",
+    jobs.c.submission_time,
+    jobs.c.id,
+    postgresql_include=["tags"],
+    postgresql_where=cast(jobs.c.tags, Text) != literal_column("'[]'"),
+).ddl_if(dialect="postgresql")
 
 job_attempts = Table(
     "job_attempts",

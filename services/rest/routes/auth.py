@@ -73,5 +73,11 @@ async def info(request: web.Request) -> web.Response:
     return web.json_response(
         # OpenPAI's clients accept only "yarn" or "k8s"; ours runs FrameworkController-style,
         # which is what OpenPAI calls its k8s launcher.
-        {"name": "pai", "version": release, "launcherType": "k8s", "authnMethod": "basic", "jobHistory": True}
+        {
+            "name": "pai",
+            "version": release,
+            "launcherType": "k8s",
+            "authnMethod": "OIDC" if request.app[SETTINGS].oidc_issuer else "basic",
+            "jobHistory": True,
+        }
     )

@@ -12,6 +12,8 @@ from services.rest.keys import READ_ENGINE
 
 # A job is addressed as {user}~{job}; user names never contain "~", job names may.
 JOB_PATH = "/v2/jobs/{user:[^~/]+}~{job:[^/]+}"
+# The largest number a SQL integer column or query argument holds (SQLite and PostgreSQL bigint).
+INT64_MAX = 2**63 - 1
 
 
 async def job_from_path(request: web.Request) -> dict[str, Any]:
@@ -27,6 +29,7 @@ def int_param(
 ) -> int:
     if value is None or value == "":
         return default
+    maximum = INT64_MAX if maximum is None else maximum
     try:
         number = int(value)
     except ValueError:

@@ -30,15 +30,36 @@ from services.rest.adapters.jobs_store import (
     tasks_of,
 )
 from services.rest.adapters.tagging import change_tag
-from services.rest.auth import require_user
+from services.rest.auth import Principal, require_user
 from services.rest.core import views
 from services.rest.core.states import FINAL, epoch_ms, framework_name
 from services.rest.core.totals import job_row_from_config
 from services.rest.errors import ApiError, conflict_job, forbidden, invalid_parameters, no_task, unavailable
 from services.rest.keys import BUS, ENGINE, READ_ENGINE
 from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int
+from services.rest.vc_names import VC_NAMES
 
 routes = web.RouteTableDef()
+
+
+async def require_existing_vc(request: web.Request, principal: Principal, name: str) -> None:
+    """OpenPAI's 400 NoVirtualClusterError for a VC the scheduler does not have.
+
+    Checked before the access check, so a mistyped name is reported as such rather than as a
+    missing right. When the VCs cannot be learned the job is accepted: the scheduler then names
+    the unknown VC in its pending reason (see services/rest/vc_names.py).
+    """
+    known = await request.app[VC_NAMES].names(name)
+    if known is None or name in known:
+        return
+    message = (
+        f"defaults.virtualCluster: virtual cluster {name} is not found; the virtual clusters are "
+        f"{', '.join(sorted(known))}. Set defaults.virtualCluster to one of them"
+    )
+    if not principal.admin:
+        mine = sorted(vc for vc in known if principal.may_use(vc))
+        message += f" that you may use ({', '.join(mine)})" if mine else " (ask an admin to grant you one)"
+    raise ApiError(400, "NoVirtualClusterError", message + ".", virtualClusters=sorted(known))
 
 
 @routes.post("/v2/jobs")
@@ -53,6 +74,7 @@ async def submit_job(request: web.Request) -> web.Response:
         problems = [problem.model_dump() for problem in exc.problems]
         summary = "; ".join(str(problem) for problem in exc.problems)
         raise invalid_parameters(f"The job config is invalid: {summary}", problems=problems) from None
+    await require_existing_vc(request, principal, job.virtual_cluster)
     if not principal.may_use(job.virtual_cluster):  # VC access granted by the user's groups
         raise forbidden(f"User {principal.username} is not allowed to do operation in {job.virtual_cluster}.")
     engine, bus = request.app[ENGINE], request.app[BUS]
@@ -125,6 +147,7 @@ def job_filter(query: Any) -> JobFilter:
         limit=int_param(query.get("limit"), "limit", default=DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT),
         order_field=order_field,
         descending=descending,
+        with_total_count=str(query.get("withTotalCount", "")).lower() == "true",
     )
 
 
@@ -134,7 +157,7 @@ async def list_all_jobs(request: web.Request) -> web.Response:
     flt = job_filter(request.query)
     rows, total = await list_jobs(request.app[READ_ENGINE], flt)
     items = [views.job_summary(row) for row in rows]
-    if request.query.get("withTotalCount", "").lower() == "true":
+    if flt.with_total_count:
         return web.json_response({"totalCount": total, "data": items})
     return web.json_response(items)
 

@@ -1,0 +1,107 @@
+"""Storage definitions and who may use them, as OpenPAI's storage API shows them.
+
+An admin lists the cluster's storages in one YAML file (``PAI_STORAGES_FILE``): each has a
+name, whether it is shared, its volume name, whether it is mounted by default, a type (nfs,
+samba, azureFile, azureBlob, other) and the type's connection data. A group grants storages
+by name in ``extension.acls.storageConfigs``; a user may use the union over their groups,
+an admin every storage. This module parses and checks the file and filters it: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+TYPES = ("nfs", "samba", "azureFile", "azureBlob", "other", "unknown")
+# The data field each type cannot do without (OpenPAI's StorageDetail schema).
+REQUIRED_DATA = {"nfs": ("server", "path"), "samba": ("address",), "azureFile": ("shareName",)}
+REQUIRED_DATA["azureBlob"] = ("containerName",)
+
+
+class StorageConfigError(ValueError):
+    """The storages file is not a valid list of storages; the message names the entry and field."""
+
+
+@dataclass(frozen=True)
+class Storage:
+    name: str
+    share: bool
+    volume_name: str
+    default: bool
+    type: str
+    data: dict[str, Any]
+    read_only: bool | None = None
+    secret_name: str | None = None
+    mount_options: tuple[str, ...] | None = None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "share": self.share,
+            "volumeName": self.volume_name,
+            "default": self.default,
+        }
+
+    def detail(self) -> dict[str, Any]:
+        shown = {**self.summary(), "type": self.type, "data": dict(self.data)}
+        if self.read_only is not None:
+            shown["readOnly"] = self.read_only
+        if self.secret_name is not None:
+            shown["secretName"] = self.secret_name
+        if self.mount_options is not None:
+            shown["mountOptions"] = list(self.mount_options)
+        return shown
+
+
+def _field(entry: dict[str, Any], where: str, name: str, kind: type, default: Any = ...) -> Any:
+    if name not in entry or entry[name] is None:
+        if default is ...:
+            raise StorageConfigError(f"{where}.{name} is required.")
+        return default
+    value = entry[name]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise StorageConfigError(f"{where}.{name} must be of type {kind.__name__}, got {value!r}.")
+    return value
+
+
+def parse_storages(document: Any) -> list[Storage]:
+    """The storages a loaded YAML document lists; raises StorageConfigError naming the problem."""
+    if document is None:
+        return []
+    if not isinstance(document, list):
+        raise StorageConfigError("The storages file must be a YAML list of storages.")
+    found: dict[str, Storage] = {}
+    for position, entry in enumerate(document):
+        where = f"[{position}]"
+        if not isinstance(entry, dict):
+            raise StorageConfigError(f"{where} must be a mapping with name, volumeName, type and data.")
+        name = _field(entry, where, "name", str)
+        kind = _field(entry, where, "type", str, "other")
+        if kind not in TYPES:
+            raise StorageConfigError(f"{where}.type must be one of {', '.join(TYPES)}, got {kind!r}.")
+        data = _field(entry, where, "data", dict, {})
+        missing = [key for key in REQUIRED_DATA.get(kind, ()) if not isinstance(data.get(key), str)]
+        if missing:
+            raise StorageConfigError(f"{where}.data needs {', '.join(missing)} (strings) for type {kind}.")
+        options = _field(entry, where, "mountOptions", list, None)
+        if name in found:
+            raise StorageConfigError(f"{where}.name {name!r} is listed twice.")
+        found[name] = Storage(
+            name=name,
+            share=_field(entry, where, "share", bool, True),
+            volume_name=_field(entry, where, "volumeName", str, name),
+            default=_field(entry, where, "default", bool, False),
+            type=kind,
+            data=data,
+            read_only=_field(entry, where, "readOnly", bool, None),
+            secret_name=_field(entry, where, "secretName", str, None),
+            mount_options=tuple(str(option) for option in options) if options is not None else None,
+        )
+    return list(found.values())
+
+
+def granted(storages: Iterable[Storage], admin: bool, names: Iterable[str]) -> list[Storage]:
+    """The storages a caller may use: all for an admin, else those their groups name."""
+    allowed = set(names)
+    return [storage for storage in storages if admin or storage.name in allowed]
