@@ -226,6 +226,12 @@ INPUTS: dict[tuple[str, str], Inputs] = {
             "tailMode": BOOLEAN,
         }
     ),
+    ("GET", "/v2/jobs/{user}~{job}/events"): Inputs(query={"type": STRING}),
+    ("GET", "/v2/storages"): Inputs(query={"default": BOOLEAN}),
+    ("GET", "/v2/kubernetes/pods"): Inputs(query={"namespace": STRING}),
+    ("GET", "/v2/authn/oidc/return"): Inputs(
+        query={"code": STRING, "state": STRING, "error": STRING, "error_description": STRING}
+    ),
     ("PUT", "/v2/failure-rules"): Inputs(body={"text/yaml": FAILURE_RULES}),
     ("GET", "/v2/cluster/sku-types"): Inputs(query={"vc": STRING}),
     ("PUT", "/v2/virtual-clusters/config"): Inputs(query={"force": BOOLEAN}, body={"text/yaml": VC_CONFIG}),
