@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from libs.failures import default_rules_text
 from runtime.spec import TaskSpec
 from services.orchestrator.adapters.k8s_pods import (
     PodSettings,
@@ -212,3 +214,54 @@ def test_an_unknown_image_prerequisite_names_the_field() -> None:
     cfg["taskRoles"]["trainer"]["dockerImage"] = "nope"
     with pytest.raises(ValueError, match=r"taskRoles\.trainer\.dockerImage"):
         image_of(cfg, "trainer")
+
+
+def _run_init(pod: dict[str, Any], root: Path) -> None:
+    """What the init container does after copying Python, with the pod's /pai under `root`."""
+    init = pod["spec"]["initContainers"][0]
+    copy, _, write = init["args"][0].partition(" && ")
+    assert copy.startswith("cp -a /usr/local/. /pai/python/")
+    (root / "spec").mkdir(parents=True)
+    subprocess.run(["/bin/sh", "-c", write.replace("/pai/", f"{root}/")], env=env(init), check=True)
+
+
+def test_the_operators_failure_rules_travel_into_the_pod(tmp_path: Path) -> None:
+    rules = tmp_path / "rules-7.yaml"
+    # A rule file with characters a shell or printf could mangle, kept byte for byte.
+    rules.write_text(default_rules_text() + "# 100% kept: $HOME `x` \\n 'q' \"d\"\n", encoding="utf-8")
+    spec = build_spec(tmp_path, framework(), KEY, tmp_path / "task", False)
+    pod = as_manifest(
+        build_pod(
+            spec.model_copy(update={"failure_rules_file": rules}),
+            TaskIdentity(JOB_ID, "alice", "mnist_train", KEY),
+            SETTINGS,
+            node="gpu-node-2",
+            image="pytorch:2.1",
+        )
+    )
+    root = tmp_path / "pod"
+    _run_init(pod, root)
+    inside = TaskSpec.model_validate_json((root / "spec" / "spec.json").read_text(encoding="utf-8"))
+    assert inside.failure_rules_file == Path("/pai/spec/failure-rules.yaml")
+    assert (root / "spec" / "failure-rules.yaml").read_text(encoding="utf-8") == rules.read_text(
+        encoding="utf-8"
+    )
+
+
+def test_without_operator_rules_the_pod_uses_the_packaged_ones(tmp_path: Path) -> None:
+    for missing in (None, tmp_path / "pruned.yaml"):  # none set, or a file gone since
+        spec = build_spec(tmp_path, framework(), KEY, tmp_path / "task", False)
+        pod = as_manifest(
+            build_pod(
+                spec.model_copy(update={"failure_rules_file": missing}),
+                TaskIdentity(JOB_ID, "alice", "mnist_train", KEY),
+                SETTINGS,
+                node="gpu-node-2",
+                image="pytorch:2.1",
+            )
+        )
+        root = tmp_path / f"pod-{missing is None}"
+        _run_init(pod, root)
+        inside = TaskSpec.model_validate_json((root / "spec" / "spec.json").read_text(encoding="utf-8"))
+        assert inside.failure_rules_file is None
+        assert not (root / "spec" / "failure-rules.yaml").exists()

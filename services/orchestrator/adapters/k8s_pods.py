@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import structlog
 from kubernetes.client import (
     ApiClient,
     V1Container,
@@ -54,6 +55,8 @@ from kubernetes.client import (
 from runtime.spec import Directories, TaskSpec
 from services.orchestrator.core.frameworks import TaskKey
 
+log = structlog.get_logger(__name__)
+
 PREFIX = "pai.io"
 MANAGED_BY = "pai-orchestrator"
 SELECTOR = f"app.kubernetes.io/managed-by={MANAGED_BY}"
@@ -61,6 +64,10 @@ MAIN_CONTAINER = "main"
 INIT_CONTAINER = "pai-init"
 POD_ROOT = PurePosixPath("/pai")
 SPEC_PATH = POD_ROOT / "spec" / "spec.json"
+# The operator's failure rules in force when the pod was built, written beside the spec by the
+# init container: the pod cannot read the orchestrator's data dir where they are kept.
+RULES_ENV = "PAI_FAILURE_RULES"
+RULES_PATH = POD_ROOT / "spec" / "failure-rules.yaml"
 SECRETS_PATH = POD_ROOT / "secrets" / "secrets.json"
 SPEC_ENV = "PAI_TASK_SPEC"
 _SECRET_REF = re.compile(r"<%\s*\$secrets\.([A-Za-z0-9_.-]+)\s*%>")
@@ -199,7 +206,7 @@ def registry_config(
     return {"auths": {registry: {"username": username, "password": password, "auth": token}}}
 
 
-def in_pod(spec: TaskSpec, has_secrets: bool) -> TaskSpec:
+def in_pod(spec: TaskSpec, has_secrets: bool, *, has_rules: bool = False) -> TaskSpec:
     """The spec with the pod's own paths: the directories the runtime sees inside the container."""
     attempt = spec.job.attempt_id
     return spec.model_copy(
@@ -211,8 +218,22 @@ def in_pod(spec: TaskSpec, has_secrets: bool) -> TaskSpec:
                 ssh_key_dir=Path(str(POD_ROOT / "job" / "ssh")),
             ),
             "secrets_file": Path(str(SECRETS_PATH)) if has_secrets else None,
+            "failure_rules_file": Path(str(RULES_PATH)) if has_rules else None,
         }
     )
+
+
+def rules_text(spec: TaskSpec) -> str | None:
+    """The operator's rules the spec names, to carry into the pod; None: the packaged defaults."""
+    if spec.failure_rules_file is None:
+        return None
+    try:
+        return spec.failure_rules_file.read_text(encoding="utf-8")
+    except OSError as exc:  # pruned or unreadable: the runtime's packaged defaults still classify
+        log.warning(
+            "failure rules not carried into the pod", file=str(spec.failure_rules_file), error=str(exc)
+        )
+        return None
 
 
 def owned_by(name: str, uid: str) -> list[V1OwnerReference]:
@@ -317,7 +338,13 @@ def build_pod(
     """The pod of one task attempt; `spec` is the orchestrator's spec (paths are rewritten here)."""
     me = spec.role_info(spec.role)
     res = me.resources
-    inside = in_pod(spec, secret is not None)
+    rules = rules_text(spec)
+    inside = in_pod(spec, secret is not None, has_rules=rules is not None)
+    write_spec = f'printf "%s" "${SPEC_ENV}" > {SPEC_PATH}'
+    init_env = [V1EnvVar(name=SPEC_ENV, value=inside.model_dump_json())]
+    if rules is not None:
+        write_spec += f' && printf "%s" "${RULES_ENV}" > {RULES_PATH}'
+        init_env.append(V1EnvVar(name=RULES_ENV, value=rules))
     gpus = ",".join(str(i) for i in spec.gpu_indices)
     limits: dict[str, str] = {"cpu": _cpu(res.cpu), "memory": f"{res.memory_mb}Mi"}
     if res.gpu and settings.gpu_resource:
@@ -331,10 +358,8 @@ def build_pod(
         image=settings.runtime_image,
         image_pull_policy=settings.image_pull_policy,
         command=["/bin/sh", "-c"],
-        args=[
-            'cp -a /usr/local/. /pai/python/ && printf "%s" "$PAI_TASK_SPEC" > /pai/spec/spec.json',
-        ],
-        env=[V1EnvVar(name=SPEC_ENV, value=inside.model_dump_json())],
+        args=[f"cp -a /usr/local/. {POD_ROOT / 'python'}/ && {write_spec}"],
+        env=init_env,
         volume_mounts=[
             V1VolumeMount(name="pai-python", mount_path=str(POD_ROOT / "python")),
             V1VolumeMount(name="pai-spec", mount_path=str(SPEC_PATH.parent)),
