@@ -24,6 +24,7 @@ from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import (
     AdoptTask,
     Context,
+    Decision,
     Input,
     Probe,
     Publish,
@@ -76,6 +77,15 @@ def completed(
     )
 
 
+def decide_untouched(framework: Framework | None, message: Input, ctx: Context) -> Decision:
+    """`decide`, checking that it left the snapshot it was given as it was (copy-on-write)."""
+    frozen = framework.model_dump() if framework is not None else None
+    decision = decide(framework, message, ctx)
+    if framework is not None:
+        assert framework.model_dump() == frozen, f"deciding {type(message).__name__} modified the snapshot"
+    return decision
+
+
 @dataclass
 class World:
     """Runs decisions and their effects; `running` is what the executor has alive now."""
@@ -95,7 +105,7 @@ class World:
         return Context(now=T0 + timedelta(seconds=self.tick), random=0.25)
 
     def feed(self, message: Input, *, apply_effects: bool = True) -> list[Any]:
-        decision = decide(self.framework, message, self.ctx())
+        decision = decide_untouched(self.framework, message, self.ctx())
         self.framework = decision.framework
         if apply_effects:
             self.apply(decision.effects)

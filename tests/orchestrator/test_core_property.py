@@ -15,10 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from libs.protocol.events import JobPreempting, JobStopRequested
-from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Input, StartTask
 from services.orchestrator.core.states import AttemptState
-from tests.orchestrator.sim import JOB, World, config, scheduled, submitted, verdict
+from tests.orchestrator.sim import JOB, World, config, decide_untouched, scheduled, submitted, verdict
 
 CONFIGS = [
     config(
@@ -38,7 +37,7 @@ VERDICTS = ["transient", "permanent", "unknown"]
 
 def crash_while_handling(world: World, message: Input, done: int, half_spawn: bool) -> None:
     """Store the decision, carry out only `done` effects (maybe half of the next), crash, restart."""
-    decision = decide(world.framework, message, world.ctx())
+    decision = decide_untouched(world.framework, message, world.ctx())
     world.framework = decision.framework
     for position, effect in enumerate(decision.effects):
         if position == done:

@@ -43,6 +43,7 @@ from services.orchestrator.core.frameworks import (
     Task,
     TaskAttempt,
     TaskKey,
+    editable_task,
     remember,
     working_copy,
 )
@@ -119,17 +120,21 @@ def _publish(fw: Framework, decision: Decision, event: EventBase) -> None:
     decision.effects.append(Publish(event))
 
 
-def _find(fw: Framework, key: TaskKey) -> tuple[JobAttempt, Task, TaskAttempt] | None:
+def _find(fw: Framework, key: TaskKey, decision: Decision) -> tuple[JobAttempt, Task, TaskAttempt] | None:
+    """The attempt, task and task attempt of `key`, the task made editable by this decision."""
     attempt_no, role, index, task_attempt = key
     for attempt in fw.attempts:
         if attempt.attempt != attempt_no:
             continue
-        task = attempt.task(role, index)
-        if task is None:
-            return None
-        for ta in task.attempts:
-            if ta.task_attempt == task_attempt:
-                return attempt, task, ta
+        for position, task in enumerate(attempt.tasks):
+            if task.role != role or task.index != index:
+                continue
+            if not any(ta.task_attempt == task_attempt for ta in task.attempts):
+                return None
+            task = editable_task(attempt, position, decision.owned)
+            ta = next(ta for ta in task.attempts if ta.task_attempt == task_attempt)
+            return attempt, task, ta
+        return None
     return None
 
 
@@ -145,6 +150,7 @@ def _on_scheduled(fw: Framework, event: JobScheduled, ctx: Context, decision: De
             task = Task(role=role.name, index=index, placement=placements.get((role.name, index)))
             task.attempts.append(TaskAttempt(task_attempt=0, state=S.CREATION_REQUESTED))
             attempt.tasks.append(task)
+            decision.owned.add(id(task))  # new in this decision: edited without a copy
             key = (attempt.attempt, role.name, index, 0)
             decision.effects.append(StartTask(fw.job_id, key, task.placement))
     attempt.scheduled_at = ctx.now
@@ -162,7 +168,7 @@ def _on_launched(
     decision: Decision,
     ports: dict[str, list[int]] | None = None,
 ) -> None:
-    found = _find(fw, key)
+    found = _find(fw, key, decision)
     if found is None:
         return
     attempt, task, ta = found
@@ -212,7 +218,7 @@ def _on_task_exit(
     ctx: Context,
     decision: Decision,
 ) -> None:
-    found = _find(fw, key)
+    found = _find(fw, key, decision)
     if found is None:
         return
     attempt, task, ta = found
@@ -292,9 +298,10 @@ def _end_attempt(
         trigger_index,
     )
     attempt.state = transition(attempt.state, T.DECIDE_END)
-    for task in attempt.tasks:
-        if task.done:
+    for position, shared in enumerate(attempt.tasks):
+        if shared.done:
             continue
+        task = editable_task(attempt, position, decision.owned)
         ta = task.current
         if ta.state is S.CREATION_PENDING:
             ta.state = walk(ta.state, T.DECIDE_END, T.REQUEST_DELETION, T.EXITED, T.COMPLETE)
@@ -421,7 +428,7 @@ def _on_stop(
 
 def _on_recovered(fw: Framework, message: Recovered, ctx: Context, decision: Decision) -> None:
     for key in fw.running_keys():
-        found = _find(fw, key)
+        found = _find(fw, key, decision)
         assert found is not None
         attempt, task, ta = found
         probe = message.probes.get(key)

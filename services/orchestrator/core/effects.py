@@ -121,3 +121,5 @@ Effect = StartTask | StopTask | AdoptTask | ReportExit | Publish
 class Decision:
     framework: Framework | None
     effects: list[Effect] = field(default_factory=list)
+    # Ids of the tasks of `framework` this decision made its own (see frameworks.editable_task).
+    owned: set[int] = field(default_factory=set, repr=False, compare=False)
