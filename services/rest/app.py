@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import structlog
 from aiohttp import web
+from sqlalchemy.exc import DBAPIError
 
 from libs.backbone.connecting import connect
 from libs.backbone.consuming import by_job_id, consume
@@ -24,6 +25,7 @@ from services.rest.adapters.bus import PROJECTION_DURABLE, RestBus
 from services.rest.adapters.database import create_engine, create_read_engine, migrate
 from services.rest.auth import PRINCIPAL, credentials_of, ensure_admin, load_or_create_secret
 from services.rest.auth_cache import CachedTokens
+from services.rest.core.text import unstorable
 from services.rest.errors import ApiError
 from services.rest.keys import BUS, ENGINE, READ_ENGINE, SETTINGS, TOKENS
 from services.rest.projection import Projector, projection_handler
@@ -47,6 +49,8 @@ from services.rest.vc_names import vc_names_ctx
 log = structlog.get_logger(__name__)
 
 PREFIXES = ("/api", "/rest-server/api")
+# PostgreSQL's character_not_in_repertoire and untranslatable_character.
+UNSTORABLE_TEXT_STATES = frozenset({"22021", "22P05"})
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PROJECTION_KEY = web.AppKey("projection", asyncio.Task[None])
 
@@ -58,6 +62,20 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await handler(request)
     except ApiError as exc:
         return web.json_response(exc.body(), status=exc.status)
+    except DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) not in UNSTORABLE_TEXT_STATES:
+            log.exception("request failed", method=request.method, path=request.path)
+            return _internal_error()
+        # A body field carried text the database cannot hold (NUL, or a character its encoding
+        # lacks): the caller's input, so a 400 naming it rather than a 500.
+        return web.json_response(
+            {
+                "code": "InvalidParametersError",
+                "message": "The request contains a NUL or a character that cannot be stored; "
+                "names and values use printable text only.",
+            },
+            status=400,
+        )
     except web.HTTPException as exc:
         if exc.status in (404, 405):
             message = f"No API {request.method} {request.path}; see the REST API v2 reference."
@@ -65,21 +83,20 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         raise
     except Exception:
         log.exception("request failed", method=request.method, path=request.path)
-        return web.json_response(
-            {"code": "UnknownError", "message": "Internal error; the service log has the details."},
-            status=500,
-        )
+        return _internal_error()
 
 
-def _unstorable(text: str) -> bool:
-    """NUL and lone surrogates cannot be stored or compared as text by PostgreSQL (or sent back)."""
-    return "\x00" in text or any("\ud800" <= ch <= "\udfff" for ch in text)
+def _internal_error() -> web.Response:
+    return web.json_response(
+        {"code": "UnknownError", "message": "Internal error; the service log has the details."},
+        status=500,
+    )
 
 
 @web.middleware
 async def text_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Refuse text no name can contain before it reaches a query: a clear 400, never a 500."""
-    if _unstorable(request.path) or any(_unstorable(k) or _unstorable(v) for k, v in request.query.items()):
+    if unstorable(request.path) or any(unstorable(k) or unstorable(v) for k, v in request.query.items()):
         raise ApiError(
             400,
             "InvalidParametersError",

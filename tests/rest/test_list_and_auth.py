@@ -169,3 +169,11 @@ async def test_a_nul_in_a_path_or_query_is_a_clear_400_on_every_backend(
         response = await api.get(path, headers=admin_headers)
         assert response.status == 400, path
         assert (await response.json())["code"] == "InvalidParametersError"
+
+
+async def test_a_nul_in_a_login_name_is_an_unknown_user_on_every_backend(api: Client) -> None:
+    # No user can be named so, and PostgreSQL cannot even compare such text: never a 500.
+    form = await api.post("/api/v2/authn/basic/login", data={"username": "ad\x00min", "password": "x"})
+    body = await api.post("/api/v2/authn/basic/login", json={"username": "\x00", "password": "x"})
+    for response in (form, body):
+        assert (response.status, (await response.json())["code"]) == (404, "NoUserError")

@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.rest.adapters.tables import groups, tokens, user_groups, users
+from services.rest.core.text import unstorable
 
 DEFAULT_GROUP = "default"
 ADMIN_GROUP = "admingroup"
@@ -70,6 +71,8 @@ async def _user(conn: AsyncConnection, row: dict[str, Any]) -> dict[str, Any]:
 
 async def get_user(engine: AsyncEngine, username: str) -> dict[str, Any] | None:
     """The user row plus ``grouplist``, ``admin``, ``virtual_clusters``, ``storage_configs``."""
+    if unstorable(username):
+        return None  # no user can be named so; PostgreSQL would refuse to compare it
     async with engine.connect() as conn:
         row = (await conn.execute(select(users).where(users.c.username == username))).mappings().first()
         return await _user(conn, dict(row)) if row is not None else None
