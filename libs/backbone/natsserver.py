@@ -25,6 +25,10 @@ from types import TracebackType
 from typing import IO
 
 BINARY_NAME = "nats-server"
+# What the command line cannot say. A job's state is one KV value rewritten whole (about 650
+# bytes per task), so NATS' default 1 MB message limit would refuse jobs of about 1,500 tasks;
+# 8 MB, as the Kubernetes manifests set, allows about twelve thousand.
+SERVER_CONFIG = "max_payload: 8MB\n"
 # How often readiness is polled while the server starts.
 _POLL = 0.02
 
@@ -113,7 +117,10 @@ class EmbeddedNats:
         ports_dir.mkdir(exist_ok=True)
         for stale in ports_dir.glob("*.ports"):
             stale.unlink()
-        args = [str(self.binary), "--jetstream", "--store_dir", str(self.store_dir), "--name", self.name]
+        config = self.store_dir / "nats-server.conf"
+        config.write_text(SERVER_CONFIG, encoding="utf-8")
+        args = [str(self.binary), "--config", str(config)]
+        args += ["--jetstream", "--store_dir", str(self.store_dir), "--name", self.name]
         args += ["--addr", self.host, "--port", str(self.port if self.port is not None else -1)]
         args += ["--ports_file_dir", str(ports_dir)]
         self._log = self.log_path.open("ab")

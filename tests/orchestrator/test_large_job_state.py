@@ -1,0 +1,32 @@
+"""A large job's state fits the bus: the whole framework is one KV value, rewritten per decision."""
+
+from __future__ import annotations
+
+from libs.backbone.connecting import Bus
+from libs.backbone.topology import ensure_topology
+from services.orchestrator.adapters.state import FrameworkStore
+from services.orchestrator.core.effects import TaskLaunched
+from tests.orchestrator.sim import JOB, World, config, scheduled, submitted
+
+TASKS = 3_000
+
+
+async def test_the_state_of_a_three_thousand_task_job_is_stored_and_read_back(bus: Bus) -> None:
+    cfg = config({"worker": {"instances": TASKS}})
+    world = World()
+    world.feed(submitted(cfg))
+    world.feed(scheduled(cfg), apply_effects=False)
+    world.feed(TaskLaunched(JOB, (0, "worker", TASKS - 1, 0), 4242, "/t"), apply_effects=False)
+    framework = world.framework
+    assert framework is not None
+    size = len(framework.model_dump_json())
+    assert size > 1024 * 1024, "the case must exceed NATS' default 1 MB message limit"
+
+    await ensure_topology(bus.js)
+    store = await FrameworkStore.open(bus.js)
+    revision = await store.save(framework.job_id, framework, None)
+    stored = await store.get(framework.job_id)
+    assert stored is not None
+    assert stored.revision == revision
+    assert len(stored.value.attempts[0].tasks) == TASKS
+    assert stored.value.attempts[0].tasks[-1].current.pid == 4242
