@@ -47,7 +47,7 @@ def _say(answer: Any) -> None:
 
 
 @user_app.command("list")
-def list_users(server: str = ServerOption) -> None:
+def list_users(server: str | None = ServerOption) -> None:
     """Every user with admin right, virtual clusters and groups."""
     client, _ = _client(server)
     with _friendly_errors(), client:
@@ -65,7 +65,9 @@ def list_users(server: str = ServerOption) -> None:
 
 
 @user_app.command("show")
-def show_user(name: str = typer.Argument(..., help="the user's name"), server: str = ServerOption) -> None:
+def show_user(
+    name: str = typer.Argument(..., help="the user's name"), server: str | None = ServerOption
+) -> None:
     """One user's rights and groups."""
     client, _ = _client(server)
     with _friendly_errors(), client:
@@ -84,7 +86,7 @@ def create_user(
     admin: bool = typer.Option(False, "--admin", help="make the user an admin"),
     vc: list[str] = typer.Option([], "--vc", help="a virtual cluster beyond 'default' (repeatable)"),
     email: str = typer.Option("", "--email"),
-    server: str = ServerOption,
+    server: str | None = ServerOption,
 ) -> None:
     """Create a user (admins only)."""
     client, _ = _client(server)
@@ -102,7 +104,7 @@ def set_user(
     vc: list[str] = typer.Option([], "--vc", help="replace the virtual clusters (repeatable)"),
     email: str | None = typer.Option(None, "--email"),
     password: bool = typer.Option(False, "--password", help="set a new password (prompted)"),
-    server: str = ServerOption,
+    server: str | None = ServerOption,
 ) -> None:
     """Change a user's admin right, virtual clusters, email or password (admins only)."""
     data: dict[str, Any] = {"username": name}
@@ -120,7 +122,9 @@ def set_user(
 
 
 @user_app.command("delete")
-def delete_user(name: str = typer.Argument(..., help="the user's name"), server: str = ServerOption) -> None:
+def delete_user(
+    name: str = typer.Argument(..., help="the user's name"), server: str | None = ServerOption
+) -> None:
     """Remove a user and revoke their tokens (admins only)."""
     client, _ = _client(server)
     with _friendly_errors(), client:
@@ -128,7 +132,7 @@ def delete_user(name: str = typer.Argument(..., help="the user's name"), server:
 
 
 @group_app.command("list")
-def list_groups(server: str = ServerOption) -> None:
+def list_groups(server: str | None = ServerOption) -> None:
     """Every group with the rights it grants."""
     client, _ = _client(server)
     with _friendly_errors(), client:
@@ -151,7 +155,7 @@ def create_group(
     vc: list[str] = typer.Option([], "--vc", help="a virtual cluster the group grants (repeatable)"),
     admin: bool = typer.Option(False, "--admin", help="the group grants the admin right"),
     description: str = typer.Option("", "--description"),
-    server: str = ServerOption,
+    server: str | None = ServerOption,
 ) -> None:
     """Create a group granting virtual clusters and/or the admin right (admins only)."""
     acls = {"admin": admin, "virtualClusters": vc, "storageConfigs": []}
@@ -163,7 +167,7 @@ def create_group(
 
 @group_app.command("delete")
 def delete_group(
-    name: str = typer.Argument(..., help="the group's name"), server: str = ServerOption
+    name: str = typer.Argument(..., help="the group's name"), server: str | None = ServerOption
 ) -> None:
     """Delete a group; its members lose what it granted (admins only)."""
     client, _ = _client(server)
@@ -173,7 +177,7 @@ def delete_group(
 
 @group_app.command("members")
 def group_members(
-    name: str = typer.Argument(..., help="the group's name"), server: str = ServerOption
+    name: str = typer.Argument(..., help="the group's name"), server: str | None = ServerOption
 ) -> None:
     """The users in a group."""
     client, _ = _client(server)
@@ -185,7 +189,7 @@ def group_members(
 
 @group_app.command("add-user")
 def add_user(
-    group: str = typer.Argument(...), user: str = typer.Argument(...), server: str = ServerOption
+    group: str = typer.Argument(...), user: str = typer.Argument(...), server: str | None = ServerOption
 ) -> None:
     """Put a user in a group (admins only)."""
     client, _ = _client(server)
@@ -195,7 +199,7 @@ def add_user(
 
 @group_app.command("remove-user")
 def remove_user(
-    group: str = typer.Argument(...), user: str = typer.Argument(...), server: str = ServerOption
+    group: str = typer.Argument(...), user: str = typer.Argument(...), server: str | None = ServerOption
 ) -> None:
     """Take a user out of a group (admins only)."""
     client, _ = _client(server)
@@ -206,7 +210,7 @@ def remove_user(
 
 
 @token_app.command("list")
-def list_tokens(server: str = ServerOption) -> None:
+def list_tokens(server: str | None = ServerOption) -> None:
     """Your tokens that are still valid, one a line."""
     client, _ = _client(server)
     with _friendly_errors(), client:
@@ -216,7 +220,7 @@ def list_tokens(server: str = ServerOption) -> None:
 
 
 @token_app.command("create")
-def create_token(server: str = ServerOption) -> None:
+def create_token(server: str | None = ServerOption) -> None:
     """Print a new application token: it never expires and serves job operations only."""
     client, _ = _client(server)
     with _friendly_errors(), client:
@@ -226,7 +230,7 @@ def create_token(server: str = ServerOption) -> None:
 @token_app.command("revoke")
 def revoke_token(
     token: str = typer.Argument(..., help="the token, as `pai token list` shows it"),
-    server: str = ServerOption,
+    server: str | None = ServerOption,
 ) -> None:
     """Revoke one of your tokens."""
     client, _ = _client(server)

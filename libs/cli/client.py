@@ -90,6 +90,18 @@ def saved_login(server: str) -> Login | None:
     return load_logins().get(_normalise(server))
 
 
+def resolve_server(server: str | None) -> str:
+    """The server a command talks to: the one named (--server, PAI_SERVER), else the last one
+    logged in to, else the embedded platform's default address."""
+    if server:
+        return _normalise(server)
+    try:
+        last = json.loads((config_dir() / CREDENTIALS_FILE).read_text()).get("last")
+    except (OSError, ValueError, AttributeError):
+        last = None
+    return last if isinstance(last, str) and last else DEFAULT_SERVER
+
+
 def job_path(user: str, name: str) -> str:
     return f"/api/v2/jobs/{quote(user, safe='')}~{quote(name, safe='')}"
 

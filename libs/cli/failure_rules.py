@@ -16,8 +16,9 @@ from typing import Annotated
 
 import typer
 
-from libs.cli.client import ApiError, ClientError, PaiClient, saved_login
+from libs.cli.client import ApiError, ClientError, PaiClient
 from libs.cli.jobs import ServerOption
+from libs.cli.jobs import _client as logged_in_client
 from libs.failures import (
     DEFAULT_TAIL_KIB,
     PodStatus,
@@ -135,17 +136,14 @@ def _remote_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
-def _client(server: str) -> PaiClient:
-    login = saved_login(server)
-    if login is None:
-        typer.echo(f"error: not logged in to {server}; run `pai login --server {server}`.", err=True)
-        raise typer.Exit(1)
-    return PaiClient(server, login.token)
+def _client(server: str | None) -> PaiClient:
+    client, _ = logged_in_client(server)
+    return client
 
 
 @failure_rules_app.command("get")
 def get_rules(
-    server: str = ServerOption,
+    server: str | None = ServerOption,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write the rules to this file instead.")
     ] = None,
@@ -168,7 +166,7 @@ def get_rules(
 @failure_rules_app.command("set")
 def set_rules(
     file: Annotated[Path, typer.Argument(help="A rule file in the exit-spec format.")],
-    server: str = ServerOption,
+    server: str | None = ServerOption,
 ) -> None:
     """Replace the platform's failure rules (admin); the next failure uses them, no restart."""
     text = _read(file, "rule file")
@@ -180,7 +178,7 @@ def set_rules(
 
 
 @failure_rules_app.command("reset")
-def reset_rules(server: str = ServerOption) -> None:
+def reset_rules(server: str | None = ServerOption) -> None:
     """Go back to the packaged failure rules (admin)."""
     with _remote_errors(), _client(server) as client:
         answer = client.reset_failure_rules()

@@ -24,6 +24,7 @@ from libs.cli.client import (
     ClientError,
     Login,
     PaiClient,
+    resolve_server,
     save_login,
     saved_login,
 )
@@ -31,7 +32,11 @@ from libs.cli.client import (
 FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 
 ServerOption = typer.Option(
-    DEFAULT_SERVER, "--server", envvar="PAI_SERVER", help="the platform's REST address", show_default=True
+    None,
+    "--server",
+    envvar="PAI_SERVER",
+    help=f"the platform's REST address [default: the last one logged in to, else {DEFAULT_SERVER}]",
+    show_default=False,
 )
 
 
@@ -63,7 +68,8 @@ def _friendly_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
-def _client(server: str, *, need_login: bool = True) -> tuple[PaiClient, Login | None]:
+def _client(server: str | None, *, need_login: bool = True) -> tuple[PaiClient, Login | None]:
+    server = resolve_server(server)
     login = saved_login(server)
     if need_login and login is None:
         _error_console().print(
@@ -88,9 +94,10 @@ def _split_job(ref: str, login: Login | None) -> tuple[str, str]:
 
 def login(
     user: str = typer.Option("admin", "--user", "-u", envvar="PAI_USER", help="user name"),
-    server: str = ServerOption,
+    server: str | None = ServerOption,
 ) -> None:
     """Log in and keep the token for later commands (password from PAI_PASSWORD or a prompt)."""
+    server = resolve_server(server)
     password = os.environ.get("PAI_PASSWORD") or typer.prompt("Password", hide_input=True)
     with _friendly_errors(), PaiClient(server) as client:
         answer = client.login(user, password)
@@ -105,7 +112,7 @@ def submit(
     file: Path = typer.Argument(
         ..., exists=True, dir_okay=False, readable=True, help="job YAML (protocol v2)"
     ),
-    server: str = ServerOption,
+    server: str | None = ServerOption,
 ) -> None:
     """Submit a job; prints USER~NAME and the job id."""
     text = file.read_text()
@@ -127,7 +134,7 @@ def list_jobs(
     vc: str = typer.Option("", "--vc", help="only jobs of these virtual clusters"),
     keyword: str = typer.Option("", "--keyword", help="text in the user, job or virtual cluster name"),
     limit: int = typer.Option(50, "--limit", min=1, help="at most this many jobs"),
-    server: str = ServerOption,
+    server: str | None = ServerOption,
 ) -> None:
     """List jobs, newest first."""
     client, _ = _client(server)
@@ -148,7 +155,7 @@ def list_jobs(
 
 def status(
     job: str = typer.Argument(..., help="USER~JOB, or JOB for the logged-in user"),
-    server: str = ServerOption,
+    server: str | None = ServerOption,
 ) -> None:
     """Show a job's state and its tasks."""
     client, login_ = _client(server, need_login=False)
@@ -197,7 +204,7 @@ def logs(
     file: str = typer.Option("all", "--file", help="all, stdout or stderr"),
     follow: bool = typer.Option(False, "--follow", "-f", help="keep printing until the job ends"),
     interval: float = typer.Option(1.0, "--interval", min=0.1, help="seconds between polls with -f"),
-    server: str = ServerOption,
+    server: str | None = ServerOption,
 ) -> None:
     """Print a task's log (its latest attempt); -f follows it until the job is final."""
     client, login_ = _client(server)
@@ -249,7 +256,7 @@ def logs(
 
 def stop(
     job: str = typer.Argument(..., help="USER~JOB, or JOB for the logged-in user"),
-    server: str = ServerOption,
+    server: str | None = ServerOption,
 ) -> None:
     """Ask the platform to stop a job (stopping a finished job changes nothing)."""
     client, login_ = _client(server)

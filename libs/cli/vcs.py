@@ -29,7 +29,7 @@ def _gpus(resources: dict[str, Any]) -> int:
 
 
 @vc_app.command("list")
-def list_vcs(server: str = ServerOption) -> None:
+def list_vcs(server: str | None = ServerOption) -> None:
     """Every VC with its guaranteed and used GPUs and its share of the cluster."""
     client, _ = _client(server)
     with _friendly_errors(), client:
@@ -49,7 +49,7 @@ def list_vcs(server: str = ServerOption) -> None:
 
 
 @vc_app.command("show")
-def show_vc(name: str = typer.Argument(..., help="the VC's name"), server: str = ServerOption) -> None:
+def show_vc(name: str = typer.Argument(..., help="the VC's name"), server: str | None = ServerOption) -> None:
     """One VC: resources, per-node and per-user use, user limits, jobs without guarantee."""
     client, _ = _client(server)
     with _friendly_errors(), client:
@@ -78,7 +78,7 @@ def show_vc(name: str = typer.Argument(..., help="the VC's name"), server: str =
 def set_config(
     file: Path = typer.Argument(..., help="HiveD config YAML: whole, or virtualClusters and/or userLimits"),
     force: bool = typer.Option(False, "--force", help="apply even if running jobs lose their guarantee"),
-    server: str = ServerOption,
+    server: str | None = ServerOption,
 ) -> None:
     """Change VCs, cells or per-user limits now; refused if it would harm running jobs."""
     try:

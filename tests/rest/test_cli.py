@@ -162,3 +162,30 @@ def test_clear_errors_without_a_server_or_a_login(cli_env: Path, monkeypatch: py
     assert code == 1
     assert "cannot reach the platform at http://127.0.0.1:9" in output
     assert "Traceback" not in output
+
+
+def test_commands_use_the_server_last_logged_in_to(
+    cli_env: Path, tmp_path: Path, server: ServerThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As `pai up` suggests: `pai login --server URL`, then commands without --server.
+    monkeypatch.delenv("PAI_SERVER")
+    code, output = pai("job", "list")
+    assert code == 1
+    assert "not logged in to http://127.0.0.1:9186" in output  # nothing logged in: the default
+
+    code, output = pai("login", "--server", server.url + "/", "--user", "admin", password=ADMIN_PASSWORD)
+    assert code == 0, output
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(job_yaml("remembered"))
+    code, output = pai("job", "submit", str(job_file))
+    assert code == 0, output
+    code, output = pai("job", "list")
+    assert code == 0, output
+    assert "admin~remembered" in output
+    code, output = pai("failure-rules", "get")
+    assert code == 0, output
+
+    # A server named explicitly still wins over the remembered one.
+    code, output = pai("job", "list", "--server", "http://127.0.0.1:9")
+    assert code == 1
+    assert "127.0.0.1:9" in output
