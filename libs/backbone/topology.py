@@ -57,8 +57,22 @@ NOTIFICATION_LOG = KVSpec(
     description="the alerter's notification log: what each alert group last sent, and when",
 )
 
+USER_CONTACTS = KVSpec(
+    "PAI_USER_CONTACTS",
+    description="each user's registered e-mail address, written by rest from its users table; "
+    "the alerter reads it to address job notifications",
+)
+
 STREAMS = (JOBS, NODES, ALERTS)
-BUCKETS = (SECRETS, FRAMEWORKS, LEASES, SCHEDULER_CONFIG, FAILURE_RULES, NOTIFICATION_LOG)
+BUCKETS = (
+    SECRETS,
+    FRAMEWORKS,
+    LEASES,
+    SCHEDULER_CONFIG,
+    FAILURE_RULES,
+    NOTIFICATION_LOG,
+    USER_CONTACTS,
+)
 
 
 async def ensure_topology(js: JetStreamContext) -> None:

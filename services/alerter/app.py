@@ -1,19 +1,22 @@
 """The alerter service: feeds the engine from the bus, evaluates on a clock, delivers what is due.
 
 Inputs: job and node events (PAI_JOBS and PAI_NODES read from their start, then live),
-heartbeats (`pai.health.*`) and metric samples (`pai.metrics.*`) from the monitor, and the
-alerting configuration in KV, watched so a new one applies at the next evaluation. Outputs:
+heartbeats (`pai.health.*`) and metric samples (`pai.metrics.*`) from the monitor, the
+alerting configuration in KV, watched so a new one applies at the next evaluation, and the
+users' registered addresses (KV `PAI_USER_CONTACTS`, written by rest), watched so job alerts
+carry their owner's `user_email`. Outputs:
 alert.fired and alert.resolved events, emails, webhooks and actions, and the answer to
 `pai.rpc.alerter.alerts`. The clock is injected: tests move a fake one and call `tick`.
 
 A restart loses nothing that matters. Before its first evaluation `start` loads the stored
-configuration, the notification log and the services last heard (adapters/remembering.py),
-the alerts the last instance left firing (its alert.fired events), and replays the job and
-node history with each event at its own time. So a job pending for hours is that old to the
-rules, a group already notified is not notified again before its repeat, a resolution is
-still sent, and an alert already announced is not announced again. Actions run once per alert
-and group (for alerts newly notified), so neither a repeat nor a restart asks twice; the
-streams' two-minute deduplication only covers a crash between an action and its log record.
+configuration, the users' addresses, the notification log and the services last heard
+(adapters/remembering.py), the alerts the last instance left firing (its alert.fired events),
+and replays the job and node history with each event at its own time. So a job pending for
+hours is that old to the rules, a group already notified is not notified again before its
+repeat, a resolution is still sent, and an alert already announced is not announced again.
+Actions run once per alert and group (for alerts newly notified), so neither a repeat nor a
+restart asks twice; the streams' two-minute deduplication only covers a crash between an
+action and its log record.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Coroutine
 from typing import Any
 
 import aiohttp
@@ -32,12 +36,14 @@ from nats.aio.subscription import Subscription
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.errors import TemporaryError
 from libs.backbone.heartbeats import beat_forever
+from libs.backbone.provisioning import ensure_kv
 from libs.backbone.settings import BackboneSettings
-from libs.backbone.topology import ensure_topology, publish_event
+from libs.backbone.topology import USER_CONTACTS, ensure_topology, publish_event
 from libs.protocol.events import AlertFired, AlertResolved, Event, NodeReported
 from libs.protocol.subjects import ALERTS_RPC, JOB_SUBJECTS, JOBS_STREAM, NODE_SUBJECTS, NODES_STREAM
 from libs.protocol.telemetry import HEALTH_SUBJECTS, METRICS_SUBJECTS, Heartbeat, MetricBatch
 from services.alerter.adapters.actions import BusActions, JobActions
+from services.alerter.adapters.contacts import ContactsWatch
 from services.alerter.adapters.email import EmailSender
 from services.alerter.adapters.remembering import KnownServices, NotificationLog
 from services.alerter.adapters.replaying import Following, firing_alerts, follow
@@ -75,7 +81,8 @@ class Alerter:
     ) -> None:
         self.bus = bus
         self.clock = clock or WallClock()
-        self.engine = AlertEngine(config or default_config())
+        self.contacts = ContactsWatch(lambda: ensure_kv(bus.js, USER_CONTACTS))
+        self.engine = AlertEngine(config or default_config(), contacts=self.contacts.emails)
         self.bus_actions = BusActions(bus.js)
         self.actions: JobActions = actions or self.bus_actions
         self.external_url = external_url
@@ -87,6 +94,7 @@ class Alerter:
         self._follows: list[Following] = []
         self._rules: RulesWatch | None = None
         self._watch: asyncio.Task[None] | None = None
+        self._contacts: asyncio.Task[None] | None = None
         self._nflog: NotificationLog | None = None
         self._services: KnownServices | None = None
 
@@ -111,6 +119,9 @@ class Alerter:
             self.engine.heartbeat(service, min(heard, now))
         records = await self._nflog.load()
         firing = await firing_alerts(js)
+        # The addresses before the history: a replayed alert must get the labels it fired with.
+        self._contacts = asyncio.create_task(self.contacts.run())
+        await _first([self.contacts.ready.wait(), stop.wait()])
         nc = self.bus.nc
         self._subs = [
             await nc.subscribe(HEALTH_SUBJECTS, cb=self._on_heartbeat),
@@ -122,11 +133,7 @@ class Alerter:
             await follow(js, JOBS_STREAM, JOB_SUBJECTS, self._on_event),
         ]
         for following in self._follows:  # the history first: no rule may judge half of it
-            caught_up = asyncio.ensure_future(following.caught_up.wait())
-            stopping = asyncio.ensure_future(stop.wait())
-            await asyncio.wait([caught_up, stopping], return_when=asyncio.FIRST_COMPLETED)
-            caught_up.cancel()
-            stopping.cancel()
+            await _first([following.caught_up.wait(), stop.wait()])
         # The grace for alerts left firing starts now that the history is in.
         self.engine.restore(records=records, firing=firing, now=self.clock.now())
         log.info(
@@ -135,6 +142,7 @@ class Alerter:
             records=len(records),
             firing=len(firing),
             services=len(known),
+            contacts=len(self.contacts.emails),
         )
         if self._rules is not None:
             self._watch = asyncio.create_task(self._rules.run())
@@ -152,10 +160,12 @@ class Alerter:
                 await sub.unsubscribe()
         if self._rules is not None:
             await self._rules.close()  # ends the watch by stopping it, not by a cancel
-        if self._watch is not None:
-            await asyncio.wait([self._watch], timeout=5.0)
-            self._watch.cancel()
-            await asyncio.gather(self._watch, return_exceptions=True)
+        await self.contacts.close()
+        for task in (self._watch, self._contacts):
+            if task is not None:
+                await asyncio.wait([task], timeout=5.0)
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self._services is not None:
             try:
                 await self._services.flush()
@@ -322,6 +332,15 @@ class Alerter:
             await self.actions.cordon_node(node, alert_id=alert.fingerprint, reason=reason)
         else:
             log.warning("alert has no label the action needs", action=action, alert=alert.name)
+
+
+async def _first(waits: list[Coroutine[Any, Any, Any]]) -> None:
+    """Wait until the first of ``waits`` ends; the others are cancelled."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def main(settings: AlerterSettings, stop: asyncio.Event) -> None:

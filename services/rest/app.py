@@ -22,6 +22,7 @@ from libs.backbone.heartbeats import beat_forever
 from libs.protocol.subjects import JOBS_STREAM
 from services.rest import ratelimit
 from services.rest.adapters.bus import PROJECTION_DURABLE, RestBus
+from services.rest.adapters.contacts import sync_until_done
 from services.rest.adapters.database import create_engine, create_read_engine, migrate
 from services.rest.auth import PRINCIPAL, credentials_of, ensure_admin, load_or_create_secret
 from services.rest.auth_cache import CachedTokens
@@ -145,6 +146,17 @@ async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
         await bus.close()
 
 
+async def contacts_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Copy every user's address to KV at start, repairing what a crash or an outage left behind."""
+    task = asyncio.create_task(sync_until_done(app[ENGINE], app[BUS].bus.js))
+    yield
+    task.cancel()
+    # Bounded: a cancel that lands while the client opens a watch can be swallowed by it.
+    await asyncio.wait([task], timeout=5.0)
+    if task.done() and not task.cancelled():
+        task.exception()  # retrieved, so it is not reported as never awaited
+
+
 async def projection_ctx(app: web.Application) -> AsyncIterator[None]:
     stop = asyncio.Event()
     projector = Projector(app[ENGINE])
@@ -175,6 +187,7 @@ def build_app(settings: RestSettings) -> web.Application:
     app[SETTINGS] = settings
     app.cleanup_ctx.append(database_ctx)
     app.cleanup_ctx.append(bus_ctx)
+    app.cleanup_ctx.append(contacts_ctx)  # users' addresses for the alerter
     app.cleanup_ctx.append(vc_names_ctx)  # which VCs exist, for checking submissions
     app.cleanup_ctx.append(projection_ctx)
     for prefix in PREFIXES:

@@ -16,7 +16,7 @@ from libs.protocol.telemetry import Heartbeat, MetricBatch, MetricSample, health
 from services.alerter.app import Alerter
 from services.alerter.core.config import load_config
 from services.alerter.core.timing import FakeClock
-from tests.alerter.test_service import webhook_server
+from tests.alerter.support import webhook_server
 from tests.support.waiting import eventually, polled
 
 

@@ -63,6 +63,7 @@ async def test_admin_creates_users_and_bad_input_names_the_field(
     assert await answer(again) == (409, "ConflictUserError")
     for body, word in (
         ({"username": "b b", "password": "long-enough"}, "username"),
+        ({"username": "bob\n", "password": "long-enough"}, "username"),  # `$` alone would allow it
         ({"username": "carol", "password": "short"}, "password"),
         ({"username": "carol", "password": "long-enough", "virtualCluster": "vc1"}, "virtualCluster"),
     ):

@@ -33,10 +33,11 @@ class StepResult:
 
 
 class AlertEngine:
-    def __init__(self, config: AlertConfig) -> None:
+    def __init__(self, config: AlertConfig, *, contacts: Mapping[str, str] | None = None) -> None:
+        """``contacts``: user name -> registered address, read live (the caller keeps it current)."""
         self.config = config
         self.store = SeriesStore()
-        self.observer = Observer(self.store, keep=config.settings.status_change_keep)
+        self.observer = Observer(self.store, keep=config.settings.status_change_keep, contacts=contacts)
         self.evaluator = RuleEvaluator()
         self.dispatcher = Dispatcher(config)
 
@@ -59,7 +60,7 @@ class AlertEngine:
         self.observer.heartbeat(service, now)
 
     def sample(self, name: str, labels: Mapping[str, str], value: float, now: float) -> None:
-        """A metric sample from the monitor; job-scoped ones gain the job's owner and name."""
+        """A metric sample from the monitor; job-scoped ones gain the job's owner, name and address."""
         job_id = labels.get("job_id")
         full = dict(labels) | (self.observer.job_labels(job_id) if job_id else {})
         self.store.set(name, full, value, expires_at=now + self.config.settings.sample_ttl)

@@ -4,7 +4,12 @@ Job status change notifications (extras.jobStatusChangeNotification in a job's c
 `pai_job_status_change` series labelled with the new state and `notify="true"` when the owner
 asked for that state; the built-in rule fires on them and the routing sends the email. A job's
 owner and name are remembered from `job.submitted` so every job-scoped alert carries `user` and
-`job_name`: that is what lets users see their own alerts and templates name the job.
+`job_name`: that is what lets users see their own alerts and templates name the job. When the
+owner registered an e-mail address (`contacts`, user name -> address, kept current by the
+service) the alert also carries `user_email`, so a receiver can write `to: "$user_email"`; an
+owner without one gets no such label, and the email adapter drops a `to` left unresolved. The
+address is read when a series is set: a changed address applies to the next status change. A
+job's pending series keeps the labels it began with, so a change never restarts its `for`.
 
 At start the service replays the job and node streams through `observe(..., replayed=True)`,
 each event at the time it occurred: the series then carry their real start, so a job pending
@@ -13,6 +18,7 @@ since before the restart is as old to the rules as it really is.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +54,7 @@ class JobInfo:
     notify: frozenset[str] = frozenset()
     running_attempts: set[int] = field(default_factory=set)
     forget_at: float | None = None
+    pending_labels: dict[str, str] | None = None  # while waiting: the labels its series began with
 
     def labels(self, job_id: str) -> dict[str, str]:
         return {"job_id": job_id, "job_name": self.name, "user": self.user}
@@ -67,14 +74,30 @@ def notification_switches(config: dict[str, Any]) -> frozenset[str]:
 class Observer:
     """Applies events to a SeriesStore; remembers jobs for as long as their alerts may need them."""
 
-    def __init__(self, store: SeriesStore, *, keep: float = 3600.0) -> None:
+    def __init__(
+        self, store: SeriesStore, *, keep: float = 3600.0, contacts: Mapping[str, str] | None = None
+    ) -> None:
         self.store = store
         self.keep = keep
+        self.contacts: Mapping[str, str] = contacts if contacts is not None else {}
         self.jobs: dict[str, JobInfo] = {}
 
     def job_labels(self, job_id: str) -> dict[str, str]:
         info = self.jobs.get(job_id)
-        return info.labels(job_id) if info is not None else {"job_id": job_id}
+        if info is None:
+            return {"job_id": job_id}
+        labels = info.labels(job_id)
+        email = self.contacts.get(info.user)
+        if email:
+            labels["user_email"] = email
+        return labels
+
+    def _pending(self, job_id: str, since: float | None) -> None:
+        info = self.jobs.get(job_id)
+        labels = self.job_labels(job_id)
+        if info is not None:
+            labels = info.pending_labels = info.pending_labels or labels
+        self.store.set(JOB_PENDING, labels, 1.0, since=since)
 
     def _status_change(
         self, job_id: str, state: str, attempt: int, now: float, since: float | None = None
@@ -107,14 +130,16 @@ class Observer:
         match event:
             case JobSubmitted():
                 self.remember(event)
-                self.store.set(JOB_PENDING, self.job_labels(event.job_id), 1.0, since=since)
+                self._pending(event.job_id, since)
             case JobPending():
                 if event.job_id in self.jobs and self.jobs[event.job_id].forget_at is not None:
                     return  # a late pending after completion
                 # The reason changes as the queue moves; the labels must not, or `for` restarts.
-                self.store.set(JOB_PENDING, self.job_labels(event.job_id), 1.0, since=since)
+                self._pending(event.job_id, since)
             case JobScheduled():
                 self.store.delete(JOB_PENDING, job_id=event.job_id)
+                if event.job_id in self.jobs:
+                    self.jobs[event.job_id].pending_labels = None
             case TaskStarted():
                 info = self.jobs.get(event.job_id)
                 if info is not None and event.attempt not in info.running_attempts:

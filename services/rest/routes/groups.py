@@ -69,7 +69,7 @@ async def create_group(request: web.Request) -> web.Response:
     require_admin(request)
     body = await json_body(request)
     groupname = field(body, "groupname", str, required=True)
-    if not GROUPNAME.match(groupname):
+    if not GROUPNAME.fullmatch(groupname):
         raise invalid_parameters(
             f"groupname {groupname!r} may contain only letters, digits, '_', '.' and '-'."
         )

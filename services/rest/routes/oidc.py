@@ -26,11 +26,11 @@ import jwt
 import structlog
 from aiohttp import web
 
-from services.rest.adapters import accounts
+from services.rest.adapters import accounts, contacts
 from services.rest.adapters.oidc import OidcConfig, OidcError, OidcProvider
 from services.rest.auth import PRINCIPAL, Principal
 from services.rest.errors import ApiError, invalid_parameters
-from services.rest.keys import ENGINE, SETTINGS, TOKENS
+from services.rest.keys import BUS, ENGINE, SETTINGS, TOKENS
 from services.rest.settings import RestSettings
 
 log = structlog.get_logger(__name__)
@@ -170,6 +170,7 @@ async def oidc_return(request: web.Request) -> web.Response:
         with contextlib.suppress(accounts.DuplicateError):
             await accounts.create_user(engine, username, "", email=str(claims.get("email") or ""))
         log.info("user created at first oidc sign-in", user=username)
+        await contacts.share_contact(engine, request.app[BUS].bus.js, username)
     user = await accounts.get_user(engine, username)
     if user is None:
         raise ApiError(503, "UnknownError", "The user could not be stored; retry the sign-in.")

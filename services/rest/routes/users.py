@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from services.rest.adapters import accounts
+from services.rest.adapters import accounts, contacts
 from services.rest.auth import (
     hash_password,
     require_admin,
@@ -22,7 +22,7 @@ from services.rest.auth import (
     verify_password,
 )
 from services.rest.errors import ApiError, forbidden, incorrect_password, invalid_parameters, no_user
-from services.rest.keys import ENGINE
+from services.rest.keys import BUS, ENGINE
 
 routes = web.RouteTableDef()
 
@@ -74,6 +74,11 @@ def checked_password(value: Any, name: str = "password") -> str:
     return value
 
 
+async def _share(request: web.Request, username: str) -> None:
+    """Copy the user's address as it now stands to the alerter (adapters/contacts.py)."""
+    await contacts.share_contact(request.app[ENGINE], request.app[BUS].bus.js, username)
+
+
 async def _existing(request: web.Request, username: str) -> dict[str, Any]:
     user = await accounts.get_user(request.app[ENGINE], username)
     if user is None:
@@ -87,7 +92,7 @@ async def create_user(request: web.Request) -> web.Response:
     require_admin(request)
     body = await json_body(request)
     username = field(body, "username", str, required=True)
-    if not USERNAME.match(username):
+    if not USERNAME.fullmatch(username):
         raise invalid_parameters(f"username {username!r} may contain only letters, digits, '_', '.' and '-'.")
     password = checked_password(body.get("password"))
     try:
@@ -102,6 +107,7 @@ async def create_user(request: web.Request) -> web.Response:
         )
     except accounts.DuplicateError:
         raise ApiError(409, "ConflictUserError", f"User name {username} already exists.") from None
+    await _share(request, username)
     return web.json_response({"message": "User is created successfully"}, status=201)
 
 
@@ -136,6 +142,7 @@ async def update_user(request: web.Request) -> web.Response:
     }
     if not await accounts.update_user(request.app[ENGINE], username, **changes):
         raise no_user(username)
+    await _share(request, username)
     return web.json_response({"message": f"Update user {username} successfully."}, status=201)
 
 
@@ -174,6 +181,7 @@ async def update_self(request: web.Request) -> web.Response:
         extension=field(data, "extension", dict),
         password_hash=password_hash,
     )
+    await _share(request, username)
     return web.json_response({"message": f"Update user {username} successfully."}, status=201)
 
 
@@ -196,6 +204,7 @@ async def delete_user(request: web.Request) -> web.Response:
             f"Admin {user['username']} cannot be removed; remove the admin right first.",
         )
     await accounts.delete_user(request.app[ENGINE], user["username"])
+    await _share(request, user["username"])
     return web.json_response({"message": "user is removed successfully"})
 
 
