@@ -134,28 +134,36 @@ class ModelStore(Generic[M]):
 
 
 class KeyWatch:
-    """Follows one key of a bucket: `run` hands every change to `apply` until `close`.
+    """Follows a key (or a wildcard, ">" for a whole bucket): `run` hands every change to `apply`
+    until `close`.
 
-    `apply(revision, value)` gets the stored bytes, or None when the key was deleted or purged.
-    A watch that breaks (the server went away) is opened again after `retry_after` seconds; the
-    value in force stays meanwhile. `close` ends `run` by stopping the watcher, because a cancel
-    alone can be swallowed by the client while a watch is being opened, which would leave `run`
-    waiting forever.
+    `apply(key, revision, value)` gets the stored bytes, or None when the key was deleted or
+    purged. Each time a watch opens, `on_open` is called, then the current values come through
+    `apply`, then `on_current` (so a follower can replace what it knew in one step, forgetting
+    what was deleted while it was away), then every change as it happens. A watch that breaks
+    (the server went away) is opened again after `retry_after` seconds; what is in force stays
+    meanwhile. `close` ends `run` by stopping the watcher, because a cancel alone can be
+    swallowed by the client while a watch is being opened, which would leave `run` waiting
+    forever.
     """
 
     def __init__(
         self,
         open_bucket: Callable[[], Awaitable[KeyValue]],
-        key: str,
-        apply: Callable[[int, bytes | None], None],
+        keys: str,
+        apply: Callable[[str, int, bytes | None], None],
         *,
         what: str,
+        on_open: Callable[[], None] | None = None,
+        on_current: Callable[[], None] | None = None,
         retry_after: float = 1.0,
     ) -> None:
         self._open_bucket = open_bucket
-        self._key = key
+        self._keys = keys
         self._apply = apply
         self._what = what
+        self._on_open = on_open
+        self._on_current = on_current
         self._retry_after = retry_after
         self._watcher: Any = None
         self._closed = False
@@ -168,15 +176,21 @@ class KeyWatch:
         while not self._closed:
             try:
                 bucket = await self._open_bucket()
-                self._watcher = watcher = await bucket.watch(self._key)
+                self._watcher = watcher = await bucket.watch(self._keys)
                 try:
                     if self.closed:
                         break  # closed while the watch was being opened: nothing would stop it later
+                    if self._on_open is not None:
+                        self._on_open()
                     async for entry in watcher:
-                        if entry is None or not entry.revision:
-                            continue  # the "initial values done" marker
+                        if entry is None:  # the current values are all in
+                            if self._on_current is not None:
+                                self._on_current()
+                            continue
+                        if not entry.revision:
+                            continue
                         deleted = entry.operation in (KV_DEL, KV_PURGE) or entry.value is None
-                        self._apply(entry.revision, None if deleted else entry.value)
+                        self._apply(entry.key, entry.revision, None if deleted else entry.value)
                 finally:
                     self._watcher = None
                     with contextlib.suppress(Exception):

@@ -83,7 +83,12 @@ class VirtualClusterNames:
         self._stored_revision = 0
         self._asked: tuple[frozenset[str], float] | None = None
         self._asking = asyncio.Lock()
-        self._watch = KeyWatch(self._bucket, CONFIG_KEY, self._store, what="scheduler config")
+        self._watch = KeyWatch(
+            self._bucket,
+            CONFIG_KEY,
+            lambda _key, revision, value: self._store(revision, value),
+            what="scheduler config",
+        )
 
     async def _bucket(self) -> KeyValue:
         assert self._kv is not None, "watch() returns at once without a bucket"

@@ -7,8 +7,7 @@ replace what was known in one step (an entry deleted while the watch was down is
 then each change applies as it comes. A watch that breaks is opened again after `retry_after`
 and the addresses in force stay meanwhile. `ready` is set once the first entries are in: the
 service waits for it before replaying its history, so replayed alerts carry the labels they
-were first fired with. `close` ends `run` by stopping the watcher, as `KeyWatch` does, because
-a cancel can be swallowed by the client while a watch is being opened.
+were first fired with. The watching itself is `KeyWatch`'s (libs/backbone/kv.py).
 
 An entry whose address is not one plain address (a list, blanks, a `$`) is ignored: a user
 may not have notifications of their own jobs sent to others.
@@ -17,14 +16,14 @@ may not have notifications of their own jobs sent to others.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import structlog
-from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
+from nats.js.kv import KeyValue
+
+from libs.backbone.kv import KeyWatch
 
 log = structlog.get_logger(__name__)
 
@@ -54,63 +53,46 @@ def parse_contact(value: bytes) -> tuple[str, str] | None:
 
 class ContactsWatch:
     def __init__(self, open_bucket: Callable[[], Awaitable[KeyValue]], *, retry_after: float = 1.0) -> None:
-        self._open_bucket = open_bucket
-        self._retry_after = retry_after
         self.emails: dict[str, str] = {}
         self._owners: dict[str, str] = {}  # key -> user name, to drop a user when their key is deleted
         self.ready = asyncio.Event()
-        self._watcher: Any = None
-        self._closed = False
+        # While a watch opens, its current entries gather here and then replace what was known.
+        self._gathering: tuple[dict[str, str], dict[str, str]] | None = None
+        self._watch = KeyWatch(
+            open_bucket,
+            ">",
+            self._entry,
+            what="user contacts",
+            on_open=self._opened,
+            on_current=self._current,
+            retry_after=retry_after,
+        )
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._watch.closed
 
     async def run(self) -> None:
-        while not self._closed:
-            try:
-                bucket = await self._open_bucket()
-                self._watcher = watcher = await bucket.watchall()
-                try:
-                    if self.closed:
-                        break  # closed while the watch was being opened: nothing would stop it later
-                    await self._follow(watcher)
-                finally:
-                    self._watcher = None
-                    with contextlib.suppress(Exception):
-                        await watcher.stop()  # type: ignore[no-untyped-call]
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the bus went away: try again; the addresses known stay
-                log.warning("watching user contacts failed; retrying", error=f"{type(exc).__name__}: {exc}")
-            if not self._closed:
-                await asyncio.sleep(self._retry_after)
-
-    async def _follow(self, watcher: Any) -> None:
-        emails: dict[str, str] = {}
-        owners: dict[str, str] = {}
-        initial = True
-        async for entry in watcher:
-            if entry is None:  # the current entries are all in: they replace what was known
-                if initial:
-                    initial = False
-                    self.emails.clear()
-                    self.emails.update(emails)
-                    self._owners = owners
-                    self.ready.set()
-                continue
-            deleted = entry.operation in (KV_DEL, KV_PURGE) or not entry.value
-            if initial:
-                _apply(emails, owners, entry.key, None if deleted else entry.value)
-            else:
-                _apply(self.emails, self._owners, entry.key, None if deleted else entry.value)
+        await self._watch.run()
 
     async def close(self) -> None:
-        self._closed = True
-        watcher = self._watcher
-        if watcher is not None:
-            with contextlib.suppress(Exception):
-                await watcher.stop()
+        await self._watch.close()
+
+    def _opened(self) -> None:
+        self._gathering = ({}, {})
+
+    def _entry(self, key: str, revision: int, value: bytes | None) -> None:
+        emails, owners = self._gathering if self._gathering is not None else (self.emails, self._owners)
+        _apply(emails, owners, key, value)
+
+    def _current(self) -> None:
+        if self._gathering is None:
+            return
+        emails, self._owners = self._gathering
+        self._gathering = None
+        self.emails.clear()  # the same dict the engine holds: replaced in place
+        self.emails.update(emails)
+        self.ready.set()
 
 
 def _apply(emails: dict[str, str], owners: dict[str, str], key: str, value: bytes | None) -> None:

@@ -58,7 +58,10 @@ class RulesWatch:
         self.js = js
         self.apply = apply
         self._watch = KeyWatch(
-            lambda: ensure_kv(js, RULES_BUCKET), RULES_KEY, self._apply_stored, what="alerting configuration"
+            lambda: ensure_kv(js, RULES_BUCKET),
+            RULES_KEY,
+            lambda _key, revision, value: self._apply_stored(revision, value),
+            what="alerting configuration",
         )
 
     async def load(self) -> AlertConfig | None:

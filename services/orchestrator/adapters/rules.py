@@ -75,7 +75,12 @@ class RulesKeeper:
         self._kv = kv
         self._rules = default_rules()
         self._revision = 0
-        self._watch = KeyWatch(self._bucket, RULES_KEY, self._apply_stored, what="failure rules")
+        self._watch = KeyWatch(
+            self._bucket,
+            RULES_KEY,
+            lambda _key, revision, value: self._apply_stored(revision, value),
+            what="failure rules",
+        )
 
     @classmethod
     async def open(cls, js: JetStreamContext, data_dir: Path) -> RulesKeeper:
