@@ -20,8 +20,9 @@ from libs.backbone.tracing import build_tracer_provider, extract_context, get_tr
 def restore_logging() -> Iterator[None]:
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    previous = structlog.get_config()
     yield
-    structlog.reset_defaults()
+    structlog.configure(**previous)  # the suite's own (tests/conftest.py), not structlog's defaults
     root.handlers[:] = handlers
     root.setLevel(level)
 
