@@ -46,10 +46,21 @@ async def run_until_stopped(main: Main, *, stop: asyncio.Event | None = None) ->
             loop.remove_signal_handler(sig)
 
 
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """The services' event loop: uvloop where it is installed (less CPU per message and request
+    than asyncio's own loop), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:  # a platform uvloop does not support
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 def run_service(main: Main) -> None:
     """The body of a service's ``__main__``: run ``main`` and exit 0 once it returns after a stop."""
     try:
-        asyncio.run(run_until_stopped(main))
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(run_until_stopped(main))
     except asyncio.CancelledError:
         sys.exit(130)
     log.info("service stopped")

@@ -8,6 +8,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from libs.backbone.logging import configure_logging, get_logger
+from libs.backbone.running import new_event_loop
 from libs.backbone.tracing import configure_tracing
 from services.rest.app import build_app
 from services.rest.settings import RestSettings
@@ -34,7 +35,13 @@ def main() -> None:
     log.info("rest service starting", host=settings.rest_host, port=settings.rest_port)
     try:
         # run_app handles SIGTERM/SIGINT: stops accepting, runs the cleanup contexts in reverse.
-        web.run_app(build_app(settings), host=settings.rest_host, port=settings.rest_port, print=None)
+        web.run_app(
+            build_app(settings),
+            host=settings.rest_host,
+            port=settings.rest_port,
+            print=None,
+            loop=new_event_loop(),
+        )
     finally:
         provider.shutdown()
 
