@@ -21,6 +21,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from libs.backbone.natsserver import EmbeddedNats
 from services.rest.app import build_app
 from services.rest.settings import RestSettings
+from tests.rest.fake_idp import FakeIdp
 from tests.rest.serving import ServerThread
 
 PG_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -118,3 +119,13 @@ def server(rest_settings: RestSettings) -> Iterator[ServerThread]:
         yield thread
     finally:
         thread.stop()
+
+
+@pytest.fixture
+async def idp() -> AsyncIterator[FakeIdp]:
+    """A fake OpenID Connect provider on a free port (tests/rest/fake_idp.py)."""
+    provider = await FakeIdp().start()
+    try:
+        yield provider
+    finally:
+        await provider.close()

@@ -9,7 +9,6 @@ when a crash left it behind the users table.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from email import message_from_bytes
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -230,14 +229,6 @@ async def _all(bus: Bus, *names: str) -> list[tuple[str, str] | None]:
 
 
 class TestOidcSignIn:
-    @pytest.fixture
-    async def idp(self) -> AsyncIterator[FakeIdp]:
-        provider = await FakeIdp().start()
-        try:
-            yield provider
-        finally:
-            await provider.close()
-
     @pytest.fixture
     def rest_settings(self, rest_settings: RestSettings, idp: FakeIdp) -> RestSettings:
         return rest_settings.model_copy(

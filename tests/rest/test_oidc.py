@@ -7,7 +7,6 @@ which redirects to the portal with a token that then works like a basic-login to
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -20,15 +19,6 @@ from tests.rest.fake_idp import CLIENT_ID, CLIENT_SECRET, FakeIdp
 
 Client = TestClient[Any, Any]
 PORTAL = "http://portal.example/index.html"
-
-
-@pytest.fixture
-async def idp() -> AsyncIterator[FakeIdp]:
-    provider = await FakeIdp().start()
-    try:
-        yield provider
-    finally:
-        await provider.close()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ the test fails once one starts answering, so the list can only shrink.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +40,6 @@ WALKED_STORAGE = {
     "data": {"server": "10.0.0.9", "path": "/data"},
     "mountOptions": ["vers=4"],
 }
-
-
-@pytest.fixture
-async def idp() -> AsyncIterator[FakeIdp]:
-    provider = await FakeIdp().start()
-    try:
-        yield provider
-    finally:
-        await provider.close()
 
 
 @pytest.fixture
