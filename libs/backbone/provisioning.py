@@ -51,6 +51,8 @@ class StreamSpec:
             max_bytes=self.max_bytes,
             max_msgs_per_subject=self.max_msgs_per_subject,
             discard=api.DiscardPolicy.OLD,
+            # A message read by subject (a job's submission, say) is answered without an API call.
+            allow_direct=True,
         )
 
 
@@ -115,6 +117,9 @@ class KVSpec:
             max_bytes=self.max_bytes,
             storage=api.StorageType.FILE,
             replicas=self.replicas,
+            # Reads go through the server's direct-get path: no JetStream API request (and no
+            # API advisory) per read, which a key read on every job event would otherwise cost.
+            direct=True,
         )
 
 
@@ -168,6 +173,7 @@ async def ensure_kv(js: JetStreamContext, spec: KVSpec) -> KeyValue:
         max_age=spec.ttl,
         max_bytes=spec.max_bytes,
         num_replicas=spec.replicas,
+        allow_direct=True,
     )
     try:
         await js.update_stream(wanted)

@@ -50,9 +50,20 @@ def configure_tracing(settings: BackboneSettings) -> TracerProvider:
     return provider
 
 
+_tracer: tuple[trace.TracerProvider, trace.Tracer] | None = None
+
+
 def get_tracer() -> trace.Tracer:
-    """The tracer the backbone's own spans use (publish and process)."""
-    return trace.get_tracer(TRACER_NAME)
+    """The tracer the backbone's own spans use (publish and process).
+
+    Made once per tracer provider: every published and consumed message asks for it, and the
+    SDK builds a new tracer on each request.
+    """
+    global _tracer
+    provider = trace.get_tracer_provider()
+    if _tracer is None or _tracer[0] is not provider:
+        _tracer = (provider, provider.get_tracer(TRACER_NAME))
+    return _tracer[1]
 
 
 def inject_headers(headers: dict[str, str] | None = None) -> dict[str, str]:

@@ -21,7 +21,7 @@ import structlog
 from aiohttp import web
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js.api import DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.errors import TemporaryError
@@ -36,7 +36,7 @@ from libs.protocol.events import (
     TaskStarted,
     decode_event,
 )
-from libs.protocol.subjects import JOB_SUBJECTS, NODE_SUBJECTS, node_token
+from libs.protocol.subjects import JOB_SUBJECTS, JOBS_STREAM, NODE_SUBJECTS, ROOT, node_token
 from libs.protocol.telemetry import HEALTH_SUBJECTS, Heartbeat, MetricBatch, MetricSample, metrics_subject
 from services.monitor.collecting import Collector, TaskRef
 from services.monitor.exposition import SampleCollector, build_registry, metrics_app
@@ -44,6 +44,9 @@ from services.monitor.inventory import detect_resources
 from services.monitor.liveness import Liveness
 
 log = structlog.get_logger(__name__)
+
+# The job events the monitor follows: which task processes to sample on this node.
+TASK_EVENT_TYPES = ("task.started", "task.completed", "job.completed")
 
 
 class MonitorSettings(BackboneSettings):
@@ -106,8 +109,15 @@ class Monitor:
             await js.subscribe(
                 NODE_SUBJECTS, cb=self._on_node_event, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL
             ),
+            # Only the job events that start or end a task on a node: a submission or a pending
+            # reason (most of the stream under load) never reaches the monitor.
             await js.subscribe(
-                JOB_SUBJECTS, cb=self._on_job_event, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL
+                JOB_SUBJECTS,
+                stream=JOBS_STREAM,
+                cb=self._on_job_event,
+                ordered_consumer=True,
+                deliver_policy=DeliverPolicy.ALL,
+                config=ConsumerConfig(filter_subjects=[f"{ROOT}.job.*.{kind}" for kind in TASK_EVENT_TYPES]),
             ),
         ]
         if self.settings.metrics_port >= 0:
@@ -149,8 +159,6 @@ class Monitor:
         self.counts["node_events"] += 1
 
     async def _on_job_event(self, msg: Msg) -> None:
-        if not msg.subject.endswith((".task.started", ".task.completed", ".job.completed")):
-            return
         try:
             event = decode_event(msg.data)
         except ValueError:

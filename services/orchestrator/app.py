@@ -35,7 +35,7 @@ from services.orchestrator.adapters.kubernetes import KubernetesExecutor
 from services.orchestrator.adapters.local import ExitCallback, LocalExecutor, TaskExit
 from services.orchestrator.adapters.logs import LOGS_QUEUE, LOGS_SUBJECT, read_log
 from services.orchestrator.adapters.rules import RulesKeeper
-from services.orchestrator.adapters.state import FrameworkStore, SecretsReader
+from services.orchestrator.adapters.state import FrameworkStore, SecretsReader, SubmissionReader
 from services.orchestrator.handlers import Orchestrator
 
 log = structlog.get_logger(__name__)
@@ -48,7 +48,9 @@ NODES_CONSUMER = ConsumerSpec(
     filter_subjects=(f"{ROOT}.node.*.node.lost",),
     description="the orchestrator: tasks on lost nodes end as platform failures",
 )
-CONSUMED_TYPES = ("job.submitted", "job.scheduled", "job.stop_requested", "job.preempting", "task.completed")
+# Not job.submitted: a job's framework is built from its submission when the job is first placed,
+# stopped or preempted (see Orchestrator._from_submission), so waiting jobs cost nothing here.
+CONSUMED_TYPES = ("job.scheduled", "job.stop_requested", "job.preempting", "task.completed")
 CONSUMER = ConsumerSpec(
     stream=JOBS_STREAM,
     durable=DURABLE,
@@ -189,7 +191,8 @@ async def main(
                 poll_seconds=settings.adopt_poll_seconds,
                 rules=lambda: rules.rules,
             )
-        orchestrator = Orchestrator(store, executor, publish, rules=rules)
+        submissions = SubmissionReader(bus.js)
+        orchestrator = Orchestrator(store, executor, publish, rules=rules, submissions=submissions)
         recovered = await orchestrator.recover()
         log.info("recovered", jobs=recovered)
 

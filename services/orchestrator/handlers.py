@@ -63,6 +63,8 @@ LAUNCH_FAILED_EXIT_CODE = 255
 """A task whose process could not be started ends as the runtime's own failures do."""
 CONSUMED = (JobSubmitted, JobScheduled, JobStopRequested, JobPreempting, TaskCompleted)
 Publisher = Callable[[EventBase], Awaitable[None]]
+Submissions = Callable[[str], Awaitable[JobSubmitted | None]]
+"""A job's submission event, read from the job stream (None when the stream has none)."""
 
 
 class Orchestrator:
@@ -75,8 +77,10 @@ class Orchestrator:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         rng: Callable[[], float] = random.random,
         rules: RulesKeeper | None = None,
+        submissions: Submissions | None = None,
     ) -> None:
         self.store = store
+        self._submissions = submissions
         self.executor = executor
         self._publish = publish
         self._clock = clock
@@ -124,10 +128,17 @@ class Orchestrator:
             await self._apply_locked(job_id, message)
 
     async def _apply_locked(self, job_id: str, message: Input) -> None:
+        # A submission is the job's first event: its state is not read, only created (a
+        # redelivered one finds the state there, fails to create it, and reads it then).
+        new = isinstance(message, JobSubmitted)
         while True:
-            current = await self.store.get(job_id)
+            current = await self.store.get(job_id, new=new)
+            new = False
             snapshot = current.value if current is not None else None
-            decision = decide(snapshot, message, Context(now=self._clock(), random=self._rng()))
+            basis = snapshot
+            if basis is None and not isinstance(message, JobSubmitted):
+                basis = await self._from_submission(job_id)
+            decision = decide(basis, message, self._context())
             framework = decision.framework
             if framework is None or (framework == snapshot and not decision.effects):
                 return
@@ -138,6 +149,22 @@ class Orchestrator:
             break
         await self._carry_out(framework, decision.effects)
         await self._flush_outbox(job_id)
+
+    def _context(self) -> Context:
+        return Context(now=self._clock(), random=self._rng())
+
+    async def _from_submission(self, job_id: str) -> Framework | None:
+        """The framework of a job first met after its submission, built from the submission.
+
+        Frameworks are made when a job first needs one (it is placed, stopped or preempted), not
+        while it waits: a queue of thousands of waiting jobs costs the orchestrator nothing.
+        """
+        if self._submissions is None:
+            return None
+        submission = await self._submissions(job_id)
+        if submission is None or submission.job_id != job_id:
+            return None
+        return decide(None, submission, self._context()).framework
 
     async def _carry_out(self, framework: Framework, effects: list[Effect]) -> None:
         job_id = framework.job_id

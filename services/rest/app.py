@@ -24,11 +24,12 @@ from services.rest import ratelimit
 from services.rest.adapters.bus import PROJECTION_DURABLE, RestBus
 from services.rest.adapters.contacts import sync_until_done
 from services.rest.adapters.database import create_engine, create_read_engine, migrate
+from services.rest.adapters.jobs_store import JobInserter
 from services.rest.auth import PRINCIPAL, credentials_of, ensure_admin, load_or_create_secret
 from services.rest.auth_cache import CachedTokens
 from services.rest.core.text import unstorable
 from services.rest.errors import ApiError
-from services.rest.keys import BUS, ENGINE, READ_ENGINE, SETTINGS, TOKENS
+from services.rest.keys import BUS, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS, TOKENS
 from services.rest.projection import Projector, projection_handler
 from services.rest.routes import alerts as alert_routes
 from services.rest.routes import auth as auth_routes
@@ -126,7 +127,9 @@ async def database_ctx(app: web.Application) -> AsyncIterator[None]:
     app[ENGINE], app[READ_ENGINE] = engine, reader
     # Token checks remembered briefly: see services/rest/auth_cache.py for why that stays exact.
     app[TOKENS] = CachedTokens.over(engine, secret, settings.auth_cache_seconds, reader=reader)
+    app[JOB_INSERTER] = JobInserter(engine)
     yield
+    await app[JOB_INSERTER].close()
     if reader is not engine:
         await reader.dispose()
     await engine.dispose()

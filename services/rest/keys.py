@@ -6,6 +6,7 @@ from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.rest.adapters.bus import RestBus
+from services.rest.adapters.jobs_store import JobInserter
 from services.rest.auth import Tokens
 from services.rest.settings import RestSettings
 
@@ -13,5 +14,7 @@ SETTINGS = web.AppKey("settings", RestSettings)
 ENGINE = web.AppKey("engine", AsyncEngine)
 # Reads only (list, detail, token checks): on SQLite separate connections that never wait for writes.
 READ_ENGINE = web.AppKey("read_engine", AsyncEngine)
+# Submissions' job rows, committed in groups.
+JOB_INSERTER = web.AppKey("job_inserter", JobInserter)
 BUS = web.AppKey("bus", RestBus)
 TOKENS = web.AppKey("tokens", Tokens)

@@ -45,6 +45,9 @@ from services.scheduler.core.reconfigure import build_policy as policy_for
 
 log = structlog.get_logger(__name__)
 
+# At most this many events are applied between two decisions.
+MAX_BATCH = 256
+
 __all__ = ["RECONFIGURE_SUBJECT", "VC_STATUS_SUBJECT", "SchedulerService", "SchedulerSettings", "main"]
 
 
@@ -98,9 +101,16 @@ class SchedulerService:
                 if getter not in done:
                     getter.cancel()
                     break
-                stream, msg = getter.result()
+                # Everything that has arrived is applied before one decision: under a burst of
+                # submissions the scheduler decides (and announces) per batch, not per message.
+                batch = [getter.result()]
+                while len(batch) < MAX_BATCH and not self._inbox.empty():
+                    batch.append(self._inbox.get_nowait())
                 async with self.lock:
-                    await self._handle(stream, msg, stop)
+                    for stream, msg in batch:
+                        self._absorb(stream, msg)
+                    if not self._catch_up:
+                        await self._decide(stop)
         finally:
             for sub in [*subs, *rpcs]:
                 with contextlib.suppress(Exception):
@@ -112,7 +122,7 @@ class SchedulerService:
 
         return callback
 
-    async def _handle(self, stream: str, msg: Msg, stop: asyncio.Event) -> None:
+    def _absorb(self, stream: str, msg: Msg) -> None:
         try:
             event = decode_event(msg.data)
         except ValidationError as exc:
@@ -126,21 +136,28 @@ class SchedulerService:
         if target is not None and msg.metadata.sequence.stream >= target:
             del self._catch_up[stream]
             log.info("caught up", stream=stream, sequence=target)
-        if not self._catch_up:
-            await self._decide(stop)
 
     async def _decide(self, stop: asyncio.Event) -> None:
-        for announcement in self.core.decide():
-            delay = 0.2
-            while not stop.is_set():
-                try:
-                    await publish_event(self.bus.js, announcement)
+        """Announce the core's decisions, all sent at once; any the bus refused are sent again."""
+        waiting = self.core.decide()
+        delay = 0.2
+        while waiting and not stop.is_set():
+            sent = await asyncio.gather(
+                *(publish_event(self.bus.js, event) for event in waiting), return_exceptions=True
+            )
+            failed = []
+            for announcement, outcome in zip(waiting, sent, strict=True):
+                if isinstance(outcome, TemporaryError):
+                    failed.append(announcement)
+                elif isinstance(outcome, BaseException):
+                    raise outcome
+                else:
                     log.info(announcement.type, job_id=announcement.job_id)
-                    break
-                except TemporaryError:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), delay)
-                    delay = min(delay * 2, 5.0)
+            waiting = failed
+            if waiting:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+                delay = min(delay * 2, 5.0)
 
     async def _answer_reconfigure(self, msg: Msg) -> None:
         if self.control is None:

@@ -16,7 +16,8 @@ from nats.aio.msg import Msg
 from libs.backbone.connecting import Bus
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.topology import ensure_topology, publish_event
-from libs.protocol.events import NodeReported, TaskStarted, decode_event
+from libs.protocol.events import JobSubmitted, NodeReported, TaskStarted, decode_event
+from libs.protocol.subjects import JOBS_STREAM
 from libs.protocol.telemetry import METRICS_SUBJECTS, MetricBatch
 from services.alerter.core.timing import FakeClock
 from services.monitor.app import Monitor, MonitorSettings
@@ -84,8 +85,18 @@ async def test_task_metrics_are_published_and_served_to_prometheus(
         started = TaskStarted(
             job_id="job9", attempt=0, role="trainer", index=0, node="node-a", pid=process.pid
         )
+        # A submission comes first on the stream, but the monitor follows task events only.
+        await publish_event(
+            bus.js, JobSubmitted(job_id="job9", user="alice", name="j9", virtual_cluster="default", config={})
+        )
         await publish_event(bus.js, started)
         await eventually(lambda: _count(running, "job_events"), lambda n: n >= 1)
+        assert await _count(running, "job_events") == 1
+        # ... because the server delivers it nothing else: its consumer filters by event type.
+        followers = [info.config for info in await bus.js.consumers_info(JOBS_STREAM)]
+        assert [sorted(c.filter_subjects or [c.filter_subject or ""]) for c in followers] == [
+            ["pai.job.*.job.completed", "pai.job.*.task.completed", "pai.job.*.task.started"]
+        ]
         await eventually(lambda: _count(running, "heartbeats"), lambda n: n >= 1)
         samples = await running.sample_once()
         assert any(s.name == "task_mem_usage_byte" and s.labels["job_id"] == "job9" for s in samples)

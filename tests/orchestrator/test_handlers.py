@@ -30,6 +30,10 @@ async def ignore_exit(_exit: TaskExit) -> None:
     return None
 
 
+async def ignore_event(_event: EventBase) -> None:
+    return None
+
+
 async def orchestrator(bus: Bus, tmp_path: Path, publish: Any) -> Orchestrator:
     await ensure_topology(bus.js)
     store = await FrameworkStore.open(bus.js)
@@ -73,25 +77,82 @@ async def test_a_lost_revision_race_decides_again_on_the_fresh_state(bus: Bus, t
 
     orch = await orchestrator(bus, tmp_path, working)
     await orch.apply("job1", submitted(job_config({"worker": (1, "echo ok")})))
-    real_get = orch.store.get
-    stale = await real_get("job1")
-    assert stale is not None
-    # Another writer moves the key on between our read and our write.
-    await orch.store.save("job1", stale.value.model_copy(update={"name": "renamed"}), stale.revision)
-    calls = 0
+    # Another writer (a second store: another process) moves the key on; the orchestrator's
+    # store still remembers the version it wrote itself.
+    other = await FrameworkStore.open(bus.js)
+    theirs = await other.get("job1")
+    assert theirs is not None
+    await other.save("job1", theirs.value.model_copy(update={"name": "renamed"}), theirs.revision)
+    remembered = await orch.store.get("job1")
+    assert remembered is not None
+    assert remembered.value.name != "renamed"
 
-    async def stale_first(job_id: str) -> Any:
-        nonlocal calls
-        calls += 1
-        return stale if calls == 1 else await real_get(job_id)
-
-    orch.store.get = stale_first  # type: ignore[method-assign]
     await orch.apply("job1", JobStopRequested(job_id="job1", by="alice"))
-    final = await real_get("job1")
+    final = await (await FrameworkStore.open(bus.js)).get("job1")  # what KV holds
     assert final is not None
     assert final.value.name == "renamed"  # the other writer's change survived
     assert final.value.outcome == "STOPPED"
     assert [getattr(e, "type", None) for e in published] == ["job.completed"]
+
+
+async def test_decisions_start_from_what_the_store_wrote_without_reading_kv(
+    bus: Bus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    orch = await orchestrator(bus, tmp_path, ignore_event)
+    reads: list[str] = []
+    kv_get = orch.store._store.get
+
+    async def counted(key: str) -> Any:
+        reads.append(key)
+        return await kv_get(key)
+
+    monkeypatch.setattr(orch.store._store, "get", counted)
+    await orch.apply("job1", submitted(job_config({"worker": (1, "echo ok")})))
+    await orch.apply("job1", JobStopRequested(job_id="job1", by="alice"))
+    assert reads == []
+    stored = await (await FrameworkStore.open(bus.js)).get("job1")
+    assert stored is not None
+    assert stored.value.outcome == "STOPPED"
+
+
+async def test_a_redelivered_submission_leaves_the_stored_state_alone(bus: Bus, tmp_path: Path) -> None:
+    first = await orchestrator(bus, tmp_path, ignore_event)
+    submission = submitted(job_config({"worker": (1, "echo ok")}))
+    await first.apply("job1", submission)
+    await first.apply("job1", JobStopRequested(job_id="job1", by="alice"))
+    before = await first.store.get("job1")
+    assert before is not None
+    # A restarted orchestrator (nothing in memory) is given the submission again.
+    second = await orchestrator(bus, tmp_path, ignore_event)
+    await second.apply("job1", submission)
+    after = await (await FrameworkStore.open(bus.js)).get("job1")
+    assert after is not None
+    assert (after.revision, after.value.outcome) == (before.revision, "STOPPED")
+
+
+async def test_the_store_remembers_a_bounded_number_of_jobs(
+    bus: Bus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await ensure_topology(bus.js)
+    store = FrameworkStore((await FrameworkStore.open(bus.js))._store, remember=2)
+    orch = Orchestrator(store, LocalExecutor(tmp_path, ignore_exit, no_secrets), ignore_event)
+    for job in ("a", "b", "c"):
+        await orch.apply(job, submitted(job_config({"worker": (1, "echo ok")}), job_id=job))
+    reads: list[str] = []
+    kv_get = store._store.get
+
+    async def counted(key: str) -> Any:
+        reads.append(key)
+        return await kv_get(key)
+
+    monkeypatch.setattr(store._store, "get", counted)
+    for job in ("c", "a"):
+        await orch.apply(job, JobStopRequested(job_id=job, by="alice"))
+    assert reads == ["a"]  # the oldest was forgotten and read again; the newest was in memory
+    for job in ("a", "c"):
+        stored = await store.get(job)
+        assert stored is not None
+        assert stored.value.outcome == "STOPPED"
 
 
 async def test_concurrent_stops_of_one_job_publish_one_completion(bus: Bus, tmp_path: Path) -> None:

@@ -8,11 +8,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from nats.js.errors import KeyNotFoundError
 
 from libs.backbone.connecting import Bus
 from libs.backbone.natsserver import EmbeddedNats
-from libs.backbone.topology import publish_event
-from libs.protocol.events import JobPreempting, JobState, JobStopRequested, NodeLost
+from libs.backbone.topology import FRAMEWORKS, publish_event
+from libs.protocol.events import JobPreempting, JobState, JobStopRequested, JobSubmitted, NodeLost
 from services.orchestrator.adapters.logs import LOGS_SUBJECT
 from services.orchestrator.app import OrchestratorSettings, main
 from tests.orchestrator.jobs import job_config
@@ -161,3 +162,36 @@ async def test_tasks_on_a_lost_node_end_as_platform_failures_and_are_retried_for
     assert (exit_.failure.phrase, exit_.failure.type) == ("NodeLost", "transient")
     [retry] = await events.wait_for("job.retrying", "nl1")
     assert (retry.kind, retry.counted) == ("platform", False), "a lost node costs the job no retry"
+
+
+async def test_a_waiting_job_has_no_framework_until_it_is_placed_or_stopped(
+    bus: Bus, events: JobEvents
+) -> None:
+    config = job_config({"worker": (1, "echo placed")})
+    for job_id in ("wait1", "wait2"):
+        await publish(
+            bus,
+            JobSubmitted(job_id=job_id, user="alice", name=job_id, virtual_cluster="default", config=config),
+        )
+    # The stop of wait2 comes after both submissions on the stream: once the orchestrator has
+    # answered it, it has also seen (and, for the waiting wait1, skipped) what came before.
+    await publish(bus, JobStopRequested(job_id="wait2", by="alice"))
+    stopped = (await events.wait_for("job.completed", "wait2"))[0]
+    assert (stopped.state, stopped.exit_code) == (JobState.STOPPED, -210)
+    frameworks = await bus.js.key_value(FRAMEWORKS.bucket)
+    with pytest.raises(KeyNotFoundError):
+        await frameworks.get("wait1")
+    assert (await frameworks.get("wait2")).value
+
+    await schedule(bus, "wait1", config, 0)  # built from its submission on the stream, then run
+    done = (await events.wait_for("job.completed", "wait1"))[0]
+    assert (done.state, done.exit_code) == (JobState.SUCCEEDED, 0)
+    stored = json.loads((await frameworks.get("wait1")).value or b"{}")
+    assert (stored["user"], stored["name"], stored["config"]) == ("alice", "wait1", config)
+
+
+async def test_an_event_for_a_job_never_submitted_is_ignored(bus: Bus, events: JobEvents) -> None:
+    await publish(bus, JobStopRequested(job_id="ghost1", by="alice"))
+    await submit(bus, "after1", job_config({"worker": (1, "echo ok")}))
+    await events.wait_for("job.completed", "after1")
+    assert events.of("job.completed", "ghost1") == []

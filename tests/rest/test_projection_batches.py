@@ -1,4 +1,5 @@
-"""Batched projection: many events in one transaction, still once each and in each job's order."""
+"""Group commits: the projection's events and the submissions' rows, many in one transaction,
+still once each, in each job's order, and with a failing item failing alone."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ from libs.protocol.events import (
 )
 from services.rest.adapters import projecting
 from services.rest.adapters.database import create_engine, migrate
-from services.rest.adapters.jobs_store import attempts_of, find_job, tasks_of
+from services.rest.adapters.jobs_store import DuplicateJobError, JobInserter, attempts_of, find_job, tasks_of
 from services.rest.adapters.projecting import apply_event, apply_events
 from services.rest.adapters.tables import applied_events
+from services.rest.core.totals import job_row_from_config
 from services.rest.projection import Projector
 
 PLACEMENT = (TaskPlacement(role="worker", index=0, node="node-a", node_address="10.0.0.1"),)
@@ -143,3 +145,35 @@ async def test_a_failing_event_fails_alone(engine: AsyncEngine, monkeypatch: pyt
     # The failed event's id was not recorded: its redelivery is applied once the cause is gone.
     monkeypatch.setattr(projecting, "_apply", real_apply)
     assert await apply_event(engine, submitted("bad")) is True
+
+
+async def test_concurrent_submissions_share_commits_and_a_duplicate_fails_alone(engine: AsyncEngine) -> None:
+    inserter = JobInserter(engine)
+    commits = count_commits(engine)
+    names = [f"job-s{n}" for n in range(30)] + ["job-s7"]  # the last repeats a name
+    rows = [
+        job_row_from_config(submitted(f"s{n}").model_copy(update={"name": name}), 1000 + n)
+        for n, name in enumerate(names)
+    ]
+    outcomes = await asyncio.gather(*(inserter.insert(row) for row in rows), return_exceptions=True)
+    await inserter.close()
+    assert outcomes[:30] == [None] * 30
+    assert isinstance(outcomes[30], DuplicateJobError)
+    assert str(outcomes[30]) == "alice~job-s7"
+    for name in names[:30]:
+        assert await find_job(engine, "alice", name) is not None
+    seventh = await find_job(engine, "alice", "job-s7")
+    assert seventh is not None
+    assert seventh["id"] == "s7"  # the first one keeps the name
+    # One failed group (rolled back) and then a commit per row, never more than that.
+    assert commits[0] <= 31
+
+
+async def test_submissions_in_one_turn_of_the_loop_commit_together(engine: AsyncEngine) -> None:
+    inserter = JobInserter(engine)
+    commits = count_commits(engine)
+    rows = [job_row_from_config(submitted(f"t{n}"), 1000 + n) for n in range(20)]
+    assert await asyncio.gather(*(inserter.insert(row) for row in rows)) == [None] * 20
+    await inserter.close()
+    assert commits[0] == 1
+    assert len([row for row in rows if await find_job(engine, "alice", row["name"]) is not None]) == 20

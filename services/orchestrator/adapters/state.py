@@ -9,35 +9,96 @@ from. Secrets are read from PAI_SECRETS (one JSON mapping per job id) and never 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from typing import Any
 
 from nats.js import JetStreamContext
-from nats.js.errors import KeyNotFoundError
+from nats.js.errors import KeyNotFoundError, NotFoundError
 
+from libs.backbone.errors import KVConflictError
 from libs.backbone.kv import ModelStore, Versioned
 from libs.backbone.topology import FRAMEWORKS, SECRETS
+from libs.protocol.events import JobSubmitted, decode_event
+from libs.protocol.subjects import JOBS_STREAM, job_subject
 from services.orchestrator.core.frameworks import Framework
 
 
 class FrameworkStore:
-    def __init__(self, store: ModelStore[Framework]) -> None:
+    """Each job's framework in KV, with the last version this process read or wrote kept in memory.
+
+    The orchestrator is the bucket's only writer (one instance, replaced never alongside another),
+    so what it wrote last is what KV holds, and a decision can start from memory instead of a KV
+    read. Every write still names the revision it builds on: should anything else have written,
+    the write fails with KVConflictError, the remembered version is forgotten, and the caller
+    reads KV again. Memory holds at most `remember` jobs, the least recently used leaving first.
+    """
+
+    def __init__(self, store: ModelStore[Framework], *, remember: int = 4096) -> None:
         self._store = store
+        self._remember = remember
+        self._known: OrderedDict[str, Versioned[Framework]] = OrderedDict()
 
     @classmethod
     async def open(cls, js: JetStreamContext) -> FrameworkStore:
         return cls(await ModelStore.open(js, FRAMEWORKS.bucket, Framework))
 
-    async def get(self, job_id: str) -> Versioned[Framework] | None:
-        return await self._store.get(job_id)
+    def _keep(self, job_id: str, current: Versioned[Framework]) -> None:
+        self._known[job_id] = current
+        self._known.move_to_end(job_id)
+        while len(self._known) > self._remember:
+            self._known.popitem(last=False)
+
+    async def get(self, job_id: str, *, new: bool = False) -> Versioned[Framework] | None:
+        """The job's framework and its revision, or None when there is none.
+
+        `new=True` says the caller expects the job to be unknown (it is being submitted): nothing
+        is read, and should the job exist after all, creating it fails with KVConflictError.
+        """
+        known = self._known.get(job_id)
+        if known is not None:
+            self._known.move_to_end(job_id)
+            return known
+        if new:
+            return None
+        current = await self._store.get(job_id)
+        if current is not None:
+            self._keep(job_id, current)
+        return current
 
     async def save(self, job_id: str, framework: Framework, revision: int | None) -> int:
         """Write `framework` if the key is still at `revision` (None: only if absent)."""
-        if revision is None:
-            return await self._store.create(job_id, framework)
-        return await self._store.update(job_id, framework, revision)
+        try:
+            if revision is None:
+                written = await self._store.create(job_id, framework)
+            else:
+                written = await self._store.update(job_id, framework, revision)
+        except KVConflictError:
+            self._known.pop(job_id, None)
+            raise
+        self._keep(job_id, Versioned(framework, written))
+        return written
+
+    def forget(self, job_id: str) -> None:
+        """Drop the remembered version: the next `get` reads KV."""
+        self._known.pop(job_id, None)
 
     async def job_ids(self) -> list[str]:
         return await self._store.keys()
+
+
+class SubmissionReader:
+    """A job's `job.submitted` event, read straight from the job stream by its subject."""
+
+    def __init__(self, js: JetStreamContext) -> None:
+        self._js = js
+
+    async def __call__(self, job_id: str) -> JobSubmitted | None:
+        try:
+            msg = await self._js.get_last_msg(JOBS_STREAM, job_subject(job_id, "job.submitted"), direct=True)
+        except NotFoundError:
+            return None  # never submitted, or the stream's limits have dropped it
+        event = decode_event(msg.data or b"")
+        return event if isinstance(event, JobSubmitted) else None
 
 
 class SecretsReader:

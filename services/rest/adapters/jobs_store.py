@@ -7,6 +7,7 @@ an index in the schema so a list over 100,000 jobs stays an index scan.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
+from services.rest.adapters.grouping import GroupCommit
 from services.rest.adapters.tables import SEARCH_SEPARATOR, job_attempts, jobs, task_attempts
 
 Row = dict[str, Any]
@@ -67,6 +69,29 @@ async def insert_job(engine: AsyncEngine, row: Row) -> None:
             await conn.execute(insert(jobs).values(**row))
     except IntegrityError as exc:
         raise DuplicateJobError(f"{row['username']}~{row['name']}") from exc
+
+
+async def insert_jobs(engine: AsyncEngine, rows: Sequence[Row]) -> list[None]:
+    """Insert new job rows in one transaction; all or nothing (IntegrityError on any duplicate)."""
+    async with engine.begin() as conn:
+        await conn.execute(insert(jobs), list(rows))
+    return [None] * len(rows)
+
+
+class JobInserter:
+    """Submissions' rows, inserted in groups (see adapters/grouping.py); a duplicate fails alone."""
+
+    def __init__(self, engine: AsyncEngine, *, max_batch: int = 64) -> None:
+        self._group: GroupCommit[Row, None] = GroupCommit(
+            functools.partial(insert_jobs, engine), functools.partial(insert_job, engine), max_batch=max_batch
+        )
+
+    async def insert(self, row: Row) -> None:
+        """Insert one job row; raises DuplicateJobError when (username, name) is taken."""
+        await self._group.submit(row)
+
+    async def close(self) -> None:
+        await self._group.close()
 
 
 async def delete_job(engine: AsyncEngine, job_id: str) -> None:

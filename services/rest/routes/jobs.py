@@ -25,7 +25,6 @@ from services.rest.adapters.jobs_store import (
     JobFilter,
     attempts_of,
     delete_job,
-    insert_job,
     list_jobs,
     tasks_of,
 )
@@ -35,7 +34,7 @@ from services.rest.core import views
 from services.rest.core.states import FINAL, epoch_ms, framework_name
 from services.rest.core.totals import job_row_from_config
 from services.rest.errors import ApiError, conflict_job, forbidden, invalid_parameters, no_task, unavailable
-from services.rest.keys import BUS, ENGINE, READ_ENGINE
+from services.rest.keys import BUS, ENGINE, JOB_INSERTER, READ_ENGINE
 from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int
 from services.rest.vc_names import VC_NAMES
 
@@ -91,7 +90,7 @@ async def submit_job(request: web.Request) -> web.Response:
     row.update(total_gpus=job.total_gpus, total_tasks=job.total_tasks, total_task_roles=job.total_task_roles)
     row["priority_class"] = job.priority_class
     try:
-        await insert_job(engine, row)
+        await request.app[JOB_INSERTER].insert(row)
     except DuplicateJobError:
         raise conflict_job(principal.username, job.name) from None
     try:
