@@ -147,6 +147,8 @@ async def main(n: int, clients: int, seconds: float) -> None:
                     return job_id, (answered - sent) * 1000, (started_at[job_id] - sent) * 1000
 
                 back_to_back = [await one_job(f"lat-{i}") for i in range(n)]
+                # The last tasks are still starting: "alone" begins once they have all ended.
+                await until(lambda: all(job_id in completed for job_id, _, _ in back_to_back))
                 alone = []
                 for i in range(n):
                     job_id, post_ms, running_ms = await one_job(f"alone-{i}")
