@@ -8,8 +8,9 @@ temporary data dir, then measures:
      Each job is sent as soon as the previous one runs, so it shares the CPU with the previous
      task's start-up; the same is measured again with each job sent once the previous one has
      completed, which leaves the control plane alone on the machine;
-  2. sustained submissions: C concurrent clients for S seconds, accepted jobs per second, and
-     how many of them reached running.
+  2. sustained submissions: C concurrent clients for S seconds, accepted jobs per second (with
+     the CPU each process of the platform used per accepted job), and how many of them reached
+     running.
 
 Command: .venv/bin/python bench/platform_bench.py [N] [C] [S]
 """
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import aiohttp
 import nats
+import psutil
 from nats.aio.msg import Msg
 
 from libs.embedded.platform import EmbeddedPlatform, free_port
@@ -67,6 +69,26 @@ UNTHROTTLED = {
     f"PAI_RATE_LIMIT_{name}": "10000000"
     for name in ("API_PER_MIN", "LIST_JOB_PER_MIN", "SUBMIT_JOB_PER_HOUR")
 }
+
+
+def platform_processes(platform: EmbeddedPlatform) -> dict[str, psutil.Process]:
+    """Every process of the platform by name (each service, nats), and this benchmark's own."""
+    assert platform.supervisor is not None
+    assert platform.nats is not None
+    assert platform.nats.pid is not None
+    processes = {
+        child.name: psutil.Process(child.process.pid)
+        for child in platform.supervisor.children
+        if child.process is not None
+    }
+    processes["nats"] = psutil.Process(platform.nats.pid)
+    processes["client"] = psutil.Process()
+    return processes
+
+
+def cpu_seconds(processes: dict[str, psutil.Process]) -> dict[str, float]:
+    """User plus system CPU time each process has used so far."""
+    return {name: sum(process.cpu_times()[:2]) for name, process in processes.items()}
 
 
 async def submit_for(
@@ -156,7 +178,10 @@ async def main(n: int, clients: int, seconds: float) -> None:
                     alone.append((job_id, post_ms, running_ms))
                 spawn = bare_spawn_ms()
 
+                processes = platform_processes(platform)
+                cpu_before = cpu_seconds(processes)
                 queued, queued_seconds = await submit_for(api, clients, seconds, QUEUED_JOB, "queued")
+                cpu_used = {name: cpu - cpu_before[name] for name, cpu in cpu_seconds(processes).items()}
                 load_started = time.perf_counter()
                 accepted, load_seconds = await submit_for(api, clients, seconds, JOB, "load")
                 running_by = time.perf_counter() + 120
@@ -186,6 +211,9 @@ async def main(n: int, clients: int, seconds: float) -> None:
     reached = sum(1 for j in accepted if j in started_at)
     print(f"sustained submissions, {clients} clients for {seconds:g} s each:")
     print(f"  jobs that queue (no task starts): {len(queued) / queued_seconds:.0f} jobs/s accepted")
+    shares = ", ".join(f"{name} {cpu * 1000 / max(1, len(queued)):.2f}" for name, cpu in cpu_used.items())
+    total = sum(cpu_used.values()) * 1000 / max(1, len(queued))
+    print(f"    CPU per accepted job, ms: {shares}; total {total:.2f}")
     print(f"  jobs that run (one task process each): {len(accepted) / load_seconds:.0f} jobs/s accepted")
     print(f"  {reached} of them reached running within {drained:.1f} s of the load's start")
 
