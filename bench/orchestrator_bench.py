@@ -1,4 +1,5 @@
-"""Orchestrator timings: the pure deciders on large jobs, and a real job through the service.
+"""Orchestrator timings: the pure deciders on large jobs, the handler with its KV state on large
+jobs (no processes spawned), and a real job through the service.
 
 Run: .venv/bin/python bench/orchestrator_bench.py
 """
@@ -11,14 +12,18 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from libs.backbone.connecting import connect
 from libs.backbone.natsserver import EmbeddedNats
+from libs.backbone.topology import ensure_topology
+from services.orchestrator.adapters.state import FrameworkStore
 from services.orchestrator.app import OrchestratorSettings, main
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context, TaskLaunched
+from services.orchestrator.handlers import Orchestrator
 from tests.orchestrator.jobs import job_config
 from tests.orchestrator.service_support import submit, watch_jobs
 from tests.orchestrator.sim import T0, completed, config, scheduled, submitted
@@ -63,11 +68,79 @@ async def service_round_trips(runs: int) -> list[float]:
         return times
 
 
+class InstantExecutor:
+    """Spawns nothing: the handler's own cost (decisions, KV writes, publishes) is what is timed."""
+
+    def __init__(self) -> None:
+        self.spawned = 0
+
+    async def start(self, framework: Any, key: Any) -> tuple[int, Path]:
+        self.spawned += 1
+        return 100_000 + self.spawned, Path("/nonexistent")
+
+    def adopt(self, *args: Any) -> None:
+        return None
+
+    def probe(self, *args: Any) -> Any:
+        raise NotImplementedError
+
+    async def stop(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    async def report(self, *args: Any) -> None:
+        return None
+
+    def release(self, *args: Any) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+async def handler_lifecycle(tasks: int) -> tuple[float, float, int]:
+    """A `tasks`-task job through the handler with a real KV bucket: seconds to record every launch
+    (from job.scheduled), seconds for every task.completed, and the bytes of framework written."""
+    with tempfile.TemporaryDirectory() as tmp:
+        async with EmbeddedNats(Path(tmp) / "nats") as server:
+            bus = await connect(server.url)
+            await ensure_topology(bus.js)
+            store = await FrameworkStore.open(bus.js)
+            written = [0]
+            save = store.save
+
+            async def counted(job_id: str, framework: Any, revision: int | None) -> int:
+                written[0] += len(framework.model_dump_json())
+                return await save(job_id, framework, revision)
+
+            store.save = counted  # type: ignore[method-assign]
+
+            async def publish(_event: Any) -> None:
+                return None
+
+            orchestrator = Orchestrator(store, InstantExecutor(), publish)  # type: ignore[arg-type]
+            cfg = config({"worker": {"instances": tasks}})
+            await orchestrator.apply("job1", submitted(cfg))
+            began = time.perf_counter()
+            await orchestrator.apply("job1", scheduled(cfg))
+            launched = time.perf_counter()
+            for i in range(tasks):
+                await orchestrator.apply("job1", completed((0, "worker", i, 0), 0))
+            ended = time.perf_counter()
+            await bus.close()
+    return launched - began, ended - launched, written[0]
+
+
 def report() -> None:
     for tasks in (10, 100, 1000):
         seconds, decisions = core_lifecycle(tasks)
         rate = decisions / seconds
         print(f"core: {tasks:5d}-task job lifecycle: {seconds * 1000:8.1f} ms, {rate:8.0f} decisions/s")
+    for tasks in (100, 1000):
+        launch, completions, written = asyncio.run(handler_lifecycle(tasks))
+        print(
+            f"handler with KV: {tasks:5d}-task job: every launch recorded in {launch * 1000:7.0f} ms, "
+            f"every completion in {completions * 1000:7.0f} ms, {written / 1e6:6.1f} MB of framework written"
+        )
     times = asyncio.run(service_round_trips(10))
     print(
         f"service: 1-task job, job.submitted -> job.completed (runtime process included), 10 runs: "

@@ -127,27 +127,36 @@ class Orchestrator:
         async with self._job_lock(job_id):
             await self._apply_locked(job_id, message)
 
-    async def _apply_locked(self, job_id: str, message: Input) -> None:
+    async def _apply_locked(self, job_id: str, *messages: Input) -> None:
+        """Decide `messages` in order on the stored state, write the result once, then act.
+
+        Several messages at once are the launches of one decision's tasks: however many tasks a
+        job has, their pids are recorded in one write, not one write of the whole framework each.
+        """
+        first = messages[0]
         # A submission is the job's first event: its state is not read, only created (a
         # redelivered one finds the state there, fails to create it, and reads it then).
-        new = isinstance(message, JobSubmitted)
+        new = isinstance(first, JobSubmitted)
         while True:
             current = await self.store.get(job_id, new=new)
             new = False
             snapshot = current.value if current is not None else None
-            basis = snapshot
-            if basis is None and not isinstance(message, JobSubmitted):
-                basis = await self._from_submission(job_id)
-            decision = decide(basis, message, self._context())
-            framework = decision.framework
-            if framework is None or (framework == snapshot and not decision.effects):
+            framework = snapshot
+            if framework is None and not isinstance(first, JobSubmitted):
+                framework = await self._from_submission(job_id)
+            effects: list[Effect] = []
+            for message in messages:
+                decision = decide(framework, message, self._context())
+                framework = decision.framework
+                effects.extend(decision.effects)
+            if framework is None or (framework == snapshot and not effects):
                 return
             try:
                 await self.store.save(job_id, framework, current.revision if current else None)
             except KVConflictError:
                 continue  # someone wrote in between: decide again on what is there now
             break
-        await self._carry_out(framework, decision.effects)
+        await self._carry_out(framework, effects)
         await self._flush_outbox(job_id)
 
     def _context(self) -> Context:
@@ -168,35 +177,40 @@ class Orchestrator:
 
     async def _carry_out(self, framework: Framework, effects: list[Effect]) -> None:
         job_id = framework.job_id
+        launched: list[Input] = []
         for effect in effects:
             if isinstance(effect, StartTask):
-                await self._start(framework, effect)
+                started = await self._start(framework, effect)
+                if started is not None:
+                    launched.append(started)
             elif isinstance(effect, StopTask):
                 await self.executor.stop(job_id, effect.key, effect.exit_code)
             elif isinstance(effect, AdoptTask):
                 self.executor.adopt(job_id, effect.key, effect.pid, Path(effect.task_dir))
             elif isinstance(effect, ReportExit):
                 await self.executor.report(job_id, effect.key)
+        if launched:
+            # Recorded together once every task is spawned. A crash before this write leaves
+            # tasks whose launch is on record without a pid: `recover` finds them by their lock.
+            await self._apply_locked(job_id, *launched)
 
-    async def _start(self, framework: Framework, effect: StartTask) -> None:
+    async def _start(self, framework: Framework, effect: StartTask) -> TaskLaunched | None:
+        """Spawn one task; what to record of it, or None when its launch failed (reported as its exit)."""
         await self._refresh_rules()
         try:
             pid, directory = await self.executor.start(framework, effect.key)
         except AlreadyRunningError:
             probe = self.executor.probe(framework.job_id, effect.key)
-            if probe.pid is not None:
-                self.executor.adopt(framework.job_id, effect.key, probe.pid, Path(probe.task_dir or ""))
-                await self._apply_locked(
-                    framework.job_id,
-                    TaskLaunched(
-                        framework.job_id,
-                        effect.key,
-                        probe.pid,
-                        probe.task_dir or "",
-                        ports_of(Path(probe.task_dir)) if probe.task_dir else {},
-                    ),
-                )
-            return
+            if probe.pid is None:
+                return None
+            self.executor.adopt(framework.job_id, effect.key, probe.pid, Path(probe.task_dir or ""))
+            return TaskLaunched(
+                framework.job_id,
+                effect.key,
+                probe.pid,
+                probe.task_dir or "",
+                ports_of(Path(probe.task_dir)) if probe.task_dir else {},
+            )
         except Exception as exc:  # the launch itself failed: that is the task's (platform) exit
             log.exception("task launch failed", job_id=framework.job_id, key=list(effect.key))
             why = f"the task could not start: {type(exc).__name__}: {exc}"
@@ -207,11 +221,8 @@ class Orchestrator:
                 framework.job_id, effect.key, LAUNCH_FAILED_EXIT_CODE, to_failure_info(verdict), why
             )
             await self.on_task_exit(exit_)
-            return
-        await self._apply_locked(
-            framework.job_id,
-            TaskLaunched(framework.job_id, effect.key, pid, str(directory), ports_of(directory)),
-        )
+            return None
+        return TaskLaunched(framework.job_id, effect.key, pid, str(directory), ports_of(directory))
 
     async def on_task_exit(self, exit_: TaskExit) -> None:
         """The executor saw a task end: publish task.completed; its handling comes from the stream."""

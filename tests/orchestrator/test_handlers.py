@@ -238,3 +238,82 @@ async def test_a_task_that_cannot_start_completes_with_a_platform_failure(bus: B
     assert getattr(completed, "exit_code", None) == 255
     assert "no space left on device" in getattr(completed, "diagnostics", "")
     assert getattr(completed, "failure", None) is not None
+
+
+class CountingStore(FrameworkStore):
+    """Counts writes; `crash_on_launch_record` dies on the write that records spawned tasks' pids."""
+
+    def __init__(self, inner: FrameworkStore, *, crash_on_launch_record: bool = False) -> None:
+        super().__init__(inner._store)
+        self.writes = 0
+        self.crash = crash_on_launch_record
+
+    async def save(self, job_id: str, framework: Any, revision: int | None) -> int:
+        recorded = [t for a in framework.attempts for t in a.tasks if t.current and t.current.pid]
+        if self.crash and recorded:
+            raise Crash
+        self.writes += 1
+        return await super().save(job_id, framework, revision)
+
+
+async def test_the_launches_of_a_large_job_are_recorded_in_one_write(bus: Bus, tmp_path: Path) -> None:
+    await ensure_topology(bus.js)
+    store = CountingStore(await FrameworkStore.open(bus.js))
+    published: list[EventBase] = []
+
+    async def working(event: EventBase) -> None:
+        published.append(event)
+
+    class InstantExecutor(LocalExecutor):
+        spawned = 0
+
+        async def start(self, framework: Any, key: Any) -> tuple[int, Path]:
+            InstantExecutor.spawned += 1
+            return 100_000 + InstantExecutor.spawned, tmp_path
+
+    orch = Orchestrator(store, InstantExecutor(tmp_path, ignore_exit, no_secrets), working)
+    config = job_config({"worker": (200, "echo ok")})
+    await orch.apply("job1", submitted(config))
+    writes_before = store.writes
+    await orch.apply("job1", scheduled(config))
+    # The launch intent, the 200 pids with their task.started events, and the cleared outbox.
+    assert store.writes - writes_before == 3
+    assert InstantExecutor.spawned == 200
+    stored = await (await FrameworkStore.open(bus.js)).get("job1")
+    assert stored is not None
+    assert sorted(t.current.pid or 0 for t in stored.value.attempts[0].tasks if t.current) == list(
+        range(100_001, 100_201)
+    )
+    assert len([e for e in published if getattr(e, "type", None) == "task.started"]) == 200
+
+
+async def test_a_crash_before_the_launches_are_recorded_adopts_every_spawned_task(
+    bus: Bus, tmp_path: Path
+) -> None:
+    await ensure_topology(bus.js)
+    exits: asyncio.Queue[TaskExit] = asyncio.Queue()
+    published: list[EventBase] = []
+
+    async def working(event: EventBase) -> None:
+        published.append(event)
+
+    config = job_config({"worker": (3, "sleep 1")})
+    crashing = CountingStore(await FrameworkStore.open(bus.js), crash_on_launch_record=True)
+    first_executor = LocalExecutor(tmp_path, exits.put, no_secrets, poll_seconds=0.05)
+    first = Orchestrator(crashing, first_executor, working)
+    await first.apply("job1", submitted(config))
+    with pytest.raises(Crash):
+        await first.apply("job1", scheduled(config))  # all three spawned, none recorded
+    await first_executor.close()
+
+    executor = LocalExecutor(tmp_path, exits.put, no_secrets, poll_seconds=0.05)
+    second = Orchestrator(await FrameworkStore.open(bus.js), executor, working)
+    await second.recover()
+    ended = sorted([(await asyncio.wait_for(exits.get(), 60)).key for _ in range(3)])
+    assert ended == [(0, "worker", i, 0) for i in range(3)]
+    starts = sorted(getattr(e, "index", -1) for e in published if getattr(e, "type", None) == "task.started")
+    assert starts == [0, 1, 2]
+    for i in range(3):
+        log = (tmp_path / f"jobs/job1/attempt-0/worker-{i}/try-0/logs/runtime.pai.log").read_text()
+        assert log.count("user command starts") == 1
+    await executor.close()
