@@ -317,3 +317,14 @@ async def test_a_crash_before_the_launches_are_recorded_adopts_every_spawned_tas
         log = (tmp_path / f"jobs/job1/attempt-0/worker-{i}/try-0/logs/runtime.pai.log").read_text()
         assert log.count("user command starts") == 1
     await executor.close()
+
+
+async def test_a_finished_job_leaves_the_stores_memory(bus: Bus, tmp_path: Path) -> None:
+    orch = await orchestrator(bus, tmp_path, ignore_event)
+    await orch.apply("job1", submitted(job_config({"worker": (1, "echo ok")})))
+    assert "job1" in orch.store._known
+    await orch.apply("job1", JobStopRequested(job_id="job1", by="alice"))
+    assert "job1" not in orch.store._known
+    stored = await orch.store.get("job1")  # read from KV again when asked
+    assert stored is not None
+    assert stored.value.outcome == "STOPPED"

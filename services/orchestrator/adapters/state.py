@@ -30,7 +30,8 @@ class FrameworkStore:
     so what it wrote last is what KV holds, and a decision can start from memory instead of a KV
     read. Every write still names the revision it builds on: should anything else have written,
     the write fails with KVConflictError, the remembered version is forgotten, and the caller
-    reads KV again. Memory holds at most `remember` jobs, the least recently used leaving first.
+    reads KV again. Memory holds at most `remember` unfinished jobs, the least recently used
+    leaving first; a finished job leaves it with its last write.
     """
 
     def __init__(self, store: ModelStore[Framework], *, remember: int = 4096) -> None:
@@ -75,7 +76,10 @@ class FrameworkStore:
         except KVConflictError:
             self._known.pop(job_id, None)
             raise
-        self._keep(job_id, Versioned(framework, written))
+        if framework.outcome is not None and not framework.outbox:
+            self._known.pop(job_id, None)  # a finished job is not decided on again: no memory spent
+        else:
+            self._keep(job_id, Versioned(framework, written))
         return written
 
     def forget(self, job_id: str) -> None:
