@@ -178,6 +178,8 @@ class Orchestrator:
     async def _carry_out(self, framework: Framework, effects: list[Effect]) -> None:
         job_id = framework.job_id
         launched: list[Input] = []
+        if any(isinstance(effect, StartTask) for effect in effects):
+            await self._refresh_rules()  # once for every task this decision starts
         for effect in effects:
             if isinstance(effect, StartTask):
                 started = await self._start(framework, effect)
@@ -196,7 +198,6 @@ class Orchestrator:
 
     async def _start(self, framework: Framework, effect: StartTask) -> TaskLaunched | None:
         """Spawn one task; what to record of it, or None when its launch failed (reported as its exit)."""
-        await self._refresh_rules()
         try:
             pid, directory = await self.executor.start(framework, effect.key)
         except AlreadyRunningError:
