@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -177,3 +178,26 @@ async def test_submissions_in_one_turn_of_the_loop_commit_together(engine: Async
     await inserter.close()
     assert commits[0] == 1
     assert len([row for row in rows if await find_job(engine, "alice", row["name"]) is not None]) == 20
+
+
+async def test_an_attempt_keeps_its_first_tasks_start_as_its_launch_time(engine: AsyncEngine) -> None:
+    def started(index: int, second: int) -> TaskStarted:
+        return TaskStarted(
+            job_id="l1",
+            attempt=0,
+            role="worker",
+            index=index,
+            node="node-a",
+            pid=7 + index,
+            occurred_at=datetime(2026, 1, 1, 0, 0, second, tzinfo=UTC),
+        )
+
+    await apply_events(engine, [submitted("l1")])
+    # No job.scheduled seen: the first task's start creates the attempt and its task rows.
+    assert await apply_events(engine, [started(0, 10)]) == [True]
+    assert await apply_events(engine, [started(1, 20)]) == [True]
+    [attempt] = await attempts_of(engine, "l1")
+    first_start_ms = int(datetime(2026, 1, 1, 0, 0, 10, tzinfo=UTC).timestamp() * 1000)
+    assert (attempt["state"], attempt["launched_time"]) == ("RUNNING", first_start_ms)
+    tasks = await tasks_of(engine, "l1")
+    assert [(t["task_index"], t["state"], t["pid"]) for t in tasks] == [(0, "RUNNING", 7), (1, "RUNNING", 8)]

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from libs.protocol.events import (
@@ -126,27 +126,28 @@ async def _update_job(conn: AsyncConnection, job_id: str, **values: Any) -> None
     await conn.execute(update(jobs).where(jobs.c.id == job_id).values(**values))
 
 
+async def _updated(conn: AsyncConnection, statement: Any) -> bool:
+    """Run an UPDATE; whether it found its row (an upsert then needs no read first)."""
+    result = await conn.execute(statement)
+    return bool(result.rowcount)
+
+
 async def _upsert_attempt(conn: AsyncConnection, job_id: str, attempt: int, **values: Any) -> None:
     key = and_(job_attempts.c.job_id == job_id, job_attempts.c.attempt == attempt)
-    exists = await conn.scalar(select(job_attempts.c.attempt).where(key))
-    if exists is None:
+    if not await _updated(conn, update(job_attempts).where(key).values(**values)):
         base = {"state": "WAITING", "sub_state": states.SUB_STATE_PREPARING}
         await conn.execute(insert(job_attempts).values(job_id=job_id, attempt=attempt, **{**base, **values}))
-    else:
-        await conn.execute(update(job_attempts).where(key).values(**values))
 
 
 async def _start_attempt(conn: AsyncConnection, job_id: str, attempt: int, at: int) -> None:
-    """The attempt runs; its launch time is the first task's start (one read, one write)."""
+    """The attempt runs; its launch time is the first task's start (one write)."""
     key = and_(job_attempts.c.job_id == job_id, job_attempts.c.attempt == attempt)
-    row = (await conn.execute(select(job_attempts.c.launched_time).where(key))).first()
-    values: dict[str, Any] = {"state": "RUNNING", "sub_state": states.SUB_STATE_RUNNING}
-    if row is None or row.launched_time is None:
-        values["launched_time"] = at
-    if row is None:
-        await conn.execute(insert(job_attempts).values(job_id=job_id, attempt=attempt, **values))
-    else:
-        await conn.execute(update(job_attempts).where(key).values(**values))
+    running: dict[str, Any] = {"state": "RUNNING", "sub_state": states.SUB_STATE_RUNNING}
+    first_start = func.coalesce(job_attempts.c.launched_time, at)
+    if not await _updated(conn, update(job_attempts).where(key).values(**running, launched_time=first_start)):
+        await conn.execute(
+            insert(job_attempts).values(job_id=job_id, attempt=attempt, **running, launched_time=at)
+        )
 
 
 def _task_key(job_id: str, attempt: int, role: str, index: int, task_attempt: int) -> Any:
@@ -163,8 +164,7 @@ async def _upsert_task(
     conn: AsyncConnection, job_id: str, attempt: int, role: str, index: int, task_attempt: int, **values: Any
 ) -> None:
     key = _task_key(job_id, attempt, role, index, task_attempt)
-    exists = await conn.scalar(select(task_attempts.c.state).where(key))
-    if exists is None:
+    if not await _updated(conn, update(task_attempts).where(key).values(**values)):
         # A retried task inherits where its previous attempt was placed (a first one has none).
         previous = None
         if task_attempt > 0:
@@ -183,8 +183,6 @@ async def _upsert_task(
                 **{**base, **values},
             )
         )
-    else:
-        await conn.execute(update(task_attempts).where(key).values(**values))
 
 
 def _container_ports(ports: dict[str, list[int]]) -> dict[str, int | str]:
