@@ -19,6 +19,7 @@ from pydantic_core import ErrorDetails
 from libs.protocol import jobs
 from libs.protocol.errors import JobProtocolError, Problem, format_path
 from libs.protocol.jobs import JobConfig, Null
+from libs.protocol.limits import DEFAULT_LIMITS, JobLimits, limit_problems
 from libs.protocol.templating import TemplateError, parse_template
 from libs.protocol.yamlsource import Path, Source, load_yaml
 
@@ -278,7 +279,7 @@ def _position(source: Source, order: dict[Path, int], path: Path) -> tuple[int, 
     return source.line_of(path) or 0, order.get(probe, 0), len(path)
 
 
-def validate_source(source: Source) -> JobConfig:
+def validate_source(source: Source, limits: JobLimits = DEFAULT_LIMITS) -> JobConfig:
     """Validate loaded YAML; raise JobProtocolError listing every problem in YAML order."""
     data = source.data
     if not isinstance(data, dict):
@@ -300,6 +301,7 @@ def validate_source(source: Source) -> JobConfig:
     except (RecursionError, ValueError, TypeError) as exc:
         found.append(((), f"the job could not be read: {exc}", "simplify the YAML"))
     found.extend(_cross_field_problems(data))
+    found.extend(limit_problems(data, limits))
     if found or job is None:
         order = {known: i for i, known in enumerate(source.lines)}
         found.sort(key=lambda item: _position(source, order, item[0]))
@@ -307,14 +309,14 @@ def validate_source(source: Source) -> JobConfig:
     return job
 
 
-def parse_job(text: str) -> JobConfig:
-    """Parse and validate job YAML; the result has OpenPAI's defaults filled in."""
+def parse_job(text: str, limits: JobLimits = DEFAULT_LIMITS) -> JobConfig:
+    """Parse and validate job YAML within `limits`; the result has OpenPAI's defaults filled in."""
     if not isinstance(text, str):
         raise JobProtocolError(
             [Problem(path="", message="the job must be YAML text", hint="send the YAML as text")]
         )
     try:
-        return validate_source(load_yaml(text))
+        return validate_source(load_yaml(text), limits)
     except JobProtocolError:
         raise
     except RecursionError:

@@ -15,6 +15,7 @@ from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from libs.backbone.settings import BackboneSettings
+from libs.protocol.limits import DEFAULT_LIMITS, JobLimits
 
 DEFAULT_PORT = 9186
 
@@ -98,11 +99,32 @@ class RestSettings(BackboneSettings):
     # Proxies in front of the service whose X-Forwarded-For hop is believed (1 behind an ingress).
     rate_limit_trusted_proxies: int = Field(default=0, ge=0)
 
+    # Job limits (libs/protocol/limits.py says why each default): PAI_LIMIT_TASKS_PER_JOB, ...
+    limit_tasks_per_job: int = Field(default=DEFAULT_LIMITS.tasks_per_job, ge=1)
+    limit_instances_per_task_role: int = Field(default=DEFAULT_LIMITS.instances_per_task_role, ge=1)
+    limit_task_roles_per_job: int = Field(default=DEFAULT_LIMITS.task_roles_per_job, ge=1)
+    limit_cpu_per_task: int = Field(default=DEFAULT_LIMITS.cpu_per_task, ge=1)
+    limit_memory_mb_per_task: int = Field(default=DEFAULT_LIMITS.memory_mb_per_task, ge=1)
+    limit_gpu_per_task: int = Field(default=DEFAULT_LIMITS.gpu_per_task, ge=0)
+    limit_shm_mb_per_task: int = Field(default=DEFAULT_LIMITS.shm_mb_per_task, ge=1)
+    limit_ports_per_task: int = Field(default=DEFAULT_LIMITS.ports_per_task, ge=0)
+    limit_retry_count: int = Field(default=DEFAULT_LIMITS.retry_count, ge=0)
+    limit_tags_per_job: int = Field(default=DEFAULT_LIMITS.tags_per_job, ge=0)
+    limit_tag_length: int = Field(default=DEFAULT_LIMITS.tag_length, ge=1)
+    limit_name_length: int = Field(default=DEFAULT_LIMITS.name_length, ge=1)
+    limit_text_length: int = Field(default=DEFAULT_LIMITS.text_length, ge=1)
+    # Request bodies: larger is 413 before anything reads it (OpenPAI's job YAMLs are a few KB).
+    limit_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+
     @field_validator("rate_limit_storage_uri")
     @classmethod
     def _usable_storage(cls, uri: str) -> str:
         rate_limit_storage(uri)  # refused at start, with what to install, rather than at a request
         return uri
+
+    def job_limits(self) -> JobLimits:
+        """The limits every submitted job is checked against."""
+        return JobLimits(**{name: getattr(self, f"limit_{name}") for name in JobLimits.model_fields})
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -11,11 +11,15 @@ from typing import Any
 from libs.protocol.events import JobSubmitted
 from services.rest.core.states import SUB_STATE_WAITING
 
+# SQL integer columns (SQLite and PostgreSQL bigint) hold no more: a total beyond it, which only
+# a job from before the limits could carry, is stored as this much rather than failing the write.
+INT64_MAX = 2**63 - 1
+
 
 def _int(value: Any, default: int = 0) -> int:
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        return max(-INT64_MAX, min(int(value), INT64_MAX))
+    except (TypeError, ValueError, OverflowError):
         return default
 
 
@@ -28,7 +32,7 @@ def totals(config: dict[str, Any]) -> tuple[int, int, int]:
         instances = _int(spec.get("instances", 1), 1)
         tasks += instances
         gpus += instances * _int((spec.get("resourcePerInstance") or {}).get("gpu", 0))
-    return gpus, tasks, len(roles)
+    return min(gpus, INT64_MAX), min(tasks, INT64_MAX), len(roles)
 
 
 def priority_class(config: dict[str, Any]) -> str | None:

@@ -70,6 +70,7 @@ async def info(request: web.Request) -> web.Response:
         release = version("pai-platform")
     except PackageNotFoundError:
         release = "unknown"
+    settings = request.app[SETTINGS]
     return web.json_response(
         # OpenPAI's clients accept only "yarn" or "k8s"; ours runs FrameworkController-style,
         # which is what OpenPAI calls its k8s launcher.
@@ -77,7 +78,9 @@ async def info(request: web.Request) -> web.Response:
             "name": "pai",
             "version": release,
             "launcherType": "k8s",
-            "authnMethod": "OIDC" if request.app[SETTINGS].oidc_issuer else "basic",
+            "authnMethod": "OIDC" if settings.oidc_issuer else "basic",
             "jobHistory": True,
+            # What a job and a request may hold here (libs/protocol/limits.py, bodies.py).
+            "limits": {**settings.job_limits().as_api(), "bodyBytes": settings.limit_body_bytes},
         }
     )

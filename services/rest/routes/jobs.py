@@ -34,7 +34,7 @@ from services.rest.core import views
 from services.rest.core.states import FINAL, epoch_ms, framework_name
 from services.rest.core.totals import job_row_from_config
 from services.rest.errors import ApiError, conflict_job, forbidden, invalid_parameters, no_task, unavailable
-from services.rest.keys import BUS, ENGINE, JOB_INSERTER, READ_ENGINE
+from services.rest.keys import BUS, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS
 from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int
 from services.rest.vc_names import VC_NAMES
 
@@ -68,7 +68,7 @@ async def submit_job(request: web.Request) -> web.Response:
     if not text.strip():
         raise invalid_parameters("The request body is empty; send the job YAML with Content-Type: text/yaml.")
     try:
-        job = parse_job(text)
+        job = parse_job(text, request.app[SETTINGS].job_limits())
     except JobProtocolError as exc:
         problems = [problem.model_dump() for problem in exc.problems]
         summary = "; ".join(str(problem) for problem in exc.problems)
@@ -315,6 +315,18 @@ async def _publish_tag(request: web.Request, job: dict[str, Any], tag: str, *, r
 async def add_tag(request: web.Request) -> web.Response:
     """Add a tag to a job (its owner or an admin)."""
     job, tag = await _tag_request(request)
+    limits = request.app[SETTINGS].job_limits()
+    if len(tag) > limits.tag_length:
+        raise invalid_parameters(
+            f"value: the tag is {len(tag):,} characters long, more than the cluster's limit of "
+            f"{limits.tag_length:,} (tagLength); use a shorter tag."
+        )
+    held = job.get("tags") or []
+    if tag not in held and len(held) >= limits.tags_per_job:
+        raise invalid_parameters(
+            f"value: job {job['username']}~{job['name']} already has {len(held):,} tags, the cluster's limit "
+            f"of tags per job (tagsPerJob); remove one first."
+        )
     await _publish_tag(request, job, tag, removed=False)
     await change_tag(request.app[ENGINE], job["id"], tag, add=True)
     return web.json_response({"message": f"Add tag {tag} for job {job['name']} successfully."})

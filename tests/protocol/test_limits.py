@@ -1,0 +1,153 @@
+"""Job limits: every bound is checked at validation, named with its YAML path, its limit and the fix."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from libs.protocol import JobProtocolError, Problem, parse_job
+from libs.protocol.limits import DEFAULT_LIMITS, JobLimits
+from tests.protocol.jobtexts import BASE_JOB, job, to_yaml
+
+
+def problems_of(text: str, limits: JobLimits = DEFAULT_LIMITS) -> list[Problem]:
+    with pytest.raises(JobProtocolError) as caught:
+        parse_job(text, limits)
+    return caught.value.problems
+
+
+def worker(**changes: Any) -> dict[str, Any]:
+    role: dict[str, Any] = copy.deepcopy(BASE_JOB["taskRoles"]["worker"])
+    role.update(changes)
+    return role
+
+
+def resources(**changes: Any) -> dict[str, Any]:
+    return worker(resourcePerInstance={"cpu": 1, "memoryMB": 512, "gpu": 0, **changes})
+
+
+OVER_LIMITS = [
+    pytest.param(
+        job(taskRoles={"worker": worker(instances=1_000_000_000)}),
+        "taskRoles.worker.instances",
+        "10,000 instances per task role",
+        id="a billion instances",
+    ),
+    pytest.param(
+        job(taskRoles={"worker": worker(instances=10**30)}),
+        "taskRoles.worker.instances",
+        "10,000 instances per task role",
+        id="10**30 instances",
+    ),
+    pytest.param(
+        job(taskRoles={"a": worker(instances=6000), "b": worker(instances=6000)}),
+        "taskRoles",
+        "10,000 tasks per job",
+        id="two roles over the job's task limit together",
+    ),
+    pytest.param(
+        job(taskRoles={f"r{i}": worker(instances=1) for i in range(51)}),
+        "taskRoles",
+        "limit of 50",
+        id="too many task roles",
+    ),
+    pytest.param(
+        job(taskRoles={"worker": resources(memoryMB=1e18)}),
+        "taskRoles.worker.resourcePerInstance.memoryMB",
+        "MB of memory per task",
+        id="memoryMB 1e18",
+    ),
+    pytest.param(
+        job(taskRoles={"worker": resources(gpu=100_000)}),
+        "taskRoles.worker.resourcePerInstance.gpu",
+        "64 GPUs per task",
+        id="gpu 100000",
+    ),
+    pytest.param(
+        job(taskRoles={"worker": resources(cpu=10**30)}),
+        "taskRoles.worker.resourcePerInstance.cpu",
+        "1,024 CPUs per task",
+        id="cpu 10**30",
+    ),
+    pytest.param(
+        job(taskRoles={"worker": resources(ports={"x": 5000})}),
+        "taskRoles.worker.resourcePerInstance.ports.x",
+        "ports per task",
+        id="too many ports",
+    ),
+    pytest.param(
+        job(taskRoles={"worker": worker(extraContainerOptions={"shmMB": 10**12})}),
+        "taskRoles.worker.extraContainerOptions.shmMB",
+        "/dev/shm",
+        id="huge shm",
+    ),
+    pytest.param(job(jobRetryCount=1e12), "jobRetryCount", "1,000 retries", id="jobRetryCount 1e12"),
+    pytest.param(
+        job(taskRoles={"worker": worker(taskRetryCount=10**6)}),
+        "taskRoles.worker.taskRetryCount",
+        "1,000 retries",
+        id="taskRetryCount a million",
+    ),
+    pytest.param(
+        job(extras={"tags": [f"t{i}" for i in range(101)]}), "extras.tags", "100 tags", id="too many tags"
+    ),
+    pytest.param(job(extras={"tags": ["x" * 300]}), "extras.tags[0]", "256", id="a tag too long"),
+    pytest.param(job(description="d" * 70_000), "description", "65,536", id="a long description"),
+    pytest.param(
+        job(taskRoles={"worker": worker(commands=["echo " + "x" * 70_000])}),
+        "taskRoles.worker.commands[0]",
+        "65,536",
+        id="a long command",
+    ),
+    pytest.param(job(parameters={"p": "v" * 70_000}), "parameters.p", "65,536", id="a long parameter"),
+    pytest.param(job(secrets={"s": "v" * 70_000}), "secrets.s", "65,536", id="a long secret"),
+    pytest.param(job(parameters={"big": 10**30}), "parameters.big", "2^53", id="a number beyond 2**53"),
+]
+
+
+@pytest.mark.parametrize(("document", "path", "limit"), OVER_LIMITS)
+def test_a_job_over_a_limit_is_refused_naming_the_field_and_the_limit(
+    document: dict[str, Any], path: str, limit: str
+) -> None:
+    problems = problems_of(json.dumps(document))
+    matching = [p for p in problems if p.path == path]
+    assert matching, problems
+    assert limit in matching[0].message
+    assert matching[0].hint, "a fix is always given"
+
+
+def test_a_number_over_a_limit_is_told_once_with_that_limit() -> None:
+    problems = problems_of(json.dumps(job(taskRoles={"worker": worker(instances=10**30)})))
+    assert [p.path for p in problems] == ["taskRoles.worker.instances"]
+    assert "PAI_LIMIT_INSTANCES_PER_TASK_ROLE" in problems[0].hint
+
+
+def test_jobs_at_the_limits_are_valid() -> None:
+    at_limits = job(
+        jobRetryCount=1000,
+        taskRoles={
+            "a": worker(instances=5000, taskRetryCount=1000),
+            "b": worker(instances=5000, resourcePerInstance={"cpu": 1024, "memoryMB": 16 * 2**20, "gpu": 64}),
+        },
+        extras={"tags": ["t" * 256] * 100},
+    )
+    assert parse_job(to_yaml(at_limits)).total_tasks == 10_000
+
+
+def test_an_admin_can_lower_or_raise_the_limits() -> None:
+    text = to_yaml(job(taskRoles={"worker": worker(instances=20)}))
+    [problem] = problems_of(text, JobLimits(instances_per_task_role=10, tasks_per_job=10))
+    assert "limit of 10 instances" in problem.message
+    big = to_yaml(job(taskRoles={"worker": worker(instances=20_000)}))
+    raised = JobLimits(instances_per_task_role=50_000, tasks_per_job=50_000)
+    assert parse_job(big, raised).total_tasks == 20_000
+
+
+def test_the_api_names_of_the_limits_are_camel_case() -> None:
+    names = DEFAULT_LIMITS.as_api()
+    assert names["tasksPerJob"] == 10_000
+    assert names["memoryMBPerTask"] == 16 * 2**20
+    assert set(names) >= {"instancesPerTaskRole", "gpuPerTask", "retryCount", "tagLength", "textLength"}
