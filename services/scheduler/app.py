@@ -20,7 +20,7 @@ from pathlib import Path
 import structlog
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.errors import TemporaryError
@@ -39,7 +39,7 @@ from services.scheduler.control import (
 )
 from services.scheduler.core.hived_policy import HivedPolicy
 from services.scheduler.core.placements import PlacementPolicy
-from services.scheduler.core.queueing import SchedulerCore
+from services.scheduler.core.queueing import MAX_JOB_TASKS, SchedulerCore
 from services.scheduler.core.reconfigure import ReconfigurationError
 from services.scheduler.core.reconfigure import build_policy as policy_for
 
@@ -55,6 +55,8 @@ class SchedulerSettings(BackboneSettings):
     service_name: str = "scheduler"
     instance: str = socket.gethostname()
     hived_config: Path | None = None
+    # The most tasks the scheduler places for one job (PAI_MAX_JOB_TASKS); a larger job fails at once.
+    max_job_tasks: int = Field(default=MAX_JOB_TASKS, ge=1)
 
 
 def build_policy(settings: SchedulerSettings) -> PlacementPolicy:
@@ -191,7 +193,7 @@ async def main(settings: SchedulerSettings, stop: asyncio.Event) -> None:
         kv = await bus.js.key_value(SCHEDULER_CONFIG.bucket)
         config, source = await initial_config(kv, settings.hived_config)
         try:
-            core = SchedulerCore(policy_for(config, []))
+            core = SchedulerCore(policy_for(config, []), settings.max_job_tasks)
         except ReconfigurationError as err:
             raise SettingsError(f"scheduler config ({source}): {err}") from None
         service = SchedulerService(bus, core, Control(core, kv, config, source, asyncio.Lock()))

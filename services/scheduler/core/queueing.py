@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from libs.protocol.events import (
     Event,
+    FailureInfo,
     JobCompleted,
     JobPending,
     JobPreempting,
     JobRetrying,
     JobScheduled,
+    JobState,
     JobStopRequested,
     JobSubmitted,
     NodeCordoned,
@@ -41,6 +44,47 @@ from services.scheduler.core.placements import (
 )
 
 PRIORITY_CLASSES = {"crit": 1000, "prod": 100, "test": 10, "oppo": -1}
+# The most tasks one job may ask of the scheduler. REST refuses bigger jobs at validation
+# (10,000 by default); this bound holds for what reaches the stream anyway (a job from before
+# the limits, a raised REST limit), so one job never costs unbounded time or memory here.
+MAX_JOB_TASKS = 100_000
+# The exit code of a job the scheduler refuses to place, ever (failure type permanent).
+REFUSED_EXIT_CODE = -1400
+
+
+def task_count(config: dict[str, Any]) -> int | None:
+    """How many tasks a job config asks for, counted without enumerating; None if unreadable."""
+    roles = config.get("taskRoles")
+    if not isinstance(roles, dict):
+        return None
+    total = 0
+    for spec in roles.values():
+        instances = spec.get("instances", 1) if isinstance(spec, dict) else None
+        if isinstance(instances, bool) or not isinstance(instances, int | float):
+            return None
+        if not math.isfinite(instances) or instances < 0:
+            return None
+        total += instances if isinstance(instances, int) else int(min(instances, 2.0**63))
+    return total
+
+
+def refusal(config: dict[str, Any], limit: int) -> str | None:
+    """Why a job can never be placed by this scheduler, decided in constant time per task role."""
+    count = task_count(config)
+    if count is None:
+        return "the job's task roles cannot be read (instances must be whole numbers)"
+    if count > limit:
+        return (
+            f"the job asks for {count:,} tasks, more than the {limit:,} tasks the scheduler places for one "
+            "job; submit it with fewer instances"
+        )
+    for role, spec in config["taskRoles"].items():
+        resources = spec.get("resourcePerInstance") or {}
+        for name in ("cpu", "memoryMB", "gpu"):
+            value = resources.get(name, 0)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                return f"taskRoles.{role}.resourcePerInstance.{name} cannot be read (must be a whole number)"
+    return None
 
 
 def demand_from_config(job_id: str, user: str, virtual_cluster: str, config: dict[str, Any]) -> JobDemand:
@@ -79,13 +123,18 @@ class _Job:
     placement: Placed | None = None
 
 
-Announcement = JobScheduled | JobPending | JobPreempting
+Announcement = JobScheduled | JobPending | JobPreempting | JobCompleted
 
 
 class SchedulerCore:
-    def __init__(self, policy: PlacementPolicy) -> None:
+    def __init__(self, policy: PlacementPolicy, max_job_tasks: int = MAX_JOB_TASKS) -> None:
         self.policy = policy
+        self.max_job_tasks = max_job_tasks
         self._jobs: dict[str, _Job] = {}
+        # Jobs refused at once (too large, unreadable), with why: failed at the next decision,
+        # forgotten when their job.completed is read back, so a replay refuses them again cheaply.
+        self._refused: dict[str, tuple[int, str]] = {}
+        self._told: set[str] = set()
         self._nodes: dict[str, NodeInventory] = {}
         self._cordoned: set[str] = set()
         self._seq = 0
@@ -100,6 +149,11 @@ class SchedulerCore:
 
     def apply(self, event: Event) -> None:
         if isinstance(event, JobSubmitted):
+            if event.job_id in self._refused:
+                return
+            if event.job_id not in self._jobs and (why := refusal(event.config, self.max_job_tasks)):
+                self._refused[event.job_id] = (0, why)
+                return
             if event.job_id not in self._jobs:
                 self._seq += 1
                 demand = demand_from_config(event.job_id, event.user, event.virtual_cluster, event.config)
@@ -137,6 +191,8 @@ class SchedulerCore:
                 for other in self._jobs.values():
                     other.preempting.discard(event.job_id)
         elif isinstance(event, JobCompleted):
+            self._refused.pop(event.job_id, None)
+            self._told.discard(event.job_id)
             if self._jobs.pop(event.job_id, None) is not None:
                 self.policy.release(event.job_id)
                 self._everyone = True
@@ -193,6 +249,7 @@ class SchedulerCore:
             candidates.sort(key=lambda item: (-item[1].demand.priority, item[1].seq))
         self._fresh.clear()
         self._everyone = False
+        out.extend(self._refusals())
         for job_id, job in candidates:
             if job.placed or job.preempting:
                 continue
@@ -230,6 +287,32 @@ class SchedulerCore:
                     )
                 )
         return out
+
+    def _refusals(self) -> list[JobCompleted]:
+        """A job the scheduler cannot handle ends FAILED with the reason, instead of waiting forever."""
+        told = [
+            JobCompleted(
+                event_id=f"{job_id}.refused.{attempt}",
+                job_id=job_id,
+                attempt=attempt,
+                state=JobState.FAILED,
+                exit_code=REFUSED_EXIT_CODE,
+                diagnostics=f"The scheduler refused the job: {why}.",
+                failure=FailureInfo(
+                    code=REFUSED_EXIT_CODE,
+                    phrase="JobRefusedByScheduler",
+                    type="permanent",
+                    reason=f"The scheduler refused the job: {why}.",
+                    solution="Submit the job again within the cluster's limits (GET /api/v2/info).",
+                    issuer="PAI_SCHEDULER",
+                    causer="USER_JOB",
+                ),
+            )
+            for job_id, (attempt, why) in self._refused.items()
+            if job_id not in self._told
+        ]
+        self._told.update(self._refused)
+        return told
 
     @property
     def nodes(self) -> list[NodeInventory]:
