@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from libs.failures.errors import RuleError, RuleProblem
 from libs.failures.regexes import UnsafePattern, compile_safe
+from libs.protocol.yamlsource import YamlTooLargeError, safe_load_bounded
 
 Issuer = Literal[
     "USER_CONTAINER",
@@ -327,18 +328,21 @@ def _validate_entry(index: int, raw: object) -> FailureRule | list[RuleProblem]:
 def load_rules(text: str) -> RuleSet:
     """Read a rule file; raise RuleError listing every problem (rule index, code, field) if bad."""
     try:
-        document = yaml.safe_load(text)
+        document = safe_load_bounded(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        too_large = isinstance(exc, YamlTooLargeError)
         raise RuleError(
             [
                 RuleProblem(
                     index=None,
                     code=None,
                     field="",
-                    message=f"not valid YAML{where}",
-                    hint="check the indentation and quoting near that place",
+                    message=str(exc) if too_large else f"not valid YAML{where}",
+                    hint="write the rules as a flat list, without deep nesting or repeated aliases"
+                    if too_large
+                    else "check the indentation and quoting near that place",
                 )
             ]
         ) from None

@@ -23,7 +23,8 @@ Path = tuple[str | int, ...]
 MAX_VALUES = 200_000
 MAX_DEPTH = 100
 
-_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SafeBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader = _SafeBase
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 _MAP_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:set", "tag:yaml.org,2002:omap"}
 _SEQ_TAGS = {"tag:yaml.org,2002:seq"}
@@ -120,8 +121,81 @@ class _TooBig(Exception):
     pass
 
 
+class YamlTooLargeError(yaml.YAMLError):
+    """A YAML text beyond the depth or size limit; the message names the limit and where."""
+
+
+_OPENERS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSERS = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+def check_nesting(text: str, loader_class: type[yaml.SafeLoader] = _BaseLoader) -> None:
+    """Refuse text nested deeper than MAX_DEPTH, reading its events only.
+
+    The composer (libyaml's through Cython) recurses once per level and crashes the process on
+    a few hundred thousand nested brackets, so the depth is measured before anything composes.
+    """
+    loader = loader_class(text)
+    try:
+        depth = 0
+        while loader.check_event():
+            event = loader.get_event()  # type: ignore[no-untyped-call]
+            if isinstance(event, _OPENERS):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    mark = event.start_mark
+                    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+                    raise YamlTooLargeError(
+                        f"the document is nested more than {MAX_DEPTH} levels deep (the limit){where}"
+                    )
+            elif isinstance(event, _CLOSERS):
+                depth -= 1
+    finally:
+        loader.dispose()
+
+
+def safe_load_bounded(text: str) -> Any:
+    """`yaml.safe_load` within MAX_DEPTH levels and MAX_VALUES values, aliases expanded.
+
+    For the YAML documents other than jobs that the API reads (cluster config, failure rules):
+    an alias bomb or deep nesting is a YamlTooLargeError (a YAMLError) instead of exhausting
+    memory or the stack.
+    """
+    check_nesting(text, _SafeBase)
+    loader = _SafeBase(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        budget = MAX_VALUES
+        stack: list[Node] = [root]
+        while stack:
+            node = stack.pop()
+            budget -= 1
+            if budget < 0:
+                raise YamlTooLargeError(
+                    f"the document holds more than {MAX_VALUES} values after expanding aliases (the limit)"
+                )
+            if isinstance(node, SequenceNode):
+                stack.extend(node.value)
+            elif isinstance(node, MappingNode):
+                for key, value in node.value:
+                    stack.extend((key, value))
+        return loader.construct_document(root)
+    finally:
+        loader.dispose()
+
+
 def load_yaml(text: str) -> Source:
     """Load one YAML document; raise JobProtocolError naming the line of any syntax problem."""
+    try:
+        check_nesting(text, _Loader)
+    except YamlTooLargeError as exc:
+        raise JobProtocolError(
+            [Problem(path="", message=str(exc), hint="flatten the YAML: a job needs only a few levels")]
+        ) from None
+    except yaml.YAMLError:
+        pass  # a syntax error: reported below, with its line, by the loader that composes
     loader = _Loader(text)
     try:
         try:

@@ -27,6 +27,7 @@ from services.rest.adapters.database import create_engine, create_read_engine, m
 from services.rest.adapters.jobs_store import JobInserter
 from services.rest.auth import PRINCIPAL, credentials_of, ensure_admin, load_or_create_secret
 from services.rest.auth_cache import CachedTokens
+from services.rest.bodies import body_middleware
 from services.rest.core.text import unstorable
 from services.rest.errors import ApiError
 from services.rest.keys import BUS, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS, TOKENS
@@ -184,8 +185,17 @@ def build_app(settings: RestSettings) -> web.Application:
     """The aiohttp application; resources open when it starts (runner or test client)."""
     # Requests per address are counted before the token check, per user after it (ratelimit.py).
     by_address, by_user = ratelimit.middlewares(settings, PREFIXES)
+    # Bodies are checked (size, encoding) once, before anything reads them (bodies.py).
     app = web.Application(
-        middlewares=[error_middleware, by_address, text_middleware, auth_middleware, by_user]
+        middlewares=[
+            error_middleware,
+            by_address,
+            body_middleware,
+            text_middleware,
+            auth_middleware,
+            by_user,
+        ],
+        client_max_size=settings.limit_body_bytes,
     )
     app[SETTINGS] = settings
     app.cleanup_ctx.append(database_ctx)

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from services.rest.adapters import accounts
 from services.rest.auth import require_interactive, verify_password
+from services.rest.bodies import read_json
 from services.rest.errors import incorrect_password, invalid_parameters, no_user
 from services.rest.keys import ENGINE, SETTINGS, TOKENS
 from services.rest.routes.common import int_param
@@ -20,10 +21,7 @@ routes = web.RouteTableDef()
 
 async def _credentials(request: web.Request) -> dict[str, Any]:
     if request.content_type == "application/json":
-        try:
-            body = await request.json()
-        except ValueError:
-            raise invalid_parameters("The login body is not valid JSON.") from None
+        body = await read_json(request, '{"username": "...", "password": "..."}')
         return body if isinstance(body, dict) else {}
     return dict(await request.post())
 

@@ -30,6 +30,7 @@ from services.rest.adapters.jobs_store import (
 )
 from services.rest.adapters.tagging import change_tag
 from services.rest.auth import Principal, require_user
+from services.rest.bodies import read_json
 from services.rest.core import views
 from services.rest.core.states import FINAL, epoch_ms, framework_name
 from services.rest.core.totals import job_row_from_config
@@ -199,10 +200,7 @@ async def get_job_config(request: web.Request) -> web.Response:
 @routes.put(JOB_PATH + "/executionType")
 async def set_execution_type(request: web.Request) -> web.Response:
     principal = require_user(request)
-    try:
-        body = await request.json()
-    except ValueError:
-        raise invalid_parameters('The body must be JSON such as {"value": "STOP"}.') from None
+    body = await read_json(request, '{"value": "STOP"}')
     value = body.get("value") if isinstance(body, dict) else None
     if value not in ("START", "STOP"):
         raise invalid_parameters(f'value must be "STOP" (or "START"), got {value!r}.')
@@ -285,10 +283,7 @@ async def get_task(request: web.Request) -> web.Response:
 # Tags: the job's owner or an admin adds and removes them (OpenPAI 2.2.1).
 async def _tag_request(request: web.Request) -> tuple[dict[str, Any], str]:
     principal = require_user(request)
-    try:
-        body = await request.json()
-    except ValueError:
-        raise invalid_parameters('The body must be JSON such as {"value": "my-tag"}.') from None
+    body = await read_json(request, '{"value": "my-tag"}')
     value = body.get("value") if isinstance(body, dict) else None
     if not isinstance(value, str) or not value.strip():
         raise invalid_parameters('value must be a non-empty string, as in {"value": "my-tag"}.')

@@ -21,6 +21,7 @@ from services.rest.auth import (
     require_user,
     verify_password,
 )
+from services.rest.bodies import read_json
 from services.rest.errors import ApiError, forbidden, incorrect_password, invalid_parameters, no_user
 from services.rest.keys import BUS, ENGINE
 
@@ -45,10 +46,7 @@ def user_info(user: dict[str, Any]) -> dict[str, Any]:
 
 async def json_body(request: web.Request) -> dict[str, Any]:
     """The JSON object a write route reads; 400 naming the problem otherwise."""
-    try:
-        body = await request.json()
-    except ValueError:
-        raise invalid_parameters("The body must be a JSON object (Content-Type: application/json).") from None
+    body = await read_json(request, "a JSON object (Content-Type: application/json)")
     if not isinstance(body, dict):
         raise invalid_parameters("The body must be a JSON object, not a list or a scalar.")
     return body

@@ -19,6 +19,7 @@ import yaml
 from aiohttp import web
 
 from libs.protocol.subjects import RECONFIGURE_RPC, VC_STATUS_RPC
+from libs.protocol.yamlsource import YamlTooLargeError, safe_load_bounded
 from services.rest.auth import require_interactive, require_user
 from services.rest.errors import ApiError, forbidden, invalid_parameters, unavailable
 from services.rest.keys import BUS
@@ -142,7 +143,9 @@ async def set_config(request: web.Request) -> web.Response:
     force = request.query.get("force", "").lower() in ("1", "true", "yes")
     text = await request.text()
     try:
-        document = yaml.safe_load(text)
+        document = safe_load_bounded(text)
+    except YamlTooLargeError as err:
+        raise invalid_parameters(f"body: {err}; flatten the config.") from None
     except yaml.YAMLError as err:
         raise invalid_parameters(f"body: not valid YAML ({err}); send the HiveD config as YAML.") from None
     if not isinstance(document, dict):
