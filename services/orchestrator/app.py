@@ -24,9 +24,9 @@ from pydantic_settings import SettingsConfigDict
 from libs.backbone.connecting import connect
 from libs.backbone.consuming import by_job_id, consume
 from libs.backbone.heartbeats import beat_forever
-from libs.backbone.provisioning import ConsumerSpec, ensure_consumer
+from libs.backbone.provisioning import ConsumerSpec, ensure_consumer, ensure_kv
 from libs.backbone.settings import BackboneSettings
-from libs.backbone.topology import ensure_topology, publish_event
+from libs.backbone.topology import SECRETS, ensure_topology, publish_event
 from libs.protocol.events import EventBase, NodeLost, decode_event
 from libs.protocol.subjects import JOBS_STREAM, NODES_STREAM, ROOT
 from services.orchestrator.adapters.k8s_nodes import NodeInventory
@@ -160,6 +160,7 @@ async def main(
     watching_cluster: asyncio.Task[None] | None = None
     try:
         await ensure_topology(bus.js)
+        await ensure_kv(bus.js, SECRETS)
         await ensure_consumer(bus.js, CONSUMER)
         await ensure_consumer(bus.js, NODES_CONSUMER)
         store = await FrameworkStore.open(bus.js)

@@ -89,7 +89,13 @@ async def running_platform(data_dir: Path) -> AsyncIterator[Platform]:
             )
             assert login.status_code == 200, login.text
             api.headers["Authorization"] = f"Bearer {login.json()['token']}"
-            nc = await nats.connect(info.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+            nc = await nats.connect(
+                info.nats_url,
+                user=info.nats_user,
+                password=info.nats_password,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.2,
+            )
             platform = Platform(embedded, info, api, nc)
             # The stream, not the bare subject: what the bus deduplicated is seen once.
             await nc.jetstream().subscribe("pai.job.>", ordered_consumer=True, cb=platform.watcher.on_msg)
