@@ -253,7 +253,8 @@ class TaskRun:
                 self.masker,
                 spec.result_tail_kib * 1024,
             )
-            self.env = {**os.environ, **build_environment(spec)}
+            # A home of its own: the host's is not the task's (and not writable by its user).
+            self.env = {"HOME": str(spec.dirs.work_dir), **os.environ, **build_environment(spec)}
             self.log(
                 f"task {spec.role}-{spec.index} of job {spec.job.framework_name}"
                 f" attempt {spec.job.attempt_id}"

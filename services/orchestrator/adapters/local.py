@@ -42,6 +42,7 @@ import runtime
 from libs.failures import RuleSet, analyze, default_rules
 from libs.protocol.events import FailureInfo
 from runtime.exitcodes import from_returncode
+from services.orchestrator.adapters.isolation import task_environment
 from services.orchestrator.adapters.specs import (
     LOCK_FILE,
     PID_FILE,
@@ -171,10 +172,8 @@ class LocalExecutor:
             except BlockingIOError:
                 raise AlreadyRunningError(str(directory)) from None
             os.set_inheritable(lock, True)
-            env = {
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(_REPO_ROOT), os.environ.get("PYTHONPATH")])),
-            }
+            # The platform's code is all the runtime needs of this process: none of its settings.
+            env = task_environment(os.environ, PYTHONPATH=str(_REPO_ROOT))
             out = os.open(directory / RUNTIME_OUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 proc = await asyncio.create_subprocess_exec(
