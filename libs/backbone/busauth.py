@@ -98,7 +98,19 @@ def permissions(service: str) -> dict[str, Any]:
 
 
 def new_password() -> str:
-    return secrets.token_urlsafe(32)
+    # A letter first: nats-server reads a variable's value like a bare token, so one made of
+    # digits would become a number.
+    return "pai-" + secrets.token_urlsafe(32)
+
+
+def password_variable(user: str) -> str:
+    """The environment variable nats-server reads a user's password from (on Kubernetes)."""
+    return "PAI_NATS_PASSWORD_" + user.upper().replace("-", "_")
+
+
+def secret_key(user: str) -> str:
+    """The key of a user's password in the platform's credentials Secret (on Kubernetes)."""
+    return f"nats-{user}-password"
 
 
 def write_private(path: Path, text: str) -> None:
@@ -148,3 +160,14 @@ def authorization_config(credentials: Mapping[str, str]) -> str:
         for user, password in sorted(credentials.items())
     ]
     return "authorization: " + json.dumps({"users": users}, indent=2) + "\n"
+
+
+def authorization_config_from_env(users: Iterable[str]) -> str:
+    """The same block with each password read from the server's environment (``$PAI_NATS_PASSWORD_X``,
+    unquoted: a variable), so a configuration file without secrets can be published as a ConfigMap.
+    """
+    names = sorted({ADMIN_USER, *users})
+    text = authorization_config({user: f"@@{password_variable(user)}@@" for user in names})
+    for user in names:
+        text = text.replace(f'"@@{password_variable(user)}@@"', f"${password_variable(user)}")
+    return text
