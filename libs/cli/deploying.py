@@ -29,6 +29,7 @@ from typing import Any
 
 import typer
 import yaml
+from cryptography.fernet import Fernet
 
 from libs.backbone.busauth import (
     ADMIN_USER,
@@ -319,6 +320,8 @@ def ensure_credentials(api: Any, users: Iterable[str] = ()) -> str:
         "postgres-password": secrets.token_urlsafe(24),
         "admin-password": secrets.token_urlsafe(16),
         "jwt-secret": secrets.token_urlsafe(48),
+        # the key job secrets are sealed with (libs/backbone/sealing.py): rest and orchestrator only
+        "secrets-key": Fernet.generate_key().decode(),
         **{secret_key(user): new_password() for user in sorted({ADMIN_USER, *users})},
     }
     secret = {

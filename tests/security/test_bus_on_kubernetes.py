@@ -82,3 +82,16 @@ async def test_the_rendered_configuration_refuses_strangers_and_confines_service
             await rest.close()
     finally:
         server.kill_sync()
+
+
+def test_only_rest_and_the_orchestrator_hold_the_secrets_key() -> None:
+    holders = set()
+    for deployment in (o for o in rendered() if o["kind"] == "Deployment"):
+        env = env_of(deployment)
+        if "PAI_SECRETS_KEY" in env:
+            assert env["PAI_SECRETS_KEY"]["valueFrom"]["secretKeyRef"] == {
+                "name": CREDENTIALS,
+                "key": "secrets-key",
+            }
+            holders.add(env["PAI_SERVICE_NAME"]["value"])
+    assert holders == {"rest", "orchestrator"}
