@@ -141,6 +141,7 @@ class EmbeddedNats:
                 # Its own session: a Ctrl-C in the terminal reaches the supervisor, which stops
                 # the services first and the bus last, instead of killing the bus under them.
                 start_new_session=True,
+                umask=0o077,  # its store holds every job's events and the platform's state
             )
         except OSError as exc:
             self._close_log()

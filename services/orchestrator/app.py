@@ -31,6 +31,7 @@ from libs.backbone.settings import BackboneSettings
 from libs.backbone.topology import SECRETS, ensure_topology, publish_event
 from libs.protocol.events import EventBase, NodeLost, decode_event
 from libs.protocol.subjects import JOBS_STREAM, NODES_STREAM, ROOT
+from services.orchestrator.adapters.isolation import resolve_task_user
 from services.orchestrator.adapters.k8s_nodes import NodeInventory
 from services.orchestrator.adapters.k8s_pods import PodSettings
 from services.orchestrator.adapters.kubernetes import KubernetesExecutor
@@ -86,6 +87,10 @@ class OrchestratorSettings(BackboneSettings):
     # The key job secrets are sealed with (libs/backbone/sealing.py), as rest's settings name it.
     secrets_key: SecretStr | None = None
     secrets_key_file: Path | None = None
+    # Who local tasks run as: "auto" (the system user pai-task when the orchestrator runs as
+    # root, created if missing; else the orchestrator's user), "none" (the orchestrator's user),
+    # or a user name (services/orchestrator/adapters/isolation.py).
+    task_user: str = "auto"
 
 
 async def kubernetes_executor(
@@ -204,6 +209,7 @@ async def main(
                 grace_seconds=settings.stop_grace_seconds,
                 poll_seconds=settings.adopt_poll_seconds,
                 rules=lambda: rules.rules,
+                task_user=await asyncio.to_thread(resolve_task_user, settings.task_user),
             )
         submissions = SubmissionReader(bus.js)
         orchestrator = Orchestrator(store, executor, publish, rules=rules, submissions=submissions)

@@ -72,14 +72,16 @@ class Platform:
 
 
 @asynccontextmanager
-async def running_platform(data_dir: Path) -> AsyncIterator[Platform]:
+async def running_platform(data_dir: Path, *, task_user: str = "none") -> AsyncIterator[Platform]:
     # The tests poll job details every few milliseconds from one address: far more than OpenPAI's
     # 600 requests a minute, so that limit is raised here (still counted, never hit).
+    # Their tasks write to the test's own temporary folder, which only root may enter: they run
+    # as the platform's user unless a test asks otherwise (tests/security runs them as pai-task).
     embedded = EmbeddedPlatform(
         data_dir,
         api_port=free_port(),
         admin_password=ADMIN_PASSWORD,
-        extra_env={"PAI_RATE_LIMIT_API_PER_MIN": "10000000"},
+        extra_env={"PAI_RATE_LIMIT_API_PER_MIN": "10000000", "PAI_TASK_USER": task_user},
     )
     try:
         info = await embedded.start()
