@@ -80,6 +80,11 @@ class RuntimeLog:
         sys.stderr.flush()
 
 
+def label_of(path: Path) -> str:
+    """What a script's $0 reads: its name, as when bash ran the file itself."""
+    return path.name
+
+
 class TaskRun:
     def __init__(self, spec: TaskSpec) -> None:
         self.spec = spec
@@ -152,14 +157,17 @@ class TaskRun:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        script = os.open(path, os.O_RDONLY)
         try:
             proc = subprocess.Popen(
-                ["/bin/bash", str(path)],
+                self._command(path, script),
                 cwd=self.spec.dirs.work_dir,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                pass_fds=(script,) if self.spec.run_as else (),
+                **self._as_task_user(),
             )
             self._child = proc
             if self._stop_signal is not None:
@@ -173,8 +181,36 @@ class TaskRun:
                 pump.join(_PUMP_JOIN_S)
             return exitcodes.from_returncode(returncode)
         finally:
+            os.close(script)
             self._child = None
             path.unlink(missing_ok=True)
+
+    def _command(self, path: Path, script: int) -> list[str]:
+        if self.spec.run_as is None:
+            return ["/bin/bash", str(path)]
+        # The script (secrets rendered in) stays the runtime's file: the task's user reads it
+        # through the descriptor it inherits, closed before the commands run, so no file or
+        # process of that user (another job's task included) ever holds it.
+        return ["/bin/bash", "-c", f'eval "$(cat <&{script})" {script}<&-', label_of(path)]
+
+    def _as_task_user(self) -> dict[str, Any]:
+        run_as = self.spec.run_as
+        if run_as is None:
+            return {}
+        return {"user": run_as.uid, "group": run_as.gid, "extra_groups": [], "umask": 0o022}
+
+    def _hand_over_work_dir(self) -> None:
+        """What plugins prepared in the work dir (ssh keys, storage links) becomes the task user's."""
+        run_as = self.spec.run_as
+        if run_as is None:
+            return
+        work = self.spec.dirs.work_dir
+        for root, dirs, files in os.walk(work):
+            if Path(root) == work:
+                dirs[:] = [d for d in dirs if d != self._private.name]
+            for name in [*dirs, *files]:
+                with contextlib.suppress(OSError):
+                    os.chown(os.path.join(root, name), run_as.uid, run_as.gid, follow_symlinks=False)
 
     def _check_ports(self) -> None:
         taken = [p for ports in self.spec.me.ports.values() for p in ports if not port_is_bindable(p)]
@@ -253,7 +289,9 @@ class TaskRun:
                 self.masker,
                 spec.result_tail_kib * 1024,
             )
-            self.env = {**os.environ, **build_environment(spec)}
+            # A home of its own: the host's is not the task's (and not writable by its user).
+            who = {"USER": spec.run_as.name, "LOGNAME": spec.run_as.name} if spec.run_as else {}
+            self.env = {"HOME": str(spec.dirs.work_dir), **os.environ, **who, **build_environment(spec)}
             self.log(
                 f"task {spec.role}-{spec.index} of job {spec.job.framework_name}"
                 f" attempt {spec.job.attempt_id}"
@@ -261,6 +299,7 @@ class TaskRun:
             self._check_ports()
             self._barrier()
             plugins = self._prepare_plugins(secrets)
+            self._hand_over_work_dir()
             try:
                 command = render_secrets(spec.entrypoint, secrets)
             except SecretsError as exc:

@@ -96,6 +96,14 @@ class Directories(_Model):
     )
 
 
+class RunAs(_Model):
+    """The unprivileged user the task's commands run as (the runtime itself stays the platform's)."""
+
+    name: str = Field(min_length=1)
+    uid: int = Field(ge=1, description="never root")
+    gid: int = Field(ge=0)
+
+
 class LogRotation(_Model):
     max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     backup_count: int = Field(default=3, ge=0)
@@ -122,6 +130,9 @@ class TaskSpec(_Model):
     default_fs_uri: str = ""
     failure_rules_file: Path | None = Field(
         default=None, description="the operator's current failure rules; the packaged defaults when absent"
+    )
+    run_as: RunAs | None = Field(
+        default=None, description="the user commands run as; None: the runtime's own user"
     )
 
     @model_validator(mode="after")

@@ -72,16 +72,22 @@ async def connect(
     name: str | None = None,
     initial_timeout: float | None = None,
     js_timeout: float = 5.0,
+    user: str | None = None,
+    password: str | None = None,
 ) -> Bus:
     """Connect to NATS, retrying until the server answers, and return a :class:`Bus`.
 
-    ``settings`` may be a URL string for tests and tools. ``initial_timeout`` bounds the first
+    ``settings`` may be a URL string for tests and tools (``user`` and ``password`` then name the
+    NATS user; with settings, theirs are used). ``initial_timeout`` bounds the first
     connection (None: wait for the server forever, as a service started before the bus should);
     after that the client reconnects forever. Raises ``ConnectionError`` when the first
     connection does not succeed in time.
     """
     url = settings if isinstance(settings, str) else settings.nats_url
     client_name = name or (settings.service_name if not isinstance(settings, str) else "pai")
+    if not isinstance(settings, str):
+        user = settings.nats_user
+        password = settings.nats_password.get_secret_value() if settings.nats_password else None
     bound = log.bind(nats_url=url, client=client_name)
 
     async def on_error(exc: Exception) -> None:
@@ -115,6 +121,8 @@ async def connect(
         disconnected_cb=on_disconnected,
         reconnected_cb=on_reconnected,
         closed_cb=on_closed,
+        user=user,
+        password=password if user else None,
     )
     try:
         await asyncio.wait_for(connecting, initial_timeout)

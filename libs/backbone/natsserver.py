@@ -80,11 +80,15 @@ class EmbeddedNats:
         host: str = "127.0.0.1",
         binary: Path | None = None,
         name: str = "pai-embedded",
+        authorization: str | None = None,
     ) -> None:
         self.store_dir = Path(store_dir)
         self.host = host
         self.port = port
         self.name = name
+        # A nats-server configuration block of users and permissions (libs/backbone/busauth.py);
+        # None leaves the server open, as tests of a single service want it.
+        self.authorization = authorization
         self.binary = binary or find_nats_server()
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -118,7 +122,11 @@ class EmbeddedNats:
         for stale in ports_dir.glob("*.ports"):
             stale.unlink()
         config = self.store_dir / "nats-server.conf"
-        config.write_text(SERVER_CONFIG, encoding="utf-8")
+        # It may hold passwords: readable by its owner only.
+        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(SERVER_CONFIG + (self.authorization or ""))
+        os.chmod(config, 0o600)
         args = [str(self.binary), "--config", str(config)]
         args += ["--jetstream", "--store_dir", str(self.store_dir), "--name", self.name]
         args += ["--addr", self.host, "--port", str(self.port if self.port is not None else -1)]
@@ -133,6 +141,7 @@ class EmbeddedNats:
                 # Its own session: a Ctrl-C in the terminal reaches the supervisor, which stops
                 # the services first and the bus last, instead of killing the bus under them.
                 start_new_session=True,
+                umask=0o077,  # its store holds every job's events and the platform's state
             )
         except OSError as exc:
             self._close_log()

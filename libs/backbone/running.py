@@ -9,6 +9,7 @@ non-zero, for the operator who really wants it gone.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -57,7 +58,13 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 def run_service(main: Main) -> None:
-    """The body of a service's ``__main__``: run ``main`` and exit 0 once it returns after a stop."""
+    """The body of a service's ``__main__``: run ``main`` and exit 0 once it returns after a stop.
+
+    Whatever a service writes (secrets, the database, logs, the bus's store) is its own: files
+    0600 and directories 0700, unless it says otherwise (a task's directories, see the
+    orchestrator's isolation.py).
+    """
+    os.umask(0o077)
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(run_until_stopped(main))

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LogFormat = Literal["json", "console", "auto"]
@@ -31,6 +31,10 @@ class BackboneSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="ignore")
 
     nats_url: str = "nats://127.0.0.1:4222"
+    # The service's own NATS user and password (libs/backbone/busauth.py); None: no authentication
+    # (a development server). Given to services only, never to a task.
+    nats_user: str | None = None
+    nats_password: SecretStr | None = None
     service_name: str = "pai"
     # "auto" picks console output on a terminal and JSON lines everywhere else.
     log_format: LogFormat = "auto"

@@ -64,8 +64,9 @@ USER_CONTACTS = KVSpec(
 )
 
 STREAMS = (JOBS, NODES, ALERTS)
+# Every service provisions these at start. PAI_SECRETS is not among them: only the services
+# allowed to touch it (rest, orchestrator; libs/backbone/busauth.py) provision and open it.
 BUCKETS = (
-    SECRETS,
     FRAMEWORKS,
     LEASES,
     SCHEDULER_CONFIG,

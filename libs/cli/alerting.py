@@ -21,6 +21,19 @@ NatsUrl = Annotated[
     str, typer.Option("--nats-url", envvar="PAI_NATS_URL", help="The platform's NATS server.")
 ]
 
+NatsUser = Annotated[
+    str | None,
+    typer.Option("--nats-user", envvar="PAI_NATS_USER", help="The bus user (embedded: admin)."),
+]
+NatsPassword = Annotated[
+    str | None,
+    typer.Option(
+        "--nats-password",
+        envvar="PAI_NATS_PASSWORD",
+        help="The bus user's password (embedded: the admin entry of <data dir>/nats-credentials.json).",
+    ),
+]
+
 
 def _load(path: Path) -> tuple[str, AlertConfig]:
     try:
@@ -48,22 +61,22 @@ def check(file: Annotated[Path, typer.Argument(help="An alerting configuration (
     typer.echo(f"OK: {_summary(config)}")
 
 
-async def _store(url: str, text: str) -> int:
+async def _store(url: str, text: str, user: str | None, password: str | None) -> int:
     from libs.backbone.connecting import connect
     from services.alerter.adapters.rules_store import put_rules
 
-    bus = await connect(url, name="pai-cli", initial_timeout=5.0)
+    bus = await connect(url, name="pai-cli", initial_timeout=5.0, user=user, password=password)
     try:
         return await put_rules(bus.js, text)
     finally:
         await bus.close()
 
 
-async def _fetch(url: str) -> str | None:
+async def _fetch(url: str, user: str | None, password: str | None) -> str | None:
     from libs.backbone.connecting import connect
     from services.alerter.adapters.rules_store import get_rules
 
-    bus = await connect(url, name="pai-cli", initial_timeout=5.0)
+    bus = await connect(url, name="pai-cli", initial_timeout=5.0, user=user, password=password)
     try:
         return await get_rules(bus.js)
     finally:
@@ -74,11 +87,13 @@ async def _fetch(url: str) -> str | None:
 def set_rules(
     file: Annotated[Path, typer.Argument(help="An alerting configuration (YAML).")],
     nats_url: NatsUrl = "nats://127.0.0.1:4222",
+    nats_user: NatsUser = None,
+    nats_password: NatsPassword = None,
 ) -> None:
     """Validate a file and make it the running alerter's configuration."""
     text, config = _load(file)
     try:
-        revision = asyncio.run(_store(nats_url, text))
+        revision = asyncio.run(_store(nats_url, text, nats_user, nats_password))
     except ConnectionError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -86,10 +101,14 @@ def set_rules(
 
 
 @alert_rules_app.command()
-def show(nats_url: NatsUrl = "nats://127.0.0.1:4222") -> None:
+def show(
+    nats_url: NatsUrl = "nats://127.0.0.1:4222",
+    nats_user: NatsUser = None,
+    nats_password: NatsPassword = None,
+) -> None:
     """Print the stored configuration (the built-in one is used while none is stored)."""
     try:
-        text = asyncio.run(_fetch(nats_url))
+        text = asyncio.run(_fetch(nats_url, nats_user, nats_password))
     except ConnectionError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

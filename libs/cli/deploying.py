@@ -5,15 +5,19 @@ needs no other tool: `resources` (files and directories with their own kustomiza
 `patches` (strategic-merge-like: maps merge, lists of named items merge by name, other lists are
 replaced), `replicas`, `images` and `labels`. A key it does not know is an error naming the file
 and the key, never a silently different result. The rendered pai-rules ConfigMap carries the
-packaged failure rules, so operators edit the rules in force rather than an empty file.
+packaged failure rules, so operators edit the rules in force rather than an empty file. The bus is
+private: rendering adds to the NATS configuration a user per service with its permissions
+(libs/backbone/busauth.py), each password read from the pai-credentials Secret by the NATS pods and
+by that service's pods only (PAI_NATS_USER, PAI_NATS_PASSWORD).
 
 Apply goes through the official kubernetes client, object by object: read it; create it when it
 is missing, else replace it with the stored resourceVersion. The pai-credentials Secret is created
-once with random values and never overwritten.
+once with random values and never overwritten; a value a newer version needs is added to it.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import secrets
@@ -25,6 +29,15 @@ from typing import Any
 
 import typer
 import yaml
+from cryptography.fernet import Fernet
+
+from libs.backbone.busauth import (
+    ADMIN_USER,
+    authorization_config_from_env,
+    new_password,
+    password_variable,
+    secret_key,
+)
 
 KNOWN_KEYS = {"apiVersion", "kind", "resources", "patches", "replicas", "images", "labels"}
 NAMESPACE = "pai"
@@ -177,8 +190,57 @@ def packaged_rules() -> dict[str, str]:
     return rules
 
 
+def _env_value(container: dict[str, Any], name: str) -> str | None:
+    for item in container.get("env") or []:
+        if item.get("name") == name and "value" in item:
+            return str(item["value"])
+    return None
+
+
+def _secret_env(name: str, key: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": CREDENTIALS, "key": key}}}
+
+
+def bus_users(objects: list[dict[str, Any]]) -> list[str]:
+    """The services of the rendered Deployments (their PAI_SERVICE_NAME): one bus user each."""
+    users = set()
+    for obj in objects:
+        if obj.get("kind") == "Deployment":
+            for container in _containers(obj):
+                service = _env_value(container, "PAI_SERVICE_NAME")
+                if service:
+                    users.add(service)
+    return sorted(users)
+
+
+def secure_bus(objects: list[dict[str, Any]]) -> None:
+    """Users and permissions in the NATS configuration; each service's own password in its pods."""
+    users = bus_users(objects)
+    for obj in objects:
+        kind, namespace, name = _ident(obj)
+        if (kind, namespace, name) == ("ConfigMap", NAMESPACE, "nats-config"):
+            data = obj.setdefault("data", {})
+            if "authorization" not in data.get("nats.conf", ""):
+                data["nats.conf"] = data.get("nats.conf", "") + authorization_config_from_env(users)
+        elif (kind, namespace, name) == ("StatefulSet", NAMESPACE, "nats"):
+            for container in _containers(obj):
+                env = container.setdefault("env", [])
+                known = {item.get("name") for item in env}
+                for user in [ADMIN_USER, *users]:
+                    if password_variable(user) not in known:
+                        env.append(_secret_env(password_variable(user), secret_key(user)))
+        elif kind == "Deployment":
+            for container in _containers(obj):
+                service = _env_value(container, "PAI_SERVICE_NAME")
+                env = container.get("env") or []
+                if service and not any(item.get("name") == "PAI_NATS_USER" for item in env):
+                    env.append({"name": "PAI_NATS_USER", "value": service})
+                    env.append(_secret_env("PAI_NATS_PASSWORD", secret_key(service)))
+
+
 def render(directory: Path) -> list[dict[str, Any]]:
-    """The objects to apply: the kustomization, with empty rule files filled from the packaged ones."""
+    """The objects to apply: the kustomization, with empty rule files filled from the packaged ones
+    and the bus's users added."""
     objects = load_kustomization(directory)
     for obj in objects:
         if _ident(obj) == ("ConfigMap", NAMESPACE, "pai-rules"):
@@ -186,6 +248,7 @@ def render(directory: Path) -> list[dict[str, Any]]:
             for key, text in packaged_rules().items():
                 if not data.get(key):
                     data[key] = text
+    secure_bus(objects)
     return sorted(objects, key=lambda o: ORDER.index(o["kind"]) if o["kind"] in ORDER else len(ORDER))
 
 
@@ -248,22 +311,41 @@ def apply(api: Any, objects: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def ensure_credentials(api: Any) -> str:
-    """The credentials Secret: created once with random values, never overwritten."""
+def ensure_credentials(api: Any, users: Iterable[str] = ()) -> str:
+    """The credentials Secret: created once with random values, never overwritten.
+
+    A value it lacks (a bus user of a service added since) is added; existing ones are kept.
+    """
+    values = {
+        "postgres-password": secrets.token_urlsafe(24),
+        "admin-password": secrets.token_urlsafe(16),
+        "jwt-secret": secrets.token_urlsafe(48),
+        # the key job secrets are sealed with (libs/backbone/sealing.py): rest and orchestrator only
+        "secrets-key": Fernet.generate_key().decode(),
+        **{secret_key(user): new_password() for user in sorted({ADMIN_USER, *users})},
+    }
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {"name": CREDENTIALS, "namespace": NAMESPACE},
         "type": "Opaque",
-        "stringData": {
-            "postgres-password": secrets.token_urlsafe(24),
-            "admin-password": secrets.token_urlsafe(16),
-            "jwt-secret": secrets.token_urlsafe(48),
-        },
+        "stringData": values,
     }
     _, current = _call(api, "GET", _path(secret, named=True))
     if current is not None:
-        return f"kept Secret {NAMESPACE}/{CREDENTIALS}"
+        stored = dict(current.get("data") or {})
+        # The API server turns stringData into data; a value not yet turned is as good.
+        kept = set(stored) | set(current.get("stringData") or {})
+        missing = {k: v for k, v in values.items() if k not in kept}
+        if not missing:
+            return f"kept Secret {NAMESPACE}/{CREDENTIALS}"
+        body = copy.deepcopy(current)
+        body["data"] = {
+            **stored,
+            **{k: base64.b64encode(v.encode()).decode() for k, v in missing.items()},
+        }
+        _call(api, "PUT", _path(secret, named=True), body)
+        return f"kept Secret {NAMESPACE}/{CREDENTIALS}, added {', '.join(sorted(missing))}"
     _call(api, "POST", _path(secret, named=False), secret)
     return (
         f"created Secret {NAMESPACE}/{CREDENTIALS} (admin password: kubectl -n pai get secret {CREDENTIALS})"
@@ -359,7 +441,10 @@ def apply_command(
     objects = _rendered(overlay)
     api = _client(kubeconfig, context)
     try:
-        for line in [*apply(api, objects[:1]), ensure_credentials(api), *apply(api, objects[1:])]:
+        for line in apply(api, objects[:1]):
+            typer.echo(line)
+        typer.echo(ensure_credentials(api, bus_users(objects)))
+        for line in apply(api, objects[1:]):
             typer.echo(line)
     except DeployError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -400,6 +485,8 @@ def upgrade_command(
             obj["data"]["PAI_RUNTIME_IMAGE"] = f"ghcr.io/pai-platform/runtime:{tag}"
     api = _client(kubeconfig, context)
     try:
+        # A newer version may need credentials the Secret lacks (a bus user per new service).
+        typer.echo(ensure_credentials(api, bus_users(objects)))
         for line in apply(api, objects):
             typer.echo(line)
     except DeployError as exc:

@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import structlog
 
+from libs.backbone.busauth import ADMIN_USER, CREDENTIALS_FILE, authorization_config, load_credentials
 from libs.backbone.natsserver import EmbeddedNats
 from libs.embedded.supervising import Child, Supervisor
 
@@ -65,6 +66,9 @@ class PlatformInfo:
     admin_password: str | None = None  # only known at the first start
     first_start: bool = False
     metrics_url: str = ""
+    # The bus's operator account (every right); services each have their own user.
+    nats_user: str = ADMIN_USER
+    nats_password: str = ""
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -111,7 +115,11 @@ class EmbeddedPlatform:
             raise OSError(f"port {api_port} is in use; choose another with --port")
         nats_port = pick_port(remembered.get("nats_port"), DEFAULT_NATS_PORT)
         metrics_port = pick_port(remembered.get("metrics_port"), DEFAULT_METRICS_PORT)
-        self.nats = EmbeddedNats(self.data_dir / "nats", port=nats_port)
+        # The bus is private: each service its own NATS user, passwords kept in the data dir.
+        credentials = load_credentials(self.data_dir / CREDENTIALS_FILE, self.services)
+        self.nats = EmbeddedNats(
+            self.data_dir / "nats", port=nats_port, authorization=authorization_config(credentials)
+        )
         await self.nats.start()
         self._state_path.write_text(
             json.dumps({"api_port": api_port, "nats_port": nats_port, "metrics_port": metrics_port})
@@ -138,7 +146,12 @@ class EmbeddedPlatform:
             Child(
                 name=name,
                 argv=[sys.executable, "-m", f"services.{name}"],
-                env={**env, "PAI_SERVICE_NAME": name},
+                env={
+                    **env,
+                    "PAI_SERVICE_NAME": name,
+                    "PAI_NATS_USER": name,
+                    "PAI_NATS_PASSWORD": credentials[name],
+                },
                 log_path=self.data_dir / "logs" / f"{name}.log",
             )
             for name in self.services
@@ -156,6 +169,7 @@ class EmbeddedPlatform:
             admin_password=password,
             first_start=first_start,
             metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
+            nats_password=credentials[ADMIN_USER],
         )
         return self.info
 

@@ -19,16 +19,19 @@ from typing import Literal
 import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from pydantic import SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from libs.backbone.connecting import connect
 from libs.backbone.consuming import by_job_id, consume
 from libs.backbone.heartbeats import beat_forever
-from libs.backbone.provisioning import ConsumerSpec, ensure_consumer
+from libs.backbone.provisioning import ConsumerSpec, ensure_consumer, ensure_kv
+from libs.backbone.sealing import cipher_for
 from libs.backbone.settings import BackboneSettings
-from libs.backbone.topology import ensure_topology, publish_event
+from libs.backbone.topology import SECRETS, ensure_topology, publish_event
 from libs.protocol.events import EventBase, NodeLost, decode_event
 from libs.protocol.subjects import JOBS_STREAM, NODES_STREAM, ROOT
+from services.orchestrator.adapters.isolation import resolve_task_user
 from services.orchestrator.adapters.k8s_nodes import NodeInventory
 from services.orchestrator.adapters.k8s_pods import PodSettings
 from services.orchestrator.adapters.kubernetes import KubernetesExecutor
@@ -81,6 +84,13 @@ class OrchestratorSettings(BackboneSettings):
     shared_claim: str | None = None
     image_pull_timeout_seconds: float = 300.0
     node_report_every: float = 15.0  # kubernetes: how often the nodes' inventory is read
+    # The key job secrets are sealed with (libs/backbone/sealing.py), as rest's settings name it.
+    secrets_key: SecretStr | None = None
+    secrets_key_file: Path | None = None
+    # Who local tasks run as: "auto" (the system user pai-task when the orchestrator runs as
+    # root, created if missing; else the orchestrator's user), "none" (the orchestrator's user),
+    # or a user name (services/orchestrator/adapters/isolation.py).
+    task_user: str = "auto"
 
 
 async def kubernetes_executor(
@@ -160,6 +170,15 @@ async def main(
     watching_cluster: asyncio.Task[None] | None = None
     try:
         await ensure_topology(bus.js)
+        await ensure_kv(bus.js, SECRETS)
+        secrets_reader = SecretsReader(
+            bus.js,
+            cipher_for(
+                settings.secrets_key.get_secret_value() if settings.secrets_key else None,
+                settings.secrets_key_file,
+                absolute(settings.data_dir),
+            ),
+        )
         await ensure_consumer(bus.js, CONSUMER)
         await ensure_consumer(bus.js, NODES_CONSUMER)
         store = await FrameworkStore.open(bus.js)
@@ -177,7 +196,7 @@ async def main(
             await orchestrator.on_task_exit(exit_)
 
         if settings.executor == "kubernetes":
-            executor = await kubernetes_executor(settings, data_dir, on_exit, SecretsReader(bus.js))
+            executor = await kubernetes_executor(settings, data_dir, on_exit, secrets_reader)
             inventory = NodeInventory(executor.api)
             watching_cluster = asyncio.create_task(
                 report_nodes(inventory, bus.js, stop, settings.node_report_every)
@@ -186,10 +205,11 @@ async def main(
             executor = LocalExecutor(
                 data_dir,
                 on_exit,
-                SecretsReader(bus.js),
+                secrets_reader,
                 grace_seconds=settings.stop_grace_seconds,
                 poll_seconds=settings.adopt_poll_seconds,
                 rules=lambda: rules.rules,
+                task_user=await asyncio.to_thread(resolve_task_user, settings.task_user),
             )
         submissions = SubmissionReader(bus.js)
         orchestrator = Orchestrator(store, executor, publish, rules=rules, submissions=submissions)

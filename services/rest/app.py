@@ -19,6 +19,7 @@ from sqlalchemy.exc import DBAPIError
 from libs.backbone.connecting import connect
 from libs.backbone.consuming import by_job_id, consume
 from libs.backbone.heartbeats import beat_forever
+from libs.backbone.sealing import cipher_for
 from libs.protocol.subjects import JOBS_STREAM
 from services.rest import ratelimit
 from services.rest.adapters.bus import PROJECTION_DURABLE, RestBus
@@ -142,7 +143,12 @@ async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
     stop_beating = asyncio.Event()
     beating = asyncio.create_task(beat_forever(bus.nc, settings.service_name, stop_beating))
     try:
-        app[BUS] = await RestBus.provision(bus)
+        cipher = cipher_for(
+            settings.secrets_key.get_secret_value() if settings.secrets_key else None,
+            settings.secrets_key_file,
+            settings.data_dir,
+        )
+        app[BUS] = await RestBus.provision(bus, cipher)
         yield
     finally:
         stop_beating.set()

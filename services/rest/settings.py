@@ -11,7 +11,7 @@ from pathlib import Path
 
 from limits.aio.storage import Storage
 from limits.storage import storage_from_string
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from libs.backbone.settings import BackboneSettings
@@ -59,6 +59,10 @@ class RestSettings(BackboneSettings):
     auth_cache_seconds: float = 1.0
     # Where the JWT signing secret is kept; None means <data dir>/rest-jwt.secret.
     jwt_secret_file: Path | None = None
+    # The key job secrets are sealed with in KV PAI_SECRETS (libs/backbone/sealing.py): the key
+    # itself, else its file; None means <data dir>/secrets.key, created at first start.
+    secrets_key: SecretStr | None = None
+    secrets_key_file: Path | None = None
     # OpenID Connect sign-in (OpenPAI's AAD mode); unset issuer means basic login only.
     # The issuer's discovery document is <issuer>/.well-known/openid-configuration unless given.
     oidc_issuer: str | None = None

@@ -72,14 +72,16 @@ class Platform:
 
 
 @asynccontextmanager
-async def running_platform(data_dir: Path) -> AsyncIterator[Platform]:
+async def running_platform(data_dir: Path, *, task_user: str = "none") -> AsyncIterator[Platform]:
     # The tests poll job details every few milliseconds from one address: far more than OpenPAI's
     # 600 requests a minute, so that limit is raised here (still counted, never hit).
+    # Their tasks write to the test's own temporary folder, which only root may enter: they run
+    # as the platform's user unless a test asks otherwise (tests/security runs them as pai-task).
     embedded = EmbeddedPlatform(
         data_dir,
         api_port=free_port(),
         admin_password=ADMIN_PASSWORD,
-        extra_env={"PAI_RATE_LIMIT_API_PER_MIN": "10000000"},
+        extra_env={"PAI_RATE_LIMIT_API_PER_MIN": "10000000", "PAI_TASK_USER": task_user},
     )
     try:
         info = await embedded.start()
@@ -89,7 +91,13 @@ async def running_platform(data_dir: Path) -> AsyncIterator[Platform]:
             )
             assert login.status_code == 200, login.text
             api.headers["Authorization"] = f"Bearer {login.json()['token']}"
-            nc = await nats.connect(info.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+            nc = await nats.connect(
+                info.nats_url,
+                user=info.nats_user,
+                password=info.nats_password,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.2,
+            )
             platform = Platform(embedded, info, api, nc)
             # The stream, not the bare subject: what the bus deduplicated is seen once.
             await nc.jetstream().subscribe("pai.job.>", ordered_consumer=True, cb=platform.watcher.on_msg)

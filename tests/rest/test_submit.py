@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import nats.js.errors
@@ -10,8 +9,10 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from libs.backbone.connecting import Bus
+from libs.backbone.sealing import KEY_FILE, SecretsCipher, key_from_file
 from libs.protocol.events import decode_event
 from libs.protocol.subjects import JOBS_STREAM
+from services.rest.settings import RestSettings
 from tests.rest.jobs import job_yaml
 
 Client = TestClient[Any, Any]
@@ -23,7 +24,7 @@ async def stream_messages(bus: Bus) -> int:
 
 
 async def test_a_valid_job_is_accepted_stored_and_announced(
-    api: Client, admin_headers: dict[str, str], bus: Bus
+    api: Client, admin_headers: dict[str, str], bus: Bus, rest_settings: RestSettings
 ) -> None:
     response = await api.post(
         "/api/v2/jobs", data=job_yaml("train", secret="s3cr3t"), headers={**admin_headers, **YAML}
@@ -52,7 +53,9 @@ async def test_a_valid_job_is_accepted_stored_and_announced(
 
     secrets = await bus.js.key_value("PAI_SECRETS")
     entry = await secrets.get(job_id)
-    assert json.loads(entry.value or b"") == {"token": "s3cr3t"}
+    assert b"s3cr3t" not in (entry.value or b"")  # sealed at rest
+    cipher = SecretsCipher(key_from_file(rest_settings.data_dir / KEY_FILE))
+    assert cipher.open(entry.value or b"") == {"token": "s3cr3t"}
 
     detail = await api.get("/api/v2/jobs/admin~train")
     assert detail.status == 200

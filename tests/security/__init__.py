@@ -1,0 +1,1 @@
+"""Attacks replayed against the platform, each asserted to fail."""

@@ -42,6 +42,14 @@ import runtime
 from libs.failures import RuleSet, analyze, default_rules
 from libs.protocol.events import FailureInfo
 from runtime.exitcodes import from_returncode
+from runtime.spec import RunAs
+from services.orchestrator.adapters.isolation import (
+    TaskUser,
+    prepare_task_dir,
+    secure_data_dir,
+    share_with_task,
+    task_environment,
+)
 from services.orchestrator.adapters.specs import (
     LOCK_FILE,
     PID_FILE,
@@ -138,8 +146,12 @@ class LocalExecutor:
         grace_seconds: float = 10.0,
         poll_seconds: float = 0.5,
         rules: Callable[[], RuleSet] = default_rules,
+        task_user: TaskUser | None = None,
     ) -> None:
         self.data_dir = data_dir
+        # Who the tasks' commands run as (None: this process's user); see isolation.py.
+        self.task_user = task_user
+        secure_data_dir(data_dir, task_user)
         self._on_exit = on_exit
         self._secrets = secrets
         self._grace = grace_seconds
@@ -156,14 +168,17 @@ class LocalExecutor:
         """Spawn the task attempt's runtime; returns its pid and directory."""
         job_id = framework.job_id
         directory = self.task_dir(job_id, key)
-        directory.mkdir(parents=True, exist_ok=True)
+        prepare_task_dir(self.data_dir, directory, self.task_user)
         secrets = await self._secrets(job_id)
         if secrets:
             fd = os.open(directory / SECRETS_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(secrets, f)
-        spec = build_spec(self.data_dir, framework, key, directory, bool(secrets))
+        user = self.task_user
+        run_as = RunAs(name=user.name, uid=user.uid, gid=user.gid) if user is not None else None
+        spec = build_spec(self.data_dir, framework, key, directory, bool(secrets), run_as)
         (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
+        share_with_task(directory / SPEC_FILE, user)
         lock = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             try:
@@ -171,10 +186,8 @@ class LocalExecutor:
             except BlockingIOError:
                 raise AlreadyRunningError(str(directory)) from None
             os.set_inheritable(lock, True)
-            env = {
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(_REPO_ROOT), os.environ.get("PYTHONPATH")])),
-            }
+            # The platform's code is all the runtime needs of this process: none of its settings.
+            env = task_environment(os.environ, PYTHONPATH=str(_REPO_ROOT))
             out = os.open(directory / RUNTIME_OUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 proc = await asyncio.create_subprocess_exec(

@@ -27,6 +27,7 @@ from runtime.spec import (
     JobInfo,
     Resources,
     RoleInfo,
+    RunAs,
     SpecError,
     TaskPlacement,
     TaskSpec,
@@ -90,7 +91,12 @@ def release_attempt_ports(data_dir: Path, job_id: str, attempt: int) -> None:
 
 
 def build_spec(
-    data_dir: Path, framework: Framework, key: TaskKey, directory: Path, has_secrets: bool
+    data_dir: Path,
+    framework: Framework,
+    key: TaskKey,
+    directory: Path,
+    has_secrets: bool,
+    run_as: RunAs | None = None,
 ) -> TaskSpec:
     """The runtime's whole input for one task attempt."""
     attempt, role, index, task_attempt = key
@@ -152,6 +158,7 @@ def build_spec(
             ssh_key_dir=attempt_dir(data_dir, framework.job_id, 0).parent / "ssh",
         ),
         failure_rules_file=current_rules_file(data_dir),
+        run_as=run_as,
     )
 
 

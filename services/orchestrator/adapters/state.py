@@ -3,12 +3,11 @@
 A write names the revision it read; a concurrent writer (another replica, or this one racing
 itself after a redelivery) makes it fail with KVConflictError, and the handler reads and
 decides again. The state outlives the orchestrator process, which is what a restart recovers
-from. Secrets are read from PAI_SECRETS (one JSON mapping per job id) and never written here.
+from. Secrets are read from PAI_SECRETS (one sealed JSON mapping per job id) and never written here.
 """
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from typing import Any
 
@@ -17,6 +16,7 @@ from nats.js.errors import KeyNotFoundError, NotFoundError
 
 from libs.backbone.errors import KVConflictError
 from libs.backbone.kv import ModelStore, Versioned
+from libs.backbone.sealing import SecretsCipher
 from libs.backbone.topology import FRAMEWORKS, SECRETS
 from libs.protocol.events import JobSubmitted, decode_event
 from libs.protocol.subjects import JOBS_STREAM, job_subject
@@ -106,10 +106,11 @@ class SubmissionReader:
 
 
 class SecretsReader:
-    """The job's secrets as a mapping, straight from KV into the task's 0600 file."""
+    """The job's secrets as a mapping, opened from their sealed value in KV for the task's 0600 file."""
 
-    def __init__(self, js: JetStreamContext) -> None:
+    def __init__(self, js: JetStreamContext, cipher: SecretsCipher) -> None:
         self._js = js
+        self._cipher = cipher
 
     async def __call__(self, job_id: str) -> dict[str, Any] | None:
         kv = await self._js.key_value(SECRETS.bucket)
@@ -119,5 +120,4 @@ class SecretsReader:
             return None
         if not entry.value:
             return None
-        data = json.loads(entry.value)
-        return data if isinstance(data, dict) else None
+        return self._cipher.open(entry.value)

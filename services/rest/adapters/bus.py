@@ -20,6 +20,7 @@ from nats.js.kv import KeyValue
 from libs.backbone.connecting import Bus
 from libs.backbone.errors import TemporaryError
 from libs.backbone.provisioning import ConsumerSpec, ensure_consumer, ensure_kv
+from libs.backbone.sealing import SecretsCipher
 from libs.backbone.topology import JOBS, SECRETS, ensure_topology, publish_event
 from libs.protocol.events import EventBase
 from libs.protocol.subjects import JOB_SUBJECTS, JOBS_STREAM, LOGS_RPC
@@ -49,15 +50,17 @@ class RestBus:
 
     bus: Bus
     secrets: KeyValue
+    # Job secrets are sealed before they reach the bucket (libs/backbone/sealing.py).
+    cipher: SecretsCipher
 
     @classmethod
-    async def provision(cls, bus: Bus) -> RestBus:
+    async def provision(cls, bus: Bus, cipher: SecretsCipher) -> RestBus:
         """Make sure the streams, buckets and the projection consumer exist (idempotent)."""
         await ensure_topology(bus.js)
         assert JOBS.name == JOBS_STREAM
         await ensure_consumer(bus.js, PROJECTION)
         secrets = await ensure_kv(bus.js, SECRETS)
-        return cls(bus=bus, secrets=secrets)
+        return cls(bus=bus, secrets=secrets, cipher=cipher)
 
     async def publish(self, event: EventBase, *, ack_wait: float = 5.0) -> None:
         try:
@@ -67,7 +70,7 @@ class RestBus:
 
     async def put_secrets(self, job_id: str, values: dict[str, Any]) -> None:
         try:
-            await self.secrets.put(job_id, json.dumps(values).encode())
+            await self.secrets.put(job_id, self.cipher.seal(values))
         except (nats.errors.Error, TimeoutError) as exc:
             raise PublishFailedError(f"secrets of {job_id}: {exc}") from exc
 
@@ -76,8 +79,7 @@ class RestBus:
             entry = await self.secrets.get(job_id)
         except KeyNotFoundError:
             return None
-        value: dict[str, Any] = json.loads(entry.value or b"{}")
-        return value
+        return self.cipher.open(entry.value or b"")
 
     async def delete_secrets(self, job_id: str) -> None:
         # Purge, not delete: no revision of the secret stays behind in the bucket's history.
