@@ -217,6 +217,21 @@ class EmbeddedNats:
         self.stop_sync()
         return self.start_sync(ready_within)
 
+    async def wait(self) -> int:
+        """Wait until the running server exits (for any reason) and return its exit status.
+
+        The process is reaped here, so a killed server leaves no zombie behind; call
+        ``start`` again to bring it back on the same port and store directory.
+        """
+        process = self._process
+        if process is None:
+            raise NatsServerError("the server is not running")
+        code = await asyncio.to_thread(process.wait)
+        if self._process is process:
+            self._process = None
+            self._close_log()
+        return code
+
     async def stop(self, grace: float = 10.0) -> None:
         await asyncio.to_thread(self._signal_and_wait, signal.SIGTERM, grace)
 

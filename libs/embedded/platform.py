@@ -20,7 +20,7 @@ import httpx
 import structlog
 
 from libs.backbone.natsserver import EmbeddedNats
-from libs.embedded.supervising import Child, Supervisor
+from libs.embedded.supervising import Child, NatsChild, Supervised, Supervisor
 
 log = structlog.get_logger(__name__)
 
@@ -112,7 +112,6 @@ class EmbeddedPlatform:
         nats_port = pick_port(remembered.get("nats_port"), DEFAULT_NATS_PORT)
         metrics_port = pick_port(remembered.get("metrics_port"), DEFAULT_METRICS_PORT)
         self.nats = EmbeddedNats(self.data_dir / "nats", port=nats_port)
-        await self.nats.start()
         self._state_path.write_text(
             json.dumps({"api_port": api_port, "nats_port": nats_port, "metrics_port": metrics_port})
         )
@@ -134,7 +133,8 @@ class EmbeddedPlatform:
         }
         if password:
             env["PAI_ADMIN_PASSWORD"] = password
-        children = [
+        children: list[Supervised] = [NatsChild(self.nats)]
+        children += [
             Child(
                 name=name,
                 argv=[sys.executable, "-m", f"services.{name}"],
@@ -144,7 +144,11 @@ class EmbeddedPlatform:
             for name in self.services
         ]
         self.supervisor = Supervisor(children)
-        await self.supervisor.start()
+        try:
+            await self.supervisor.start()
+        except BaseException:
+            await self.supervisor.stop()
+            raise
         api_url = f"http://127.0.0.1:{api_port}"
         if "rest" in self.services:
             await self._wait_for_api(api_url)
@@ -177,7 +181,13 @@ class EmbeddedPlatform:
             ) from None
 
     async def stop(self) -> None:
+        """Stop every service together, then the bus (see Supervisor.stop)."""
         if self.supervisor is not None:
             await self.supervisor.stop()
         if self.nats is not None and self.nats.is_running:
             await self.nats.stop()
+
+    def kill(self) -> None:
+        """SIGKILL every process of the platform now."""
+        if self.supervisor is not None:
+            self.supervisor.kill()
