@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 import structlog
 
 from libs.backbone.natsserver import EmbeddedNats
@@ -186,6 +187,16 @@ class EmbeddedPlatform:
             await self.supervisor.stop()
         if self.nats is not None and self.nats.is_running:
             await self.nats.stop()
+
+    def running_tasks(self) -> int:
+        """How many task processes the local executor runs now (they outlive a stop)."""
+        pid = self.supervisor.pids().get("orchestrator") if self.supervisor is not None else None
+        if pid is None:
+            return 0
+        try:
+            return len(psutil.Process(pid).children())
+        except psutil.Error:
+            return 0
 
     def kill(self) -> None:
         """SIGKILL every process of the platform now."""

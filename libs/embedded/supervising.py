@@ -33,6 +33,8 @@ MAX_BACKOFF = 30.0
 # The bus comes back within a second of any exit: every service is waiting on it.
 NATS_FIRST_DELAY = 0.1
 NATS_MAX_DELAY = 0.8
+# The bus stops last, once no service needs it; JetStream recovers from a kill anyway.
+NATS_STOP_GRACE = 1.0
 
 
 class Supervised(Protocol):
@@ -140,7 +142,7 @@ class NatsChild:
 
     async def stop(self, grace: float) -> None:
         if self.server.is_running:
-            await self.server.stop(grace)
+            await self.server.stop(min(grace, NATS_STOP_GRACE))
 
 
 @dataclass
@@ -156,7 +158,7 @@ class Supervisor:
     after every other child has exited.
     """
 
-    def __init__(self, children: Sequence[Supervised], *, grace: float = 3.0) -> None:
+    def __init__(self, children: Sequence[Supervised], *, grace: float = 2.5) -> None:
         self.children = list(children)
         self.grace = grace
         self._watchers: list[asyncio.Task[None]] = []

@@ -177,7 +177,7 @@ async def projection_ctx(app: web.Application) -> AsyncIterator[None]:
     yield
     stop.set()
     try:
-        await asyncio.wait_for(asyncio.shield(task), timeout=10.0)
+        await asyncio.wait_for(asyncio.shield(task), timeout=1.5)
     except TimeoutError:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
