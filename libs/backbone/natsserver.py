@@ -19,6 +19,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
@@ -80,12 +81,15 @@ class EmbeddedNats:
         host: str = "127.0.0.1",
         binary: Path | None = None,
         name: str = "pai-embedded",
+        preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         self.store_dir = Path(store_dir)
         self.host = host
         self.port = port
         self.name = name
         self.binary = binary or find_nats_server()
+        # Run in the child before exec (e.g. to die with its parent: libs/embedded/supervising.py).
+        self.preexec_fn = preexec_fn
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -133,6 +137,7 @@ class EmbeddedNats:
                 # Its own session: a Ctrl-C in the terminal reaches the supervisor, which stops
                 # the services first and the bus last, instead of killing the bus under them.
                 start_new_session=True,
+                preexec_fn=self.preexec_fn,
             )
         except OSError as exc:
             self._close_log()

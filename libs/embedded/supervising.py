@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
+import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -57,6 +59,30 @@ class Supervised(Protocol):
     def kill(self) -> None: ...
 
 
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when this process dies (Linux).
+
+    A `pai up` killed with SIGKILL cannot stop its children; with this, the kernel does, so no
+    orphaned bus or service keeps running beside the next `pai up`. The signal follows the
+    thread that forked, so children are started from the event loop's thread only. None where
+    prctl does not exist.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = os.getpid()
+
+    def preexec() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
 @dataclass
 class Child:
     """One supervised service process: its command, environment and log file."""
@@ -85,6 +111,7 @@ class Child:
                 stdout=out,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C on the terminal reaches the supervisor only
+                preexec_fn=die_with_parent(),
             )
         log.info("service started", service=self.name, pid=self.process.pid)
 
