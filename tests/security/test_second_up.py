@@ -7,6 +7,7 @@ its bus and services running as orphans beside the next one.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from pathlib import Path
@@ -26,7 +27,8 @@ async def test_a_second_up_is_refused_naming_the_first_and_kill_9_of_up_leaves_n
     try:
         await first.wait_until_up()
         assert first.process is not None
-        second = subprocess.run(
+        second = await asyncio.to_thread(
+            subprocess.run,
             [*CLI, "up", "--data-dir", str(tmp_path / "data")],
             capture_output=True,
             text=True,
