@@ -19,6 +19,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
@@ -81,6 +82,7 @@ class EmbeddedNats:
         binary: Path | None = None,
         name: str = "pai-embedded",
         authorization: str | None = None,
+        preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         self.store_dir = Path(store_dir)
         self.host = host
@@ -90,6 +92,8 @@ class EmbeddedNats:
         # None leaves the server open, as tests of a single service want it.
         self.authorization = authorization
         self.binary = binary or find_nats_server()
+        # Run in the child before exec (e.g. to die with its parent: libs/embedded/supervising.py).
+        self.preexec_fn = preexec_fn
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -142,6 +146,7 @@ class EmbeddedNats:
                 # the services first and the bus last, instead of killing the bus under them.
                 start_new_session=True,
                 umask=0o077,  # its store holds every job's events and the platform's state
+                preexec_fn=self.preexec_fn,
             )
         except OSError as exc:
             self._close_log()
@@ -225,6 +230,21 @@ class EmbeddedNats:
     def restart_sync(self, ready_within: float = 15.0) -> EmbeddedNats:
         self.stop_sync()
         return self.start_sync(ready_within)
+
+    async def wait(self) -> int:
+        """Wait until the running server exits (for any reason) and return its exit status.
+
+        The process is reaped here, so a killed server leaves no zombie behind; call
+        ``start`` again to bring it back on the same port and store directory.
+        """
+        process = self._process
+        if process is None:
+            raise NatsServerError("the server is not running")
+        code = await asyncio.to_thread(process.wait)
+        if self._process is process:
+            self._process = None
+            self._close_log()
+        return code
 
     async def stop(self, grace: float = 10.0) -> None:
         await asyncio.to_thread(self._signal_and_wait, signal.SIGTERM, grace)

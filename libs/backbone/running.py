@@ -4,14 +4,22 @@ Kubernetes and ``pai up`` stop a service with SIGTERM (Ctrl-C gives SIGINT). Bot
 stop event: the service stops fetching, finishes in-flight work, drains its connection and
 returns, and the process exits 0. A second signal while draining stops waiting and exits
 non-zero, for the operator who really wants it gone.
+
+The drain is bounded: with the bus down, a drain or a fetch can wait on a server that is not
+there, so a service still running ``STOP_WITHIN`` seconds after the first signal cancels its
+work, and one that has not exited half a second later exits at once. Nothing is lost that a
+crash would not lose: unacknowledged messages are delivered again, and every handler is
+idempotent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -21,6 +29,29 @@ log = structlog.get_logger(__name__)
 Main = Callable[[asyncio.Event], Awaitable[None]]
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# Seconds a stopping service may drain before it is cut short; `pai up` kills after 2.5 s.
+STOP_WITHIN = float(os.environ.get("PAI_STOP_WITHIN_SECONDS", "1.5"))
+
+
+def _exit_now() -> None:
+    # Plain write: the logger's lock may be held by the very thing that hangs.
+    with contextlib.suppress(OSError):
+        os.write(2, b"still running after the stop was requested; exiting now\n")
+    os._exit(1)
+
+
+def arm_exit_watchdog(within: float = STOP_WITHIN + 0.5) -> threading.Timer:
+    """Exit the process if it is still alive ``within`` seconds from now (a stop that hangs)."""
+    timer = threading.Timer(within, _exit_now)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _cut_short(task: asyncio.Task[object]) -> None:
+    if not task.done():
+        log.warning("stop is taking too long; abandoning in-flight work", within=STOP_WITHIN)
+        task.cancel()
 
 
 async def run_until_stopped(main: Main, *, stop: asyncio.Event | None = None) -> None:
@@ -37,6 +68,9 @@ async def run_until_stopped(main: Main, *, stop: asyncio.Event | None = None) ->
             return
         log.info("stop requested", signal=sig.name)
         stop.set()
+        if task is not None:
+            loop.call_later(STOP_WITHIN, _cut_short, task)
+        arm_exit_watchdog()
 
     for sig in _SIGNALS:
         loop.add_signal_handler(sig, on_signal, sig)

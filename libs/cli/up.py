@@ -20,7 +20,13 @@ def up(
         None, "--port", help="API port (default 9186, or a free one when taken)."
     ),
 ) -> None:
-    """Start NATS and every service; stop them all cleanly on Ctrl-C or SIGTERM."""
+    """Start NATS and every service, and keep them running (each is restarted if it exits).
+
+    Ctrl-C or SIGTERM stops the bus and every service within a few seconds; a second Ctrl-C
+    kills them at once. Running tasks are not stopped: they keep running on this machine and
+    the next `pai up` on the same data dir adopts them and reports how they ended (stop their
+    jobs first with `pai job stop` to end them).
+    """
     platform = EmbeddedPlatform(data_dir, api_port=port, admin_password=os.environ.get("PAI_ADMIN_PASSWORD"))
     try:
         asyncio.run(_run(platform))
@@ -32,8 +38,15 @@ def up(
 async def _run(platform: EmbeddedPlatform) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        if stop.is_set():
+            typer.echo("second stop request: killing every process now")
+            platform.kill()
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
     try:
         info = await platform.start()
         typer.echo(f"pai is up: API {info.api_url}  (NATS {info.nats_url}, data {info.data_dir})")
@@ -45,7 +58,13 @@ async def _run(platform: EmbeddedPlatform) -> None:
         typer.echo(f"try: pai login --server {info.api_url} && pai job submit examples/hello.yaml")
         typer.echo("press Ctrl-C to stop")
         await stop.wait()
-        typer.echo("stopping ...")
+        typer.echo("stopping ... (Ctrl-C again to kill at once)")
+        tasks = platform.running_tasks()
     finally:
         await platform.stop()
     typer.echo("stopped")
+    if tasks:
+        typer.echo(
+            f"{tasks} task process(es) keep running; the next `pai up --data-dir {platform.data_dir}` "
+            "adopts them (`pai job stop` ends a job's tasks)"
+        )

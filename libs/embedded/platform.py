@@ -9,19 +9,23 @@ and picks free ones when they are taken (several platforms side by side).
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
+import os
 import secrets
 import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import httpx
+import psutil
 import structlog
 
 from libs.backbone.busauth import ADMIN_USER, CREDENTIALS_FILE, authorization_config, load_credentials
 from libs.backbone.natsserver import EmbeddedNats
-from libs.embedded.supervising import Child, Supervisor
+from libs.embedded.supervising import Child, NatsChild, Supervised, Supervisor, die_with_parent
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +57,10 @@ def pick_port(*preferred: int | None) -> int:
         if port and port_available(port):
             return port
     return free_port()
+
+
+class PlatformLockedError(OSError):
+    """Another `pai up` holds the data dir."""
 
 
 @dataclass
@@ -90,6 +98,7 @@ class EmbeddedPlatform:
         self.nats: EmbeddedNats | None = None
         self.supervisor: Supervisor | None = None
         self.info: PlatformInfo | None = None
+        self._lock_handle: IO[str] | None = None
 
     @property
     def _state_path(self) -> Path:
@@ -106,8 +115,46 @@ class EmbeddedPlatform:
         except (OSError, ValueError, AttributeError):
             return {}
 
+    @property
+    def _lock_path(self) -> Path:
+        return self.data_dir / "pai-up.lock"
+
+    def _lock(self) -> None:
+        """Hold the data dir for as long as this process lives; refuse if another holds it."""
+        handle = self._lock_path.open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip()
+            handle.close()
+            try:
+                known = json.loads(holder)
+                who = f"pid {known['pid']}, API {known['api_url']}"
+            except (ValueError, KeyError, TypeError):
+                who = "a process that is still starting"
+            raise PlatformLockedError(
+                f"another `pai up` is running on {self.data_dir} ({who}); "
+                "stop it first (Ctrl-C in its terminal) or choose another --data-dir"
+            ) from None
+        self._lock_handle = handle
+
+    def _record_holder(self, api_url: str) -> None:
+        handle = self._lock_handle
+        if handle is not None:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(json.dumps({"pid": os.getpid(), "api_url": api_url}))
+            handle.flush()
+
+    def _unlock(self) -> None:
+        if self._lock_handle is not None:
+            self._lock_handle.close()  # closing drops the flock
+            self._lock_handle = None
+
     async def start(self) -> PlatformInfo:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock()
         remembered = self._remembered()
         first_start = not self._marker.exists()
         api_port = self.requested_api_port or pick_port(remembered.get("api_port"), DEFAULT_API_PORT)
@@ -118,9 +165,11 @@ class EmbeddedPlatform:
         # The bus is private: each service its own NATS user, passwords kept in the data dir.
         credentials = load_credentials(self.data_dir / CREDENTIALS_FILE, self.services)
         self.nats = EmbeddedNats(
-            self.data_dir / "nats", port=nats_port, authorization=authorization_config(credentials)
+            self.data_dir / "nats",
+            port=nats_port,
+            authorization=authorization_config(credentials),
+            preexec_fn=die_with_parent(),
         )
-        await self.nats.start()
         self._state_path.write_text(
             json.dumps({"api_port": api_port, "nats_port": nats_port, "metrics_port": metrics_port})
         )
@@ -142,7 +191,8 @@ class EmbeddedPlatform:
         }
         if password:
             env["PAI_ADMIN_PASSWORD"] = password
-        children = [
+        children: list[Supervised] = [NatsChild(self.nats)]
+        children += [
             Child(
                 name=name,
                 argv=[sys.executable, "-m", f"services.{name}"],
@@ -156,8 +206,13 @@ class EmbeddedPlatform:
             )
             for name in self.services
         ]
+        self._record_holder(f"http://127.0.0.1:{api_port}")
         self.supervisor = Supervisor(children)
-        await self.supervisor.start()
+        try:
+            await self.supervisor.start()
+        except BaseException:
+            await self.supervisor.stop()
+            raise
         api_url = f"http://127.0.0.1:{api_port}"
         if "rest" in self.services:
             await self._wait_for_api(api_url)
@@ -191,7 +246,24 @@ class EmbeddedPlatform:
             ) from None
 
     async def stop(self) -> None:
+        """Stop every service together, then the bus (see Supervisor.stop)."""
         if self.supervisor is not None:
             await self.supervisor.stop()
         if self.nats is not None and self.nats.is_running:
             await self.nats.stop()
+        self._unlock()
+
+    def running_tasks(self) -> int:
+        """How many task processes the local executor runs now (they outlive a stop)."""
+        pid = self.supervisor.pids().get("orchestrator") if self.supervisor is not None else None
+        if pid is None:
+            return 0
+        try:
+            return len(psutil.Process(pid).children())
+        except psutil.Error:
+            return 0
+
+    def kill(self) -> None:
+        """SIGKILL every process of the platform now."""
+        if self.supervisor is not None:
+            self.supervisor.kill()

@@ -8,7 +8,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from libs.backbone.logging import configure_logging, get_logger
-from libs.backbone.running import new_event_loop
+from libs.backbone.running import arm_exit_watchdog, new_event_loop
 from libs.backbone.tracing import configure_tracing
 from services.rest.app import build_app
 from services.rest.settings import RestSettings
@@ -27,6 +27,11 @@ def load() -> RestSettings:
         sys.exit("invalid REST settings; fix these environment variables:\n  " + "\n  ".join(problems))
 
 
+async def _bounded_stop(app: web.Application) -> None:
+    """A stop never hangs: with the bus down a drain can wait on nobody (libs/backbone/running.py)."""
+    arm_exit_watchdog()
+
+
 def main() -> None:
     settings = load()
     configure_logging(settings)
@@ -35,8 +40,10 @@ def main() -> None:
     log.info("rest service starting", host=settings.rest_host, port=settings.rest_port)
     try:
         # run_app handles SIGTERM/SIGINT: stops accepting, runs the cleanup contexts in reverse.
+        app = build_app(settings)
+        app.on_shutdown.append(_bounded_stop)
         web.run_app(
-            build_app(settings),
+            app,
             host=settings.rest_host,
             port=settings.rest_port,
             print=None,

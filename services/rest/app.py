@@ -28,6 +28,7 @@ from services.rest.adapters.database import create_engine, create_read_engine, m
 from services.rest.adapters.jobs_store import JobInserter
 from services.rest.auth import PRINCIPAL, credentials_of, ensure_admin, load_or_create_secret
 from services.rest.auth_cache import CachedTokens
+from services.rest.availability import BUS_ERRORS, bus_down
 from services.rest.bodies import body_middleware
 from services.rest.core.text import unstorable
 from services.rest.errors import ApiError
@@ -65,7 +66,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         return await handler(request)
     except ApiError as exc:
-        return web.json_response(exc.body(), status=exc.status)
+        return web.json_response(exc.body(), status=exc.status, headers=exc.headers or None)
+    except BUS_ERRORS as exc:
+        log.warning("bus unavailable", method=request.method, path=request.path, error=repr(exc))
+        error = bus_down(f"{request.method} {request.path}")
+        return web.json_response(error.body(), status=error.status, headers=error.headers)
     except DBAPIError as exc:
         if getattr(exc.orig, "sqlstate", None) not in UNSTORABLE_TEXT_STATES:
             log.exception("request failed", method=request.method, path=request.path)
@@ -179,7 +184,7 @@ async def projection_ctx(app: web.Application) -> AsyncIterator[None]:
     yield
     stop.set()
     try:
-        await asyncio.wait_for(asyncio.shield(task), timeout=10.0)
+        await asyncio.wait_for(asyncio.shield(task), timeout=1.5)
     except TimeoutError:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

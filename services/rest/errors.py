@@ -20,6 +20,7 @@ class ApiError(Exception):
         self.code = code
         self.message = message
         self.extra = extra
+        self.headers: dict[str, str] = {}  # e.g. Retry-After on a 503
 
     def body(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, **self.extra}

@@ -78,10 +78,11 @@ async def test_killing_nats_loses_no_job(tmp_path: Path) -> None:
     async with running_platform(tmp_path / "data") as platform:
         job_id = await platform.submit(job)
         await platform.watcher.wait_for("task.started", job_id)
-        nats_server = platform.embedded.nats
-        assert nats_server is not None
-        await nats_server.kill()
-        await nats_server.restart()
+        nats_child = platform.child("nats")
+        old_pid = nats_child.pid
+        os.kill(old_pid, signal.SIGKILL)
+        # Supervised like every service: back on the same port and store by itself.
+        await eventually(polled(lambda: nats_child.pid), lambda pid: pid not in (None, old_pid))
         gate.touch()
         detail = await platform.detail("patient")
         assert detail["jobStatus"]["state"] == "SUCCEEDED"

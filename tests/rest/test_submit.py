@@ -115,7 +115,10 @@ async def test_when_the_bus_refuses_the_event_the_job_is_removed(
         "/api/v2/jobs", data=job_yaml("lost", secret="v"), headers={**admin_headers, **YAML}
     )
     assert response.status == 503
-    assert "not submitted" in (await response.json())["message"]
+    assert response.headers["Retry-After"]
+    body = await response.json()
+    assert body["code"] == "ServiceUnavailableError"
+    assert "was not done: the message bus did not confirm it" in body["message"]
     assert (await api.get("/api/v2/jobs/admin~lost")).status == 404
     secrets = await bus.js.key_value("PAI_SECRETS")
     assert list(await _keys(secrets)) == []

@@ -14,8 +14,8 @@ from aiohttp import web
 
 from libs.protocol.subjects import ALERTS_RPC
 from services.rest.auth import require_user
+from services.rest.availability import connected_bus
 from services.rest.errors import unavailable
-from services.rest.keys import BUS
 
 ALERTS_TIMEOUT = 5.0
 
@@ -27,7 +27,7 @@ async def firing_alerts(request: web.Request) -> web.Response:
     principal = require_user(request)
     query = {"user": principal.username, "admin": principal.admin}
     try:
-        reply = await request.app[BUS].bus.nc.request(
+        reply = await connected_bus(request, "Listing alerts").bus.nc.request(
             ALERTS_RPC, json.dumps(query).encode(), timeout=ALERTS_TIMEOUT
         )
     except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):

@@ -13,9 +13,10 @@ from libs.protocol.subjects import NODE_SUBJECTS, NODES_STREAM
 from services.rest.adapters.history import HistoryUnavailableError, read_events
 from services.rest.adapters.running import live_tasks
 from services.rest.auth import require_admin
+from services.rest.availability import connected_bus
 from services.rest.core.kubernetes import node_list, pod_list
 from services.rest.errors import unavailable
-from services.rest.keys import BUS, READ_ENGINE
+from services.rest.keys import READ_ENGINE
 
 routes = web.RouteTableDef()
 
@@ -25,7 +26,9 @@ async def get_kubernetes_nodes(request: web.Request) -> web.Response:
     """The cluster's nodes as a Kubernetes v1 NodeList (admin only)."""
     require_admin(request)
     try:
-        history = await read_events(request.app[BUS].bus.js, NODES_STREAM, NODE_SUBJECTS)
+        history = await read_events(
+            connected_bus(request, "Reading the node inventory").bus.js, NODES_STREAM, NODE_SUBJECTS
+        )
     except HistoryUnavailableError:
         raise unavailable(
             "The node inventory cannot be read now (the message bus did not answer); retry."

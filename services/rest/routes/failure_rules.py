@@ -24,8 +24,8 @@ from nats.js.kv import KeyValue
 from libs.backbone.topology import FAILURE_RULES
 from libs.failures import RuleError, check_rules, default_rules, default_rules_text, load_rules
 from services.rest.auth import Principal, require_interactive, require_user
+from services.rest.availability import connected_bus
 from services.rest.errors import forbidden, invalid_parameters, unavailable
-from services.rest.keys import BUS
 
 RULES_KEY = "current"
 VERSION_HEADER = "X-Failure-Rules-Version"
@@ -44,7 +44,7 @@ def _require_admin(request: web.Request, action: str) -> Principal:
 
 async def _bucket(request: web.Request) -> KeyValue:
     try:
-        return await request.app[BUS].bus.js.key_value(FAILURE_RULES.bucket)
+        return await connected_bus(request, "The failure rules store").bus.js.key_value(FAILURE_RULES.bucket)
     except (nats.errors.Error, OSError) as exc:
         raise unavailable(f"The rule store is not reachable ({type(exc).__name__}); try again.") from None
 

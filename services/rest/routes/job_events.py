@@ -12,9 +12,9 @@ from aiohttp import web
 
 from libs.protocol.subjects import JOBS_STREAM, job_subject
 from services.rest.adapters.history import HistoryUnavailableError, read_events
+from services.rest.availability import connected_bus
 from services.rest.core.job_events import TYPES, job_events
 from services.rest.errors import invalid_parameters, unavailable
-from services.rest.keys import BUS
 from services.rest.routes.common import JOB_PATH, job_from_path
 
 routes = web.RouteTableDef()
@@ -28,7 +28,9 @@ async def get_job_events(request: web.Request) -> web.Response:
         raise invalid_parameters(f"type must be one of {', '.join(TYPES)}, got {wanted!r}.")
     job = await job_from_path(request)
     try:
-        history = await read_events(request.app[BUS].bus.js, JOBS_STREAM, job_subject(job["id"], ">"))
+        history = await read_events(
+            connected_bus(request, "Reading job events").bus.js, JOBS_STREAM, job_subject(job["id"], ">")
+        )
     except HistoryUnavailableError:
         raise unavailable(
             "The job event history cannot be read now (the message bus did not answer); retry."

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import structlog
 import yaml
 from aiohttp import web
 
@@ -30,15 +31,17 @@ from services.rest.adapters.jobs_store import (
 )
 from services.rest.adapters.tagging import change_tag
 from services.rest.auth import Principal, require_user
+from services.rest.availability import bus_down, connected_bus
 from services.rest.bodies import read_json
 from services.rest.core import views
 from services.rest.core.states import FINAL, epoch_ms, framework_name
 from services.rest.core.totals import job_row_from_config
-from services.rest.errors import ApiError, conflict_job, forbidden, invalid_parameters, no_task, unavailable
-from services.rest.keys import BUS, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS
+from services.rest.errors import ApiError, conflict_job, forbidden, invalid_parameters, no_task
+from services.rest.keys import ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS
 from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int
 from services.rest.vc_names import VC_NAMES
 
+log = structlog.get_logger(__name__)
 routes = web.RouteTableDef()
 
 
@@ -77,7 +80,7 @@ async def submit_job(request: web.Request) -> web.Response:
     await require_existing_vc(request, principal, job.virtual_cluster)
     if not principal.may_use(job.virtual_cluster):  # VC access granted by the user's groups
         raise forbidden(f"User {principal.username} is not allowed to do operation in {job.virtual_cluster}.")
-    engine, bus = request.app[ENGINE], request.app[BUS]
+    engine, bus = request.app[ENGINE], connected_bus(request, "Submitting a job")
     job_id = uuid.uuid4().hex
     event = JobSubmitted(
         job_id=job_id,
@@ -101,9 +104,8 @@ async def submit_job(request: web.Request) -> web.Response:
     except PublishFailedError as exc:
         await bus.delete_secrets(job_id)
         await delete_job(engine, job_id)
-        raise unavailable(
-            f"The job was not submitted: the message bus did not confirm it ({exc}). Retry."
-        ) from None
+        log.warning("submission not confirmed by the bus", job_id=job_id, error=str(exc))
+        raise bus_down("Submitting the job", str(exc)) from None
     return web.json_response(
         {
             "message": f"update job {job.name} successfully",
@@ -214,9 +216,9 @@ async def set_execution_type(request: web.Request) -> web.Response:
         event_id = uuid.uuid5(uuid.NAMESPACE_URL, f"pai:stop:{job['id']}").hex
         event = JobStopRequested(job_id=job["id"], by=principal.username, event_id=event_id)
         try:
-            await request.app[BUS].publish(event)
+            await connected_bus(request, "Stopping a job").publish(event)
         except PublishFailedError as exc:
-            raise unavailable(f"The stop request was not delivered ({exc}). Retry.") from None
+            raise bus_down("Stopping the job", str(exc)) from None
     return web.json_response({"message": f"execute job {job['name']} successfully"}, status=202)
 
 
@@ -299,11 +301,9 @@ async def _publish_tag(request: web.Request, job: dict[str, Any], tag: str, *, r
     """The tag change as a fact first (the read model is rebuilt from facts), then in SQL."""
     event = JobTagged(job_id=job["id"], tag=tag, by=require_user(request).username, removed=removed)
     try:
-        await request.app[BUS].publish(event)
+        await connected_bus(request, "Changing a tag").publish(event)
     except PublishFailedError as exc:
-        raise unavailable(
-            f"The tag was not changed: the message bus did not confirm it ({exc}). Retry."
-        ) from None
+        raise bus_down("Changing the tag", str(exc)) from None
 
 
 @routes.put(JOB_PATH + "/tag")

@@ -12,8 +12,9 @@ from aiohttp import web
 from services.rest.adapters.bus import LogsUnavailableError
 from services.rest.adapters.jobs_store import tasks_of
 from services.rest.auth import require_user
+from services.rest.availability import connected_bus
 from services.rest.errors import invalid_parameters, no_task, no_task_log, unavailable
-from services.rest.keys import BUS, READ_ENGINE, SETTINGS
+from services.rest.keys import READ_ENGINE, SETTINGS
 from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int
 
 routes = web.RouteTableDef()
@@ -76,7 +77,9 @@ async def task_log_content(request: web.Request) -> web.Response:
     }
     settings = request.app[SETTINGS]
     try:
-        answer = await request.app[BUS].request_logs(query, settings.logs_timeout_seconds)
+        answer = await connected_bus(request, "Reading a task log").request_logs(
+            query, settings.logs_timeout_seconds
+        )
     except LogsUnavailableError:
         raise unavailable(
             f"The orchestrator did not answer the log request within {settings.logs_timeout_seconds:g}s; "

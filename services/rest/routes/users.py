@@ -73,7 +73,12 @@ def checked_password(value: Any, name: str = "password") -> str:
 
 
 async def _share(request: web.Request, username: str) -> None:
-    """Copy the user's address as it now stands to the alerter (adapters/contacts.py)."""
+    """Copy the user's address as it now stands to the alerter (adapters/contacts.py).
+
+    With the bus down the SQL change stands alone; the next start's sync copies the address.
+    """
+    if not request.app[BUS].bus.is_connected:
+        return
     await contacts.share_contact(request.app[ENGINE], request.app[BUS].bus.js, username)
 
 

@@ -21,8 +21,8 @@ from aiohttp import web
 from libs.protocol.subjects import RECONFIGURE_RPC, VC_STATUS_RPC
 from libs.protocol.yamlsource import YamlTooLargeError, safe_load_bounded
 from services.rest.auth import require_interactive, require_user
+from services.rest.availability import connected_bus
 from services.rest.errors import ApiError, forbidden, invalid_parameters, unavailable
-from services.rest.keys import BUS
 
 routes = web.RouteTableDef()
 
@@ -35,7 +35,9 @@ RECONFIGURE_TIMEOUT = 30.0
 
 async def _ask(request: web.Request, subject: str, payload: dict[str, Any], wait: float) -> dict[str, Any]:
     try:
-        reply = await request.app[BUS].bus.nc.request(subject, json.dumps(payload).encode(), timeout=wait)
+        reply = await connected_bus(request, "Asking the scheduler").bus.nc.request(
+            subject, json.dumps(payload).encode(), timeout=wait
+        )
     except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
         raise unavailable(
             f"The scheduler did not answer within {wait:g}s; check that it is running "

@@ -1,0 +1,50 @@
+"""The bus being down, answered in one place: 503 ServiceUnavailableError with Retry-After.
+
+Reads come from the SQL read model and never need the bus. What does need it (a submission,
+a stop, a question to the scheduler, the orchestrator or the alerter, a stream or KV read)
+asks ``connected_bus`` first: while the connection is down the request is refused at once
+instead of waiting out a timeout, and the caller is told when to retry. Bus errors that
+still escape a route (the bus went down mid-request) are turned into the same answer by the
+error boundary (``app.py``) through ``BUS_ERRORS``.
+"""
+
+from __future__ import annotations
+
+import nats.errors
+from aiohttp import web
+
+from services.rest.adapters.bus import PublishFailedError, RestBus
+from services.rest.errors import ApiError
+from services.rest.keys import BUS
+
+# The embedded bus is back within a second of a crash; a client retrying after this many
+# seconds usually finds it up.
+RETRY_AFTER_SECONDS = 2
+BUS_ERRORS: tuple[type[Exception], ...] = (nats.errors.Error, PublishFailedError)
+
+
+def bus_down(doing: str, detail: str | None = None) -> ApiError:
+    """503 ServiceUnavailableError naming what could not be done, with Retry-After.
+
+    ``detail`` says what the bus answered when it is up but did not confirm a change.
+    """
+    why = (
+        f"the message bus did not confirm it ({detail})"
+        if detail
+        else "the message bus is down or restarting (reads such as job lists still answer)"
+    )
+    error = ApiError(
+        503,
+        "ServiceUnavailableError",
+        f"{doing} was not done: {why}; nothing was changed. Retry in {RETRY_AFTER_SECONDS} s.",
+    )
+    error.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return error
+
+
+def connected_bus(request: web.Request, doing: str) -> RestBus:
+    """The bus when it is connected; else raise ``bus_down(doing)`` without waiting."""
+    bus = request.app[BUS]
+    if not bus.bus.is_connected:
+        raise bus_down(doing)
+    return bus

@@ -1,0 +1,91 @@
+"""`pai up` as a user runs it: a real process, its output, its children, signals."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from libs.embedded.platform import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = (sys.executable, "-c", "from libs.cli.main import main; main()")
+
+
+class UpProcess:
+    """One `pai up` started with its own data dir and API port; stopped or killed by the test."""
+
+    def __init__(self, data_dir: Path, *args: str, port: int | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.args = args
+        self.output = data_dir.parent / f"up-{self.port}.out"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> UpProcess:
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PYTHONPATH": str(REPO), "PAI_ADMIN_PASSWORD": "up-admin-pass"}
+        with self.output.open("wb") as out:
+            self.process = subprocess.Popen(
+                [*CLI, "up", "--data-dir", str(self.data_dir), "--port", str(self.port), *self.args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=REPO,
+                env=env,
+            )
+        return self
+
+    def text(self) -> str:
+        return self.output.read_text(errors="replace")
+
+    async def wait_until_up(self, within: float = 120.0) -> None:
+        deadline = time.monotonic() + within
+        while "pai is up" not in self.text():
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(f"pai up exited {self.process.returncode}:\n{self.text()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"pai up did not come up within {within:g}s:\n{self.text()}")
+            await asyncio.sleep(0.1)  # a process's output: there is no event to await
+
+    def descendants(self) -> list[psutil.Process]:
+        assert self.process is not None
+        try:
+            return list(psutil.Process(self.process.pid).children(recursive=True))
+        except psutil.NoSuchProcess:
+            return []
+
+    def child_named(self, name: str) -> psutil.Process:
+        for child in self.descendants():
+            try:
+                if name in " ".join(child.cmdline()):
+                    return child
+            except psutil.NoSuchProcess:
+                continue
+        raise AssertionError(f"no child {name!r} of pai up")
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self.process is not None
+        self.process.send_signal(sig)
+
+    def cleanup(self) -> None:
+        """Leave nothing running, whatever the test did."""
+        survivors = self.descendants()
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        for process in survivors:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+
+
+def gone(processes: list[psutil.Process]) -> bool:
+    return all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in processes)
