@@ -28,8 +28,9 @@ from libs.cli.client import (
     save_login,
     saved_login,
 )
+from libs.cli.following import LogFollower, LogTarget
 
-FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+LOG_FILES = ("all", "stdout", "stderr")
 
 ServerOption = typer.Option(
     None,
@@ -202,56 +203,29 @@ def logs(
     role: str | None = typer.Option(None, "--role", help="task role (default: the first)"),
     index: int = typer.Option(0, "--index", min=0, help="task index in the role"),
     file: str = typer.Option("all", "--file", help="all, stdout or stderr"),
-    follow: bool = typer.Option(False, "--follow", "-f", help="keep printing until the job ends"),
-    interval: float = typer.Option(1.0, "--interval", min=0.1, help="seconds between polls with -f"),
+    follow: bool = typer.Option(
+        False, "--follow", "-f", help="keep printing what is added until the task ends"
+    ),
+    interval: float = typer.Option(
+        1.0, "--interval", min=0.1, help="seconds between polls with -f while nothing is new"
+    ),
     server: str | None = ServerOption,
 ) -> None:
-    """Print a task's log (its latest attempt); -f follows it until the job is final."""
+    """Print a task's log (its latest attempt); -f follows it, as `tail -f`, until the task ends."""
+    if file not in LOG_FILES:
+        _error_console().print(f"error: --file {file!r} is not one of: {', '.join(LOG_FILES)}.", markup=False)
+        raise typer.Exit(1)
     client, login_ = _client(server)
     user, name = _split_job(job, login_)
+    err = _error_console()
+    follower = LogFollower(
+        client,
+        LogTarget(user=user, name=name, role=role, index=index, file=file),
+        write=lambda text: typer.echo(text, nl=False),
+        note=lambda text: err.print(text, markup=False),
+    )
     with _friendly_errors(), client:
-        detail = client.job(user, name)
-        roles = detail.get("taskRoles") or {}
-        chosen = role or next(iter(roles), None)
-        if chosen is None or chosen not in roles:
-            known = ", ".join(roles) or "none yet"
-            raise ClientError(f"job {user}~{name} has no task role {chosen!r} (roles: {known}).")
-        offset = 0
-        while True:
-            st = detail["jobStatus"]
-            tasks = {t["taskIndex"]: t for t in roles[chosen]["taskStatuses"]}
-            if index not in tasks:
-                raise ClientError(f"task role {chosen} has no task {index} (it has {len(tasks)}).")
-            task = tasks[index]
-            final = st["state"] in FINAL_STATES
-            if task.get("containerNodeName") is not None:
-                piece = client.log(
-                    user,
-                    name,
-                    attempt=int(st["attemptId"]),
-                    role=chosen,
-                    index=index,
-                    task_attempt=int(task.get("attemptId", 0)),
-                    file=file,
-                    offset=offset,
-                )
-                if piece["content"]:
-                    typer.echo(piece["content"], nl=False)
-                offset = int(piece["offset"])
-                more = offset < int(piece.get("size", offset))
-            else:
-                more = False
-                if not follow:
-                    _error_console().print(
-                        f"task {chosen}[{index}] has not started yet ({st['state']}); use -f to wait for it.",
-                        markup=False,
-                    )
-            if not follow or (final and not more):
-                break
-            if not more:
-                time.sleep(interval)
-            detail = client.job(user, name)
-            roles = detail.get("taskRoles") or {}
+        follower.run(follow=follow, interval=interval)
 
 
 def stop(

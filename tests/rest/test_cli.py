@@ -107,7 +107,12 @@ def test_logs_follow_the_task_until_the_job_ends(cli_env: Path, tmp_path: Path, 
             query = json.loads(msg.data)
             # Small pieces, so following takes several requests.
             piece = text[query["offset"] : query["offset"] + 9]
-            reply = {"content": piece, "offset": query["offset"] + len(piece), "size": len(text)}
+            reply = {
+                "content": piece,
+                "offset": query["offset"],
+                "nextOffset": query["offset"] + len(piece),
+                "size": len(text),
+            }
             await msg.respond(json.dumps(reply).encode())
 
         await bus.nc.subscribe("pai.rpc.orchestrator.logs", cb=answer)
