@@ -43,6 +43,9 @@ async def _ask(request: web.Request, subject: str, payload: dict[str, Any], wait
     answer = json.loads(reply.data or b"{}")
     if not isinstance(answer, dict):
         raise unavailable("The scheduler answered in an older format; upgrade it to this version.")
+    if subject == STATUS_SUBJECT and "error" in answer:
+        # Right after a start the scheduler replays the job stream before it reports.
+        raise unavailable(f"The scheduler cannot report yet: {answer.get('message')}.")
     return answer
 
 
