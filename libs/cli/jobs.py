@@ -28,7 +28,8 @@ from libs.cli.client import (
     save_login,
     saved_login,
 )
-from libs.cli.following import LogFollower, LogTarget
+from libs.cli.following import FINAL_STATES, LogFollower, LogTarget
+from libs.cli.output import console
 
 LOG_FILES = ("all", "stdout", "stderr")
 
@@ -42,11 +43,11 @@ ServerOption = typer.Option(
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return console()
 
 
 def _error_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return console(stderr=True)
 
 
 @contextmanager
@@ -117,6 +118,13 @@ def submit(
 ) -> None:
     """Submit a job; prints USER~NAME and the job id."""
     text = file.read_text()
+    if not text.strip():
+        _error_console().print(
+            f"error: {file} is empty: there is no job to submit. Write one in the OpenPAI job "
+            "protocol v2 (examples/hello.yaml is a start) and check it with `pai job validate`.",
+            markup=False,
+        )
+        raise typer.Exit(2)
     client, _ = _client(server)
     with _friendly_errors(), client:
         answer = client.submit(text)
@@ -232,10 +240,16 @@ def stop(
     job: str = typer.Argument(..., help="USER~JOB, or JOB for the logged-in user"),
     server: str | None = ServerOption,
 ) -> None:
-    """Ask the platform to stop a job (stopping a finished job changes nothing)."""
+    """Ask the platform to stop a job; a job that has already finished is left as it is."""
     client, login_ = _client(server)
     user, name = _split_job(job, login_)
     with _friendly_errors(), client:
+        state = client.job(user, name)["jobStatus"]["state"]
+        if state in FINAL_STATES:
+            _console().print(
+                f"{user}~{name} has already finished ({state}); there is nothing to stop.", markup=False
+            )
+            return
         client.stop(user, name)
     _console().print(f"stop requested for {user}~{name}", markup=False)
 

@@ -16,12 +16,13 @@ from rich.console import Console
 from rich.table import Table
 
 from libs.cli.jobs import ServerOption, _client, _friendly_errors
+from libs.cli.output import console
 
 vc_app = typer.Typer(no_args_is_help=True, help="Virtual clusters: status and run-time configuration.")
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return console()
 
 
 def _gpus(resources: dict[str, Any]) -> int:
