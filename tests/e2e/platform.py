@@ -112,15 +112,15 @@ class Cli:
 
 
 @asynccontextmanager
-async def running_platform(data_dir: Path, *, api_per_min: int = UNLIMITED) -> AsyncIterator[Platform]:
+async def running_platform(data_dir: Path, *, api_per_min: int | None = UNLIMITED) -> AsyncIterator[Platform]:
     # The tests poll job details every few milliseconds from one address: far more than OpenPAI's
     # 600 requests a minute, so that limit is raised here (still counted, never hit) unless a
-    # test asks for a real one.
+    # test asks for another one, or for the platform's own (None).
     embedded = EmbeddedPlatform(
         data_dir,
         api_port=free_port(),
         admin_password=ADMIN_PASSWORD,
-        extra_env={"PAI_RATE_LIMIT_API_PER_MIN": str(api_per_min)},
+        extra_env={} if api_per_min is None else {"PAI_RATE_LIMIT_API_PER_MIN": str(api_per_min)},
     )
     try:
         info = await embedded.start()
