@@ -7,7 +7,7 @@ and can stop, kill and restart their server freely. Teardown always stops the pr
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -21,9 +21,15 @@ from tests.support.tracing import memory_exporter
 
 # Services that run inside the test process (threaded servers, in-process apps) log through
 # structlog, which unconfigured prints to whatever sys.stdout is at that moment: inside a CLI
-# test, the command's captured output. Their lines go to the process's stderr instead, which
-# pytest still captures and shows with a failing test.
-structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.__stderr__))
+# test, the command's captured output; written to the terminal instead, a server thread's lines
+# landed between pytest's own whenever they came outside a test's capture. They go to the
+# standard logging module, whose records pytest keeps per test and shows with a failing one
+# ("Captured log"); between tests a record finds only the null handler, never the terminal.
+# Services started as processes log to files (the embedded platform's <data dir>/logs).
+structlog.configure(logger_factory=structlog.stdlib.LoggerFactory())
+logging.getLogger().addHandler(logging.NullHandler())
+for _ours in ("services", "libs", "runtime"):  # our lines from INFO; other libraries' from WARNING
+    logging.getLogger(_ours).setLevel(logging.INFO)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from libs.cli.client import PaiClient
 from libs.cli.jobs import ServerOption, _client, _friendly_errors
+from libs.cli.output import console
 
 user_app = typer.Typer(no_args_is_help=True, help="Users: create, list, change, remove (admins).")
 group_app = typer.Typer(no_args_is_help=True, help="Groups and the rights they grant (admins).")
@@ -34,7 +35,7 @@ NewPassword = typer.Option(
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return console()
 
 
 def _call(client: PaiClient, method: str, path: str, **kwargs: Any) -> Any:

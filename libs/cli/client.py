@@ -32,13 +32,20 @@ class ApiError(ClientError):
     """The server answered with an error body."""
 
     def __init__(
-        self, status: int, code: str, message: str, problems: list[dict[str, Any]] | None = None
+        self,
+        status: int,
+        code: str,
+        message: str,
+        problems: list[dict[str, Any]] | None = None,
+        *,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.problems = problems or []
+        self.retry_after = retry_after
 
 
 def config_dir() -> Path:
@@ -102,6 +109,14 @@ def resolve_server(server: str | None) -> str:
     return last if isinstance(last, str) and last else DEFAULT_SERVER
 
 
+def _seconds(value: str | None) -> float | None:
+    """Retry-After in seconds (the API sends seconds; an HTTP date is not used here)."""
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
+
+
 def job_path(user: str, name: str) -> str:
     return f"/api/v2/jobs/{quote(user, safe='')}~{quote(name, safe='')}"
 
@@ -140,7 +155,13 @@ class PaiClient:
                 body = {}
             code = str(body.get("code") or f"HTTP{response.status_code}")
             message = str(body.get("message") or response.text or response.reason_phrase)
-            raise ApiError(response.status_code, code, message, body.get("problems"))
+            raise ApiError(
+                response.status_code,
+                code,
+                message,
+                body.get("problems"),
+                retry_after=_seconds(response.headers.get("Retry-After")),
+            )
         return response
 
     def login(self, user: str, password: str) -> dict[str, Any]:

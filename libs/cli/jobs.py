@@ -28,8 +28,10 @@ from libs.cli.client import (
     save_login,
     saved_login,
 )
+from libs.cli.following import FINAL_STATES, LogFollower, LogTarget
+from libs.cli.output import console
 
-FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+LOG_FILES = ("all", "stdout", "stderr")
 
 ServerOption = typer.Option(
     None,
@@ -41,11 +43,11 @@ ServerOption = typer.Option(
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return console()
 
 
 def _error_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return console(stderr=True)
 
 
 @contextmanager
@@ -116,6 +118,13 @@ def submit(
 ) -> None:
     """Submit a job; prints USER~NAME and the job id."""
     text = file.read_text()
+    if not text.strip():
+        _error_console().print(
+            f"error: {file} is empty: there is no job to submit. Write one in the OpenPAI job "
+            "protocol v2 (examples/hello.yaml is a start) and check it with `pai job validate`.",
+            markup=False,
+        )
+        raise typer.Exit(2)
     client, _ = _client(server)
     with _friendly_errors(), client:
         answer = client.submit(text)
@@ -202,66 +211,45 @@ def logs(
     role: str | None = typer.Option(None, "--role", help="task role (default: the first)"),
     index: int = typer.Option(0, "--index", min=0, help="task index in the role"),
     file: str = typer.Option("all", "--file", help="all, stdout or stderr"),
-    follow: bool = typer.Option(False, "--follow", "-f", help="keep printing until the job ends"),
-    interval: float = typer.Option(1.0, "--interval", min=0.1, help="seconds between polls with -f"),
+    follow: bool = typer.Option(
+        False, "--follow", "-f", help="keep printing what is added until the task ends"
+    ),
+    interval: float = typer.Option(
+        1.0, "--interval", min=0.1, help="seconds between polls with -f while nothing is new"
+    ),
     server: str | None = ServerOption,
 ) -> None:
-    """Print a task's log (its latest attempt); -f follows it until the job is final."""
+    """Print a task's log (its latest attempt); -f follows it, as `tail -f`, until the task ends."""
+    if file not in LOG_FILES:
+        _error_console().print(f"error: --file {file!r} is not one of: {', '.join(LOG_FILES)}.", markup=False)
+        raise typer.Exit(1)
     client, login_ = _client(server)
     user, name = _split_job(job, login_)
+    err = _error_console()
+    follower = LogFollower(
+        client,
+        LogTarget(user=user, name=name, role=role, index=index, file=file),
+        write=lambda text: typer.echo(text, nl=False),
+        note=lambda text: err.print(text, markup=False),
+    )
     with _friendly_errors(), client:
-        detail = client.job(user, name)
-        roles = detail.get("taskRoles") or {}
-        chosen = role or next(iter(roles), None)
-        if chosen is None or chosen not in roles:
-            known = ", ".join(roles) or "none yet"
-            raise ClientError(f"job {user}~{name} has no task role {chosen!r} (roles: {known}).")
-        offset = 0
-        while True:
-            st = detail["jobStatus"]
-            tasks = {t["taskIndex"]: t for t in roles[chosen]["taskStatuses"]}
-            if index not in tasks:
-                raise ClientError(f"task role {chosen} has no task {index} (it has {len(tasks)}).")
-            task = tasks[index]
-            final = st["state"] in FINAL_STATES
-            if task.get("containerNodeName") is not None:
-                piece = client.log(
-                    user,
-                    name,
-                    attempt=int(st["attemptId"]),
-                    role=chosen,
-                    index=index,
-                    task_attempt=int(task.get("attemptId", 0)),
-                    file=file,
-                    offset=offset,
-                )
-                if piece["content"]:
-                    typer.echo(piece["content"], nl=False)
-                offset = int(piece["offset"])
-                more = offset < int(piece.get("size", offset))
-            else:
-                more = False
-                if not follow:
-                    _error_console().print(
-                        f"task {chosen}[{index}] has not started yet ({st['state']}); use -f to wait for it.",
-                        markup=False,
-                    )
-            if not follow or (final and not more):
-                break
-            if not more:
-                time.sleep(interval)
-            detail = client.job(user, name)
-            roles = detail.get("taskRoles") or {}
+        follower.run(follow=follow, interval=interval)
 
 
 def stop(
     job: str = typer.Argument(..., help="USER~JOB, or JOB for the logged-in user"),
     server: str | None = ServerOption,
 ) -> None:
-    """Ask the platform to stop a job (stopping a finished job changes nothing)."""
+    """Ask the platform to stop a job; a job that has already finished is left as it is."""
     client, login_ = _client(server)
     user, name = _split_job(job, login_)
     with _friendly_errors(), client:
+        state = client.job(user, name)["jobStatus"]["state"]
+        if state in FINAL_STATES:
+            _console().print(
+                f"{user}~{name} has already finished ({state}); there is nothing to stop.", markup=False
+            )
+            return
         client.stop(user, name)
     _console().print(f"stop requested for {user}~{name}", markup=False)
 

@@ -16,56 +16,120 @@ from rich.console import Console
 from rich.table import Table
 
 from libs.cli.jobs import ServerOption, _client, _friendly_errors
+from libs.cli.output import console
+from libs.protocol.wording import counted
 
 vc_app = typer.Typer(no_args_is_help=True, help="Virtual clusters: status and run-time configuration.")
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return console()
 
 
 def _gpus(resources: dict[str, Any]) -> int:
     return int(resources.get("GPUs", resources.get("gpu", 0)))
 
 
+def _number(value: Any) -> str:
+    number = float(value or 0)
+    return str(int(number)) if number.is_integer() else f"{number:.2f}".rstrip("0")
+
+
+def _used_of(used: Any, offered: Any) -> str:
+    return f"{_number(used)}/{_number(offered)}"
+
+
 @vc_app.command("list")
 def list_vcs(server: str | None = ServerOption) -> None:
-    """Every VC with its guaranteed and used GPUs and its share of the cluster."""
+    """Every VC with its guaranteed and used GPUs, its share of the cluster, and the nodes' CPU and memory."""
     client, _ = _client(server)
     with _friendly_errors(), client:
         vcs = client.virtual_clusters()
-    table = Table("VC", "CAPACITY %", "USED %", "GPUS GUARANTEED", "GPUS USED", "RUNNING", "WAITING")
+    table = Table(
+        "VC",
+        "CAPACITY %",
+        "USED %",
+        "GPUS GUARANTEED",
+        "GPUS USED",
+        "RUNNING",
+        "WAITING",
+        "NODES",
+        "CPU USED/OFFERED",
+        "MEMORY MB USED/OFFERED",
+    )
     for name, vc in sorted(vcs.items()):
+        cluster = vc.get("cluster") or {}
+        used = vc["resourcesUsed"]
         table.add_row(
             name,
             f"{vc['capacity']:g}",
             f"{vc['usedCapacity']:g}",
             str(_gpus(vc["resourcesGuaranteed"])),
-            str(_gpus(vc["resourcesUsed"])),
+            str(_gpus(used)),
             str(vc.get("runningJobs", "")),
             str(vc.get("waitingJobs", "")),
+            str(cluster.get("nodes", len(vc.get("nodeList", [])))),
+            _used_of(used.get("cpu"), cluster.get("cpu")),
+            _used_of(used.get("memory"), cluster.get("memoryMb")),
         )
     _console().print(table)
 
 
 @vc_app.command("show")
 def show_vc(name: str = typer.Argument(..., help="the VC's name"), server: str | None = ServerOption) -> None:
-    """One VC: resources, per-node and per-user use, user limits, jobs without guarantee."""
+    """One VC: resources, every node with what it offers and what is in use, users, limits."""
     client, _ = _client(server)
     with _friendly_errors(), client:
         vc = client.virtual_cluster(name)
     out = _console()
     used, guaranteed = vc["resourcesUsed"], vc["resourcesGuaranteed"]
-    out.print(f"VC {name}: {vc['capacity']:g}% of the cluster, {vc['usedCapacity']:g}% in use", markup=False)
-    for label, res in (("guaranteed", guaranteed), ("used", used)):
-        out.print(f"  {label}: {_gpus(res)} GPUs, {res['cpu']} CPU, {res['memory']} MB memory", markup=False)
+    cluster = vc.get("cluster") or {}
+    nodes = vc.get("nodes", [])
+    if cluster.get("gpus", 1):
+        out.print(
+            f"VC {name}: {vc['capacity']:g}% of the cluster's GPUs, {vc['usedCapacity']:g}% in use",
+            markup=False,
+        )
+        out.print(
+            f"  guaranteed: {_gpus(guaranteed)} GPUs, {guaranteed['cpu']} CPU, "
+            f"{guaranteed['memory']} MB memory",
+            markup=False,
+        )
+    else:
+        out.print(
+            f"VC {name}: the cluster has no GPUs; jobs run on any of its {counted(len(nodes), 'node')} "
+            "by CPU and memory",
+            markup=False,
+        )
+    out.print(f"  used: {_gpus(used)} GPUs, {used['cpu']} CPU, {used['memory']} MB memory", markup=False)
+    if cluster:
+        out.print(
+            f"  the cluster offers: {counted(int(cluster.get('gpus', 0)), 'GPU')}, "
+            f"{_number(cluster.get('cpu'))} CPU, {_number(cluster.get('memoryMb'))} MB memory "
+            f"on {counted(int(cluster.get('nodes', 0)), 'node')}",
+            markup=False,
+        )
     limits = vc.get("userLimits") or {}
     if limits:
         out.print(f"  user limits: {limits}", markup=False)
-    table = Table("NODE", "GPUS USED BY VC", "GPUS", "HEALTHY")
-    for node in vc.get("nodes", []):
+    table = Table(
+        "NODE",
+        "CPU USED/OFFERED",
+        "MEMORY MB USED/OFFERED",
+        "GPUS USED/OFFERED",
+        "USED BY THIS VC",
+        "HEALTHY",
+    )
+    for node in nodes:
+        in_use = node.get("used") or {}
         table.add_row(
-            node["name"], str(node["usedGpus"]), str(node["gpus"]), "yes" if node["healthy"] else "no"
+            node["name"],
+            _used_of(in_use.get("cpu"), node.get("cpu")),
+            _used_of(in_use.get("memoryMb"), node.get("memoryMb")),
+            _used_of(in_use.get("gpus", node["usedGpus"]), node["gpus"]),
+            f"{_number(node.get('usedCpu'))} CPU, {_number(node.get('usedMemoryMb'))} MB, "
+            f"{counted(int(node['usedGpus']), 'GPU')}",
+            "yes" if node["healthy"] else "no",
         )
     out.print(table)
     for user, gpus in (vc.get("usedGpusByUser") or {}).items():

@@ -53,6 +53,26 @@ def _known_fields() -> set[str]:
 _KNOWN_FIELDS = _known_fields()
 
 
+# What a whole-number field counts, and an example, for its message ("must be a whole number of
+# GPUs, e.g. 1"). The one place for this wording: a protocol extension that accepts other values
+# for a field (fractions of a GPU) changes its entry here.
+WHOLE_NUMBERS: dict[str, tuple[str, str]] = {
+    "gpu": ("GPUs", "1"),
+    "cpu": ("CPUs", "1"),
+    "memoryMB": ("megabytes", "1024"),
+    "instances": ("instances", "1"),
+}
+
+
+def whole_number_problem(field: str, value: object) -> tuple[str, str]:
+    """The message and hint for a field that wants a whole number and got `value`."""
+    counts, example = WHOLE_NUMBERS.get(field, ("", "1"))
+    wanted = f"a whole number of {counts}, e.g. {example}" if counts else f"a whole number, e.g. {example}"
+    if isinstance(value, float) and not isinstance(value, bool):
+        return f"must be {wanted}, not {value:g}", f"write a whole number such as {example}"
+    return f"must be {wanted}, not {describe(value)}", f"write a number such as {example}, without quotes"
+
+
 def describe(value: object) -> str:
     """Name a YAML value's kind in a user's words."""
     if value is None or isinstance(value, Null):
@@ -107,9 +127,10 @@ def _explain(error: ErrorDetails, is_key: bool, field: str) -> tuple[str, str]:
             what = "task role and port names" if is_key else "this name"
             return (
                 f"{value!r} is not a valid name",
-                f"{what} must start with a letter or '_' and hold only letters, digits and '_'",
+                f"{what} must start with an ASCII letter (a-z, A-Z) or '_' and hold only ASCII "
+                "letters, digits and '_'",
             )
-        return f"{value!r} is not a valid name", "use only letters, digits, '_' and '-'"
+        return f"{value!r} is not a valid name", "use only ASCII letters (a-z, A-Z), digits, '_' and '-'"
     if isinstance(value, Null) or kind == "null_value":
         return "must not be null", "give a value or remove the line"
     if kind in ("string_type", "string_sub_type"):
@@ -118,7 +139,7 @@ def _explain(error: ErrorDetails, is_key: bool, field: str) -> tuple[str, str]:
             "write text; quote it if it starts with {, [, * or &, or looks like a number",
         )
     if kind == "js_integer":
-        return f"must be a whole number, not {describe(value)}", "write a number such as 1, without quotes"
+        return whole_number_problem(field, value)
     if kind == "text_or_number":
         return f"must be text or a number, not {describe(value)}", "write for example `1.0` or `latest`"
     if kind == "bool_type":
@@ -287,7 +308,11 @@ def validate_source(source: Source, limits: JobLimits = DEFAULT_LIMITS) -> JobCo
             [
                 Problem(
                     path="",
-                    message=f"a job must be a YAML mapping, not {describe(data)}",
+                    message=(
+                        "the document is empty (nothing but blanks or comments)"
+                        if data is None
+                        else f"a job must be a YAML mapping, not {describe(data)}"
+                    ),
                     hint="start with `protocolVersion: 2`, `name:`, `type: job` and `taskRoles:`",
                 )
             ]

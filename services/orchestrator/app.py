@@ -36,7 +36,7 @@ from services.orchestrator.adapters.k8s_nodes import NodeInventory
 from services.orchestrator.adapters.k8s_pods import PodSettings
 from services.orchestrator.adapters.kubernetes import KubernetesExecutor
 from services.orchestrator.adapters.local import ExitCallback, LocalExecutor, TaskExit
-from services.orchestrator.adapters.logs import LOGS_QUEUE, LOGS_SUBJECT, read_log
+from services.orchestrator.adapters.logs import LOGS_QUEUE, LOGS_SUBJECT, read_log, window
 from services.orchestrator.adapters.rules import RulesKeeper
 from services.orchestrator.adapters.state import FrameworkStore, SecretsReader, SubmissionReader
 from services.orchestrator.handlers import Orchestrator
@@ -154,8 +154,7 @@ async def pod_log_reply(executor: KubernetesExecutor, raw: bytes) -> dict[str, o
     data = text.encode()
     offset, limit = int(query.get("offset", 0)), int(query.get("limit", len(data)))
     start = max(0, len(data) + offset) if offset < 0 else min(offset, len(data))
-    piece = data[start : start + limit]
-    return {"content": piece.decode(errors="replace"), "offset": start + len(piece), "size": len(data)}
+    return window(data[start : start + limit], start, len(data))
 
 
 async def main(

@@ -161,20 +161,28 @@ class SchedulerService:
                     await asyncio.wait_for(stop.wait(), delay)
                 delay = min(delay * 2, 5.0)
 
+    async def _still_rebuilding(self, msg: Msg) -> bool:
+        """Until the replay is done the running jobs are not all known: an answer would lie."""
+        if not self._catch_up:
+            return False
+        message = "the scheduler is still rebuilding its state from the job stream; retry in a moment"
+        await msg.respond(json.dumps({"error": "unavailable", "message": message}).encode())
+        return True
+
     async def _answer_reconfigure(self, msg: Msg) -> None:
         if self.control is None:
             await msg.respond(json.dumps({"error": "unavailable", "message": "not reconfigurable"}).encode())
             return
-        if self._catch_up:
-            # Until the replay is done the running jobs are not all known: the check would lie.
-            message = "the scheduler is still rebuilding its state from the job stream; retry in a moment"
-            await msg.respond(json.dumps({"error": "unavailable", "message": message}).encode())
+        if await self._still_rebuilding(msg):
             return
         if await self.control.answer_reconfigure(msg):
             async with self.lock:
                 await self._decide(self._stop)  # waiting jobs may fit the new cells
 
     async def _answer_status(self, msg: Msg) -> None:
+        # A status read during the replay would show jobs that run as not running (0 GPUs used).
+        if await self._still_rebuilding(msg):
+            return
         if self.control is not None:
             await self.control.answer_status(msg)
             return

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
@@ -11,10 +9,10 @@ from services.alerter.core.config import ConfigError, load_config
 from services.alerter.core.expressions import ExpressionError, parse_condition
 from services.alerter.core.timing import parse_duration
 from services.alerter.defaults import default_config
+from tests.support.anchors import anchor, needs
 
-ANCHORS = (
-    Path(__file__).resolve().parents[2] / ".." / "shared" / "anchors" / "openpai" / "prometheus" / "alerting"
-)
+ALERTING = ("openpai", "prometheus", "alerting")
+ANCHORS = anchor(*ALERTING)
 
 
 @pytest.mark.parametrize(
@@ -54,7 +52,7 @@ def test_the_built_in_configuration_loads_and_restates_openpai_alerts() -> None:
     assert {"JobGpuUnderutilized", "JobStatusChanged", "NodeFilesystemUsage", "NodeMemoryUsage"} <= names
 
 
-@pytest.mark.skipif(not ANCHORS.is_dir(), reason="OpenPAI reference rules not available")
+@needs(*ALERTING)
 def test_built_in_rules_keep_openpai_durations_and_severities() -> None:
     upstream: dict[str, dict[str, object]] = {}
     for path in ANCHORS.glob("*.rules"):

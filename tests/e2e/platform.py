@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,7 +21,11 @@ from tests.support.events import JobEvents
 from tests.support.waiting import eventually
 
 ADMIN_PASSWORD = "e2e-admin-pass"
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+# The `pai` command of this checkout, whatever is installed on the PATH.
+PAI = (sys.executable, "-c", "from libs.cli.main import main; main()")
+UNLIMITED = 10_000_000
 
 
 class Platform:
@@ -71,17 +78,56 @@ class Platform:
         return next(c for c in self.embedded.supervisor.children if c.name == name)
 
 
+class Cli:
+    """The `pai` command as a user runs it: its own process, its own config dir, one server."""
+
+    def __init__(self, server: str, config_dir: Path) -> None:
+        self.env = {
+            **os.environ,
+            "PAI_SERVER": server,
+            "PAI_CONFIG_DIR": str(config_dir),
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            "COLUMNS": "200",
+        }
+        self.env.pop("PAI_PASSWORD", None)
+
+    async def start(self, *args: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+        """`pai ARGS...` started, with stdout and stderr as pipes."""
+        return await asyncio.create_subprocess_exec(
+            *PAI,
+            *args,
+            cwd=REPO,
+            env={**self.env, **(env or {})},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+
+    async def run(self, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+        """`pai ARGS...` to its end: exit code, stdout, stderr."""
+        process = await self.start(*args, env=env)
+        out, err = await process.communicate()
+        assert process.returncode is not None
+        return process.returncode, out.decode(), err.decode()
+
+
 @asynccontextmanager
-async def running_platform(data_dir: Path, *, task_user: str = "none") -> AsyncIterator[Platform]:
+async def running_platform(
+    data_dir: Path, *, api_per_min: int | None = UNLIMITED, task_user: str = "none"
+) -> AsyncIterator[Platform]:
     # The tests poll job details every few milliseconds from one address: far more than OpenPAI's
-    # 600 requests a minute, so that limit is raised here (still counted, never hit).
+    # 600 requests a minute, so that limit is raised here (still counted, never hit) unless a
+    # test asks for another one, or for the platform's own (None).
     # Their tasks write to the test's own temporary folder, which only root may enter: they run
     # as the platform's user unless a test asks otherwise (tests/security runs them as pai-task).
     embedded = EmbeddedPlatform(
         data_dir,
         api_port=free_port(),
         admin_password=ADMIN_PASSWORD,
-        extra_env={"PAI_RATE_LIMIT_API_PER_MIN": "10000000", "PAI_TASK_USER": task_user},
+        extra_env={
+            "PAI_TASK_USER": task_user,
+            **({} if api_per_min is None else {"PAI_RATE_LIMIT_API_PER_MIN": str(api_per_min)}),
+        },
     )
     try:
         info = await embedded.start()

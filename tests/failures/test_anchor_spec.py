@@ -7,7 +7,6 @@ test checks the matching engine, not the spec's regexes.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +14,9 @@ import yaml
 
 from libs.failures import PodStatus, RuleSet, analyze, check_rules, dump_rules, load_rules
 from libs.failures.analysis import ContainerStatus
+from tests.support.anchors import skip_module_without
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SPEC_PATH = REPO_ROOT / ".." / "shared" / "anchors" / "openpai" / "exit-spec" / "k8s-job-exit-spec.yaml"
+SPEC_PATH = skip_module_without("openpai", "exit-spec", "k8s-job-exit-spec.yaml")
 SPEC_TEXT = SPEC_PATH.read_text(encoding="utf-8")
 SPEC_ENTRIES: list[dict[str, Any]] = yaml.safe_load(SPEC_TEXT)["spec"]
 

@@ -7,8 +7,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from libs.cli.main import app
+from tests.support.anchors import anchor, needs
 
-SPEC = Path(__file__).resolve().parents[2] / ".." / "shared" / "anchors" / "openpai" / "exit-spec"
+SPEC = anchor("openpai", "exit-spec")
 SHIPPED = Path(__file__).resolve().parents[2] / "libs" / "failures" / "rules.yaml"
 
 
@@ -18,6 +19,7 @@ def test_check_says_ok_for_the_shipped_rules() -> None:
     assert result.stdout.startswith("OK: 27 rules, version 1")
 
 
+@needs("openpai", "exit-spec", "k8s-job-exit-spec.yaml")
 def test_check_warns_about_the_shadowed_entry_of_openpais_spec() -> None:
     result = CliRunner().invoke(app, ["failure-rules", "check", str(SPEC / "k8s-job-exit-spec.yaml")])
     assert result.exit_code == 0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from libs.failures import (
@@ -15,6 +13,7 @@ from libs.failures import (
     dump_rules,
     load_rules,
 )
+from tests.support.anchors import anchor, needs
 
 
 def _problems(text: str) -> list[str]:
@@ -117,17 +116,11 @@ def test_every_problem_of_a_file_is_reported_at_once() -> None:
     assert len(problems) == 3
 
 
-RUNTIME_PATTERNS = (
-    Path(__file__).resolve().parents[2]
-    / ".."
-    / "shared"
-    / "anchors"
-    / "openpai"
-    / "exit-spec"
-    / "runtime-failurePatterns.example.yml"
-)
+RUNTIME_PATTERNS_PARTS = ("openpai", "exit-spec", "runtime-failurePatterns.example.yml")
+RUNTIME_PATTERNS = anchor(*RUNTIME_PATTERNS_PARTS)
 
 
+@needs(*RUNTIME_PATTERNS_PARTS)
 def test_the_runtimes_own_pattern_format_loads_as_rules() -> None:
     rules = load_rules(RUNTIME_PATTERNS.read_text(encoding="utf-8"))
     assert [r.code for r in rules.rules] == [10, 12, 15, 16, 137, 143, 221]

@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import functools
+from collections.abc import Callable
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from libs.failures import ContainerStatus, PodStatus, analyze, default_rules, load_rules, retry_decision
+from libs.failures import (
+    ContainerStatus,
+    PodStatus,
+    RuleSet,
+    analyze,
+    default_rules,
+    load_rules,
+    retry_decision,
+)
+from tests.support.anchors import anchor, needs
 
-SPEC = Path(__file__).resolve().parents[2] / ".." / "shared" / "anchors" / "openpai" / "exit-spec"
-RULE_SETS = [default_rules(), load_rules((SPEC / "k8s-job-exit-spec.yaml").read_text(encoding="utf-8"))]
+SPEC_PARTS = ("openpai", "exit-spec", "k8s-job-exit-spec.yaml")
+RULE_SETS: dict[str, Callable[[], RuleSet]] = {
+    "packaged": default_rules,
+    "openpai-spec": lambda: load_rules(anchor(*SPEC_PARTS).read_text(encoding="utf-8")),
+}
+
+
+@functools.cache
+def _rules(name: str) -> RuleSet:
+    return RULE_SETS[name]()
+
 
 exit_codes = st.none() | st.integers() | st.sampled_from([0, 1, 125, 126, 127, 128, 137, 139, 143, 255, -210])
 logs = st.text(max_size=2000) | st.lists(
@@ -34,9 +54,9 @@ pods = st.none() | st.builds(
 )
 
 
+@pytest.mark.parametrize("rules_name", ["packaged", pytest.param("openpai-spec", marks=needs(*SPEC_PARTS))])
 @settings(max_examples=300, deadline=None)
 @given(
-    rules_index=st.sampled_from([0, 1]),
     exit_code=exit_codes,
     user_log=logs,
     platform_log=logs,
@@ -45,7 +65,7 @@ pods = st.none() | st.builds(
     ecc=st.booleans(),
 )
 def test_analyze_never_raises_and_always_decides(
-    rules_index: int,
+    rules_name: str,
     exit_code: int | None,
     user_log: str,
     platform_log: str,
@@ -54,7 +74,7 @@ def test_analyze_never_raises_and_always_decides(
     ecc: bool,
 ) -> None:
     verdict = analyze(
-        RULE_SETS[rules_index],
+        _rules(rules_name),
         exit_code=exit_code,
         user_log=user_log,
         platform_log=platform_log,

@@ -145,3 +145,32 @@ def test_conflict_delay_comes_from_the_random_argument() -> None:
     low, high = decide_retry("conflict", 0, 0, 0.0), decide_retry("conflict", 0, 0, 0.999)
     assert 0 < low.delay_seconds < high.delay_seconds
     assert decide_retry("conflict", 0, 0, 0.3) == decide_retry("conflict", 0, 0, 0.3)
+
+
+@pytest.mark.parametrize(
+    ("spec", "done", "wording"),
+    [
+        pytest.param(
+            ALL_WORKERS,
+            {("worker", 0): True, ("worker", 1): True, ("worker", 2): True},
+            "all 3 tasks succeeded",
+            id="every-task-succeeded",
+        ),
+        pytest.param(
+            NEVER_FAIL,
+            {("worker", 0): False, ("worker", 1): False},
+            "all 2 tasks completed; 2 failed without reaching their role's minFailedInstances, "
+            "so the job succeeded",
+            id="failures-below-the-limit",
+        ),
+    ],
+)
+def test_a_success_without_a_completion_condition_says_why_it_succeeded(
+    spec: JobSpec, done: dict[tuple[str, int], bool], wording: str
+) -> None:
+    last = list(done)[-1]
+    decision = decide_completion(spec, tallies(spec, done), *last)
+    assert decision is not None
+    assert decision.outcome == "succeeded"
+    assert decision.diagnostics == wording
+    assert "no completion condition" not in decision.diagnostics

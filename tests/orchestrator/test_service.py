@@ -117,7 +117,7 @@ async def test_logs_are_served_by_request_reply(bus: Bus, events: JobEvents) -> 
         "limit": 4,
     }
     reply = json.loads((await bus.nc.request(LOGS_SUBJECT, json.dumps(ask).encode(), timeout=10)).data)
-    assert reply == {"content": "line", "offset": 0, "size": len("line-one\n")}
+    assert reply == {"content": "line", "offset": 0, "nextOffset": 4, "size": len("line-one\n")}
     ask.update(file="all", limit=1000)
     reply = json.loads((await bus.nc.request(LOGS_SUBJECT, json.dumps(ask).encode(), timeout=10)).data)
     assert "line-one" in reply["content"]

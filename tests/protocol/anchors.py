@@ -5,8 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-ANCHORS = Path(__file__).resolve().parents[2].parent / "shared" / "anchors" / "openpai"
+from tests.support.anchors import anchor
+
+ANCHORS = anchor("openpai")
 JOBS = ANCHORS / "jobs"
+# What the modules reading these files need: a clone without them skips those modules.
+NEEDED = ("openpai", "jobs")
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from libs.protocol import JobProtocolError, masked_config, parse_job, render_entrypoint
-from tests.protocol.anchors import JOBS, job_files, openpai_verdicts
+from tests.protocol.anchors import JOBS, NEEDED, job_files, openpai_verdicts
+from tests.support.anchors import skip_module_without
 
+skip_module_without(*NEEDED)
 VERDICTS = openpai_verdicts()
 FILES = job_files()
 

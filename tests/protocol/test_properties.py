@@ -11,10 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from libs.protocol import JobConfig, JobProtocolError, masked_config, parse_job, render_entrypoint
-from tests.protocol.anchors import JOBS, job_files, openpai_verdicts
+from tests.protocol.anchors import JOBS, NEEDED, job_files, openpai_verdicts
+from tests.support.anchors import needs, present
 
 
 def _accepted_jobs() -> list[dict[str, Any]]:
+    if not present(*NEEDED):
+        return []
     verdicts = openpai_verdicts()
     jobs = []
     for path in job_files():
@@ -101,12 +104,14 @@ def mutated_jobs(draw: st.DrawFn) -> object:
     return data
 
 
+@needs(*NEEDED)
 @settings(max_examples=300, deadline=None)
 @given(mutated_jobs())
 def test_mutated_reference_jobs_are_parsed_or_refused(data: object) -> None:
     check(yaml.safe_dump(data))
 
 
+@needs(*NEEDED)
 def test_the_mutation_base_holds_the_accepted_reference_jobs() -> None:
     assert len(ACCEPTED) == sum(v.accepted for v in openpai_verdicts().values())
     for data in ACCEPTED:

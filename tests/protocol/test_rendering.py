@@ -9,8 +9,9 @@ import pytest
 
 from libs.protocol import JobProtocolError, dump_job_yaml, masked_config, parse_job, render_entrypoint
 from libs.protocol.rendering import docker_auth
-from tests.protocol.anchors import JOBS
+from tests.protocol.anchors import JOBS, NEEDED
 from tests.protocol.jobtexts import BASE_JOB, job, to_yaml
+from tests.support.anchors import needs
 
 
 def with_commands(commands: list[str], **changes: Any) -> str:
@@ -19,6 +20,7 @@ def with_commands(commands: list[str], **changes: Any) -> str:
     return to_yaml(data)
 
 
+@needs(*NEEDED)
 def test_the_marketplace_tensorflow_job_renders_deployment_and_references() -> None:
     parsed = parse_job((JOBS / "pai/marketplace-v2/tensorflow-cifar10.yaml").read_text(encoding="utf-8"))
     worker = render_entrypoint(parsed, "worker").split("\n")

@@ -166,7 +166,7 @@ def test_a_problem_names_its_line_and_how_to_fix_it() -> None:
     line = next(i for i, row in enumerate(text.splitlines(), 1) if "gpu: one" in row)
     (problem,) = problems_of(text)
     assert problem.path == "taskRoles.worker.resourcePerInstance.gpu"
-    assert problem.message == f"must be a whole number, not text (line {line})"
+    assert problem.message == f"must be a whole number of GPUs, e.g. 1, not text (line {line})"
     assert "number" in problem.hint
 
 
@@ -190,9 +190,7 @@ def test_malformed_yaml_reports_its_line(text: str, line: int) -> None:
     assert f"line {line}," in problem.message
 
 
-@pytest.mark.parametrize(
-    "text", ["", "just text", "- a\n- b\n", "42"], ids=["empty", "scalar", "list", "number"]
-)
+@pytest.mark.parametrize("text", ["just text", "- a\n- b\n", "42"], ids=["scalar", "list", "number"])
 def test_a_document_that_is_not_a_mapping_is_refused(text: str) -> None:
     (problem,) = problems_of(text)
     assert "mapping" in problem.message
@@ -306,3 +304,31 @@ def test_extras_accept_nulls_as_openpai_does_but_typed_fields_elsewhere_do_not()
     (problem,) = problems_of(to_yaml(job(jobRetryCount=0)).replace("jobRetryCount: 0", "jobRetryCount: null"))
     assert problem.path == "jobRetryCount"
     assert problem.message.startswith("must not be null")
+
+
+def test_a_fraction_of_a_gpu_is_refused_as_not_a_whole_number_of_gpus() -> None:
+    text = to_yaml(
+        job(taskRoles={"worker": worker(resourcePerInstance={"cpu": 1, "memoryMB": 1, "gpu": 0.5})})
+    )
+    (problem,) = problems_of(text)
+    assert problem.path == "taskRoles.worker.resourcePerInstance.gpu"
+    assert problem.message.startswith("must be a whole number of GPUs, e.g. 1, not 0.5")
+    assert problem.hint == "write a whole number such as 1"
+
+
+def test_a_name_with_a_letter_outside_ascii_asks_for_ascii_letters() -> None:
+    (problem,) = problems_of(to_yaml(job(name="jöb")))
+    assert problem.path == "name"
+    assert "'jöb' is not a valid name" in problem.message
+    assert "ASCII letters" in problem.hint
+
+
+def test_a_role_name_outside_ascii_asks_for_ascii_letters() -> None:
+    (problem, *_) = problems_of(to_yaml(job(taskRoles={"wörker": worker()})))
+    assert "ASCII letter" in problem.hint
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n"], ids=["empty", "blank", "comment"])
+def test_an_empty_document_is_called_empty(text: str) -> None:
+    (problem,) = problems_of(text)
+    assert problem.message.startswith("the document is empty")

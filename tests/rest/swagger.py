@@ -17,14 +17,10 @@ import yaml
 from referencing import Registry
 from referencing.jsonschema import DRAFT7
 
-SWAGGER = (
-    Path(__file__).resolve().parents[2].parent
-    / "shared"
-    / "anchors"
-    / "openpai"
-    / "rest-api"
-    / "swagger.yaml"
-)
+from tests.support.anchors import anchor
+
+SWAGGER_PARTS = ("openpai", "rest-api", "swagger.yaml")
+SWAGGER = anchor(*SWAGGER_PARTS)
 URN = "urn:openpai-swagger"
 
 

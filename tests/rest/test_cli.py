@@ -107,7 +107,12 @@ def test_logs_follow_the_task_until_the_job_ends(cli_env: Path, tmp_path: Path, 
             query = json.loads(msg.data)
             # Small pieces, so following takes several requests.
             piece = text[query["offset"] : query["offset"] + 9]
-            reply = {"content": piece, "offset": query["offset"] + len(piece), "size": len(text)}
+            reply = {
+                "content": piece,
+                "offset": query["offset"],
+                "nextOffset": query["offset"] + len(piece),
+                "size": len(text),
+            }
             await msg.respond(json.dumps(reply).encode())
 
         await bus.nc.subscribe("pai.rpc.orchestrator.logs", cb=answer)
@@ -189,3 +194,70 @@ def test_commands_use_the_server_last_logged_in_to(
     code, output = pai("job", "list", "--server", "http://127.0.0.1:9")
     assert code == 1
     assert "127.0.0.1:9" in output
+
+
+def test_stopping_a_finished_job_says_so_and_requests_nothing(
+    cli_env: Path, tmp_path: Path, server: ServerThread
+) -> None:
+    logged_in(cli_env)
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(job_yaml("done", instances=1))
+    code, output = pai("job", "submit", str(job_file))
+    assert code == 0, output
+    job_id = output.split("(id ")[1].rstrip(")\n")
+    stops: list[str] = []
+
+    async def record(msg: Msg) -> None:
+        stops.append(msg.subject)
+
+    async def finish() -> Bus:
+        bus = await connect(server.settings.nats_url, name="fake-orchestrator", initial_timeout=10)
+        await bus.js.subscribe(f"pai.job.{job_id}.job.stop_requested", cb=record, ordered_consumer=True)
+        await publish_event(
+            bus.js, JobCompleted(job_id=job_id, attempt=0, state=JobState.SUCCEEDED, exit_code=0)
+        )
+        return bus
+
+    bus = server.run(finish())
+    try:
+        for _ in range(200):
+            code, output = pai("job", "status", "admin~done")
+            if "SUCCEEDED" in output:
+                break
+        code, output = pai("job", "stop", "done")
+        assert (code, output.strip()) == (
+            0,
+            "admin~done has already finished (SUCCEEDED); there is nothing to stop.",
+        )
+        server.run(bus.nc.flush())
+        assert stops == [], "no stop was requested"
+    finally:
+        server.run(bus.close())
+
+
+def test_an_empty_file_is_called_empty_before_anything_is_sent(cli_env: Path, tmp_path: Path) -> None:
+    logged_in(cli_env)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("\n")
+    code, output = pai("job", "submit", str(empty))
+    assert code == 2
+    assert f"error: {empty} is empty: there is no job to submit." in output
+    assert "request body" not in output
+    assert "HTTP" not in output
+
+
+def test_job_list_does_not_wrap_names_when_the_output_is_not_a_terminal(
+    cli_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    logged_in(cli_env)
+    name = "a-job-name-long-enough-to-pass-eighty-columns-" + "x" * 30
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(job_yaml(name))
+    code, output = pai("job", "submit", str(job_file))
+    assert code == 0, output
+    code, output = pai("job", "list")
+    assert code == 0, output
+    [row] = [line for line in output.splitlines() if name in line]
+    assert f"admin~{name}" in row
+    assert "WAITING" in row, "the row stays on one line"

@@ -24,10 +24,11 @@ from services.rest.settings import RestSettings
 from tests.rest.conftest import ADMIN_PASSWORD
 from tests.rest.fake_idp import CLIENT_ID, CLIENT_SECRET, FakeIdp
 from tests.rest.jobs import job_yaml
-from tests.rest.swagger import SWAGGER, Swagger
+from tests.rest.swagger import SWAGGER_PARTS, Swagger
 from tests.rest.test_list_and_auth import login
 from tests.rest.test_virtual_clusters import cluster_with_a_job
 from tests.services.vc_support import cluster_file, scheduler
+from tests.support.anchors import skip_without
 from tests.support.waiting import eventually
 
 Client = TestClient[Any, Any]
@@ -159,8 +160,7 @@ async def body_of(response: Any) -> tuple[str, Any]:
 
 
 def test_the_walk_covers_every_swagger_operation() -> None:
-    if not SWAGGER.exists():
-        pytest.skip("the OpenPAI reference is not next to this checkout")
+    skip_without(*SWAGGER_PARTS)
     documented = {(method, path) for method, path, _ in Swagger().operations()}
     walked = {(method, path) for method, path, _, _ in WALK}
     assert len(documented) == 44
@@ -171,8 +171,7 @@ def test_the_walk_covers_every_swagger_operation() -> None:
 async def test_every_swagger_operation_answers_with_the_documented_shape(
     api: Client, admin_headers: dict[str, str], bus: Bus, nats_server: Any, tmp_path: Path
 ) -> None:
-    if not SWAGGER.exists():
-        pytest.skip("the OpenPAI reference is not next to this checkout")
+    skip_without(*SWAGGER_PARTS)
     swagger = Swagger()
     seen = await cluster_with_a_job(bus)
 

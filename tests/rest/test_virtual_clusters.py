@@ -81,8 +81,28 @@ async def test_status_sku_types_and_config_changes_over_rest(
         )
         assert a["resourcesUsed"] == {"cpu": 2, "vCores": 2, "memory": 1024, "gpu": 4, "GPUs": 4}
         assert a["resourcesGuaranteed"] == {"cpu": 64, "vCores": 64, "memory": 524288, "gpu": 8, "GPUs": 8}
-        assert len(a["nodeList"]) == 1
-        assert a["nodes"] == [{"name": a["nodeList"][0], "usedGpus": 4, "gpus": 4, "healthy": True}]
+        assert a["nodeList"] == ["n0", "n1", "n2", "n3"], "every node the VC's jobs may use"
+        assert a["cluster"] == {"nodes": 4, "cpu": 128, "memoryMb": 1048576, "gpus": 16}
+        [busy] = [n for n in a["nodes"] if n["usedGpus"]]
+        assert busy == {
+            "name": busy["name"],
+            "usedGpus": 4,
+            "gpus": 4,
+            "healthy": True,
+            "address": busy["address"],
+            "gpuModel": "A100",
+            "cpu": 32,
+            "memoryMb": 262144,
+            "usedCpu": 2,
+            "usedMemoryMb": 1024,
+            "used": {"cpu": 2, "memoryMb": 1024, "gpus": 4},
+        }
+        idle = [n for n in a["nodes"] if n["name"] != busy["name"]]
+        assert all(n["used"] == {"cpu": 0, "memoryMb": 0, "gpus": 0} and n["cpu"] == 32 for n in idle)
+        b_nodes = (await (await api.get("/api/v2/virtual-clusters/b", headers=admin_headers)).json())["nodes"]
+        [seen_by_b] = [n for n in b_nodes if n["name"] == busy["name"]]
+        assert (seen_by_b["usedGpus"], seen_by_b["usedCpu"]) == (0, 0), "VC b uses nothing there"
+        assert seen_by_b["used"]["gpus"] == 4, "what runs there, whatever its VC"
         assert a["usedGpusByUser"] == {"alice": 4}
 
         response = await api.get("/rest-server/api/v2/virtual-clusters/b", headers=admin_headers)
@@ -172,6 +192,10 @@ def test_pai_vc_commands(
         code, output = pai("vc", "show", "a")
         assert code == 0, output
         assert "guaranteed: 8 GPUs, 64 CPU, 524288 MB memory" in output
+        assert "the cluster offers: 16 GPUs, 128 CPU, 1048576 MB memory on 4 nodes" in output
+        node_rows = [line for line in output.splitlines() if "│ n" in line]
+        assert len(node_rows) == 4
+        assert any("2/32" in row and "4/4" in row and "2 CPU, 1024 MB, 4 GPUs" in row for row in node_rows)
         assert "user alice: 4 GPUs" in output
         assert pai("vc", "show", "zz")[0] == 1
 

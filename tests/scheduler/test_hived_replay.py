@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 from libs.cli.main import app
 from services.scheduler.sim.replay import CaseReplayer, apply_modifications, expand_leaf_cells
 from tests.scheduler.clusters import two_rack_config
+from tests.support.anchors import anchor, needs
 
-ANCHORS = Path(__file__).resolve().parents[3] / "shared" / "anchors" / "hived"
-CASES = ANCHORS / "cases.yaml"
+CASES = anchor("hived", "cases.yaml")
 
-needs_anchors = pytest.mark.skipif(not CASES.is_file(), reason="HiveD reference cases are not available")
+needs_anchors = needs("hived", "cases.yaml")
 
 
 @needs_anchors

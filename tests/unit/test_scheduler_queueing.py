@@ -76,6 +76,17 @@ def test_a_gpu_job_on_a_cluster_without_gpus_waits_and_says_what_it_needs() -> N
     assert "needs 4 GPUs" in decision.reason
 
 
+def test_one_gpu_and_one_node_are_counted_in_the_singular() -> None:
+    core = core_with(node(gpus=0), submitted("j1", config(worker=(1, 1, 1))))
+    [decision] = core.decide()
+    assert isinstance(decision, JobPending)
+    assert decision.reason.endswith("needs 1 GPU")
+    core = core_with(node(cpu=4), submitted("j2", config(worker=(1, 8, 0))))
+    [decision] = core.decide()
+    assert isinstance(decision, JobPending)
+    assert "(1 node known)" in decision.reason
+
+
 def test_higher_priority_jobs_are_placed_first() -> None:
     core = core_with(
         node(cpu=2), submitted("low", config(w=(1, 2, 0))), submitted("high", config(w=(1, 2, 0)), 100)

@@ -2,8 +2,10 @@
 
 Logs are not facts, so they are not on a stream: the REST service asks the orchestrator that
 owns the task's directory, by request/reply. A request names the task and a byte window; the
-reply carries the text, the window's start and the file's whole size so a caller can follow a
-growing log by asking again from `offset + len(content)`.
+reply carries the text, the window's start (`offset`), where the next window starts
+(`nextOffset`) and the file's whole size, so a caller follows a growing log by asking again from
+`nextOffset`. A window never ends inside a UTF-8 character: the character's first bytes are left
+for the next window, so every byte reaches a follower once, whole.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class LogRequest(BaseModel):
 
 
 def read_log(data_dir: Path, raw: bytes) -> dict[str, Any]:
-    """The reply to one request, as a JSON-ready dict: {content, offset, size} or {error}."""
+    """The reply to one request, as a JSON-ready dict: {content, offset, nextOffset, size} or {error}."""
     try:
         request = LogRequest.model_validate_json(raw)
         check_id(request.job_id, "job_id")
@@ -55,10 +57,33 @@ def read_log(data_dir: Path, raw: bytes) -> dict[str, Any]:
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        return {"content": "", "offset": 0, "size": 0}
+        return {"content": "", "offset": 0, "nextOffset": 0, "size": 0}
     offset = request.offset if request.offset >= 0 else max(0, size + request.offset)
     offset = min(offset, size)
     with open(path, "rb") as f:
         f.seek(offset)
         data = f.read(request.limit)
-    return {"content": data.decode("utf-8", errors="replace"), "offset": offset, "size": size}
+    return window(data, offset, size)
+
+
+def window(data: bytes, offset: int, size: int) -> dict[str, Any]:
+    """The reply for `data` read at `offset` of a file of `size` bytes, ending on a whole character."""
+    whole = len(data) - _partial_tail(data)
+    if whole == 0 and offset + len(data) >= size and data:
+        whole = len(data)  # the file ends inside a character: hand it over rather than wait forever
+    return {
+        "content": data[:whole].decode("utf-8", errors="replace"),
+        "offset": offset,
+        "nextOffset": offset + whole,
+        "size": size,
+    }
+
+
+def _partial_tail(data: bytes) -> int:
+    """How many bytes at the end of `data` begin a UTF-8 character that is not complete (0-3)."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # not a continuation byte: the start of the last character
+            need = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4 if byte >> 3 == 0b11110 else 1
+            return back if back < need else 0
+    return 0

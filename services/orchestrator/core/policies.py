@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from libs.protocol.events import FailureInfo
+from libs.protocol.wording import counted
 from runtime.exitcodes import BARRIER_TIMEOUT
 
 STOP_EXIT_CODE = -210
@@ -140,14 +141,17 @@ def decide_completion(
                 f"{role.min_succeeded}",
             )
     if all(t.completed for t in tasks):
+        # FrameworkController's rule: an attempt whose tasks all completed without a role
+        # reaching minFailedInstances (or minSucceededInstances first) succeeds.
         failed_total = sum(1 for t in tasks if not t.succeeded)
-        return CompletionDecision(
-            "succeeded",
-            trigger_role,
-            trigger_index,
-            f"all {len(tasks)} tasks completed ({failed_total} failed) and no completion "
-            "condition was reached",
-        )
+        if not failed_total:
+            why = f"all {counted(len(tasks), 'task')} succeeded"
+        else:
+            why = (
+                f"all {counted(len(tasks), 'task')} completed; {failed_total} failed without reaching "
+                "their role's minFailedInstances, so the job succeeded"
+            )
+        return CompletionDecision("succeeded", trigger_role, trigger_index, why)
     return None
 
 

@@ -21,9 +21,11 @@ routes = web.RouteTableDef()
 
 TASK_LOGS = JOB_PATH + "/attempts/{attempt}/taskRoles/{role}/taskIndex/{index}/attempts/{task_attempt}/logs"
 LOG_FILES = ("all", "stdout", "stderr")
-# One piece of log per request; a follower asks again from the returned offset.
+# One piece of log per request; a follower asks again from the returned `nextOffset`.
 DEFAULT_LOG_LIMIT = 64 * 1024
 MAX_LOG_LIMIT = 4 * 1024 * 1024
+# The orchestrator reads at most this much per request (a reply must fit a bus message).
+ORCHESTRATOR_LOG_LIMIT = 1024 * 1024
 
 
 async def _task(request: web.Request) -> tuple[dict[str, object], int, str, int]:
@@ -60,8 +62,11 @@ async def task_log_content(request: web.Request) -> web.Response:
     if file not in LOG_FILES:
         raise invalid_parameters(f"log {file!r} is not one of: {', '.join(LOG_FILES)}.")
     job, attempt, role, index = await _task(request)
-    limit = int_param(
-        request.query.get("limit"), "limit", default=DEFAULT_LOG_LIMIT, minimum=1, maximum=MAX_LOG_LIMIT
+    limit = min(
+        int_param(
+            request.query.get("limit"), "limit", default=DEFAULT_LOG_LIMIT, minimum=1, maximum=MAX_LOG_LIMIT
+        ),
+        ORCHESTRATOR_LOG_LIMIT,
     )
     tail = request.query.get("tailMode", "").lower() == "true"
     # In tail mode the orchestrator reads the last `limit` bytes (a negative offset counts from the end).
@@ -87,10 +92,14 @@ async def task_log_content(request: web.Request) -> web.Response:
         ) from None
     if "error" in answer:
         raise no_task_log(f"Log of task {role}[{index}] is not available: {answer['error']}")
+    content = str(answer.get("content", ""))
+    start = int(answer.get("offset", 0))
     return web.json_response(
         {
-            "content": str(answer.get("content", "")),
-            "offset": int(answer.get("offset", 0)),
+            "content": content,
+            "offset": start,
+            # Where the next read starts: a follower asks again from here until it reaches `size`.
+            "nextOffset": int(answer.get("nextOffset", start + len(content.encode()))),
             "size": int(answer.get("size", 0)),
         }
     )

@@ -5,8 +5,11 @@ The scheduler alone knows cells and allocations, so every route asks it over req
 HiveD facts: capacity and usedCapacity are percentages of the cluster's GPUs, resourcesTotal of
 a VC is its guaranteed cells (HiveD has no elastic total per VC), maxCapacity is 100 because
 opportunistic jobs may use any free cell, and dedicated is always false (HiveD does not
-dedicate nodes to VCs). Fields OpenPAI does not have (per-node use, per-user use and limits,
-jobs waiting or running without their guarantee) ride along under their own names.
+dedicate nodes to VCs). nodeList names every node the scheduler knows: HiveD binds a VC's cells
+to nodes only as they are used, and jobs without GPUs go to any node. Fields OpenPAI does not
+have ride along under their own names: `nodes` (each node's CPU, memory and GPUs, what this VC
+uses there and what every job there uses), `cluster` (the nodes' totals), per-user use and
+limits, jobs waiting or running without their guarantee.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ async def _ask(request: web.Request, subject: str, payload: dict[str, Any], wait
     answer = json.loads(reply.data or b"{}")
     if not isinstance(answer, dict):
         raise unavailable("The scheduler answered in an older format; upgrade it to this version.")
+    if subject == STATUS_SUBJECT and "error" in answer:
+        # Right after a start the scheduler replays the job stream before it reports.
+        raise unavailable(f"The scheduler cannot report yet: {answer.get('message')}.")
     return answer
 
 
@@ -57,10 +63,31 @@ def _percent(part: int, whole: int) -> float:
     return round(100.0 * part / whole, 2) if whole else 0.0
 
 
+def _node(node: dict[str, Any], vc: dict[str, Any]) -> dict[str, Any]:
+    """A node as a VC sees it: what it offers, what runs there in all, and this VC's part."""
+    nothing = {"cpu": 0, "memoryMb": 0, "gpus": 0}
+    mine = (node.get("usedByVc") or {}).get(vc["name"], nothing)
+    return {
+        "name": node["name"],
+        "usedGpus": int(vc["nodes"].get(node["name"], mine["gpus"])),
+        "gpus": int(node.get("gpus", 0)),
+        "healthy": bool(node.get("healthy", False)),
+        "address": node.get("address"),
+        "gpuModel": node.get("gpuModel"),
+        "cpu": node.get("cpu", 0),
+        "memoryMb": int(node.get("memoryMb", 0)),
+        "usedCpu": mine["cpu"],
+        "usedMemoryMb": int(mine["memoryMb"]),
+        "used": dict(node.get("used") or nothing),
+    }
+
+
 def openpai_vc(vc: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
     """One VC in OpenPAI's VirtualCluster shape, plus our per-node and per-user detail."""
     cluster_gpus = sum(int(v["guaranteedGpus"]) for v in status["virtualClusters"])
     nodes = {n["name"]: n for n in status["nodes"]}
+    # Nodes the scheduler knows, and any a VC still uses that it no longer reports.
+    listed = [nodes.get(name, {"name": name}) for name in sorted(set(nodes) | set(vc["nodes"]))]
     guaranteed = _resources(vc["guaranteedCpu"], vc["guaranteedMemoryMb"], int(vc["guaranteedGpus"]))
     return {
         "capacity": _percent(int(vc["guaranteedGpus"]), cluster_gpus),
@@ -71,16 +98,14 @@ def openpai_vc(vc: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         "resourcesUsed": _resources(vc["usedCpu"], vc["usedMemoryMb"], int(vc["usedGpus"])),
         "resourcesGuaranteed": guaranteed,
         "resourcesTotal": dict(guaranteed),
-        "nodeList": sorted(vc["nodes"]),
-        "nodes": [
-            {
-                "name": name,
-                "usedGpus": used,
-                "gpus": int(nodes.get(name, {}).get("gpus", 0)),
-                "healthy": bool(nodes.get(name, {}).get("healthy", False)),
-            }
-            for name, used in sorted(vc["nodes"].items())
-        ],
+        "nodeList": [node["name"] for node in listed],
+        "nodes": [_node(node, vc) for node in listed],
+        "cluster": {
+            "nodes": len(nodes),
+            "cpu": sum(n.get("cpu", 0) for n in nodes.values()),
+            "memoryMb": sum(int(n.get("memoryMb", 0)) for n in nodes.values()),
+            "gpus": sum(int(n.get("gpus", 0)) for n in nodes.values()),
+        },
         "guaranteedGpusBySkuType": vc["guaranteedByType"],
         "runningJobs": vc["runningJobs"],
         "waitingJobs": vc["waitingJobs"],

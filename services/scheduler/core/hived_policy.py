@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from libs.protocol.wording import counted
 from services.scheduler.core.hived_algorithm import PREEMPTING_PHASE, HivedAlgorithm
 from services.scheduler.core.hived_cells import FREE_PRIORITY, MIN_GUARANTEED_PRIORITY
 from services.scheduler.core.hived_config import parse_config
@@ -161,7 +162,7 @@ class HivedPolicy:
         for gang in _gangs(demand):
             if self._algo is None or not self._algo.full:
                 needed = sum(t.gpu for t in gang)
-                reason = f"the cluster has no GPU nodes yet; the job needs {needed} GPUs"
+                reason = f"the cluster has no GPU nodes yet; the job needs {counted(needed, 'GPU')}"
                 return self._give_up(demand, Waiting(demand.job_id, reason))
             suggested = self._suggested(gang)
             for task in gang:
@@ -243,7 +244,7 @@ class HivedPolicy:
                 job.usage = {}
                 return (
                     f"no healthy node has {t.cpu} CPU and {t.memory_mb} MB memory free for "
-                    f"{t.role}-{t.index} ({len(self._nodes)} nodes known)"
+                    f"{t.role}-{t.index} ({counted(len(self._nodes), 'node')} known)"
                 )
             # Best fit: the node left with the least free CPU keeps big nodes whole.
             best = min(candidates, key=lambda n: (n.cpu - used.get(n.name, (0, 0))[0], n.name))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from libs.protocol.wording import counted
 from services.scheduler.core.placements import (
     Decision,
     JobDemand,
@@ -123,7 +124,7 @@ class UserLimitedPolicy:
                     )
                     return Waiting(
                         demand.job_id,
-                        f"user {demand.user} may use at most {cap} GPUs at once in VC {vc} "
+                        f"user {demand.user} may use at most {counted(cap, 'GPU')} at once in VC {vc} "
                         f"({field_name}); {used} are in use by their running jobs and this job "
                         f"needs {needed}; it starts when enough of them finish",
                     )

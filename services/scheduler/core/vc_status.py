@@ -4,7 +4,9 @@ The scheduler is the only place that knows cell ownership and what every running
 so it answers with facts (GPU counts, CPU and memory of placed tasks, per node and per user);
 the REST service turns them into OpenPAI's response shapes. CPU and memory of a VC's
 guarantee come from the SKU types of the HiveD config (per device), or, when the config has
-none, from the nodes of that GPU model (node CPU and memory divided by its devices).
+none, from the nodes of that GPU model (node CPU and memory divided by its devices). Each node
+says what it offers and what the running tasks placed on it hold, in all and per VC: jobs
+without GPUs are fitted onto any node by CPU and memory, whatever their VC.
 """
 
 from __future__ import annotations
@@ -58,6 +60,33 @@ def _pinned(hived: HivedPolicy, vc: str) -> list[tuple[str, Any]]:
     return [(phys[pid].chain, ccl) for pid, ccl in algo.cfg.vc_pinned.get(vc, {}).items() if pid in phys]
 
 
+def _nothing() -> dict[str, int]:
+    return {"cpu": 0, "memoryMb": 0, "gpus": 0}
+
+
+def _use_by_node(
+    running: list[tuple[JobDemand, Placed]],
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, dict[str, int]]]]:
+    """CPU, memory and GPUs held on each node by running tasks: in all, and per VC."""
+    total: dict[str, dict[str, int]] = {}
+    per_vc: dict[str, dict[str, dict[str, int]]] = {}
+    for demand, placed in running:
+        asked = {(t.role, t.index): t for t in demand.tasks}
+        for where in placed.tasks:
+            task = asked.get((where.role, where.index))
+            if task is None:
+                continue
+            gpus = len(where.gpu_indices) or task.gpu
+            for use in (
+                total.setdefault(where.node, _nothing()),
+                per_vc.setdefault(where.node, {}).setdefault(demand.virtual_cluster, _nothing()),
+            ):
+                use["cpu"] += task.cpu
+                use["memoryMb"] += task.memory_mb
+                use["gpus"] += gpus
+    return total, per_vc
+
+
 def status_report(
     policy: PlacementPolicy,
     running: list[tuple[JobDemand, Placed]],
@@ -81,6 +110,7 @@ def status_report(
             mem + sum(t.memory_mb for t in demand.tasks),
             jobs + 1,
         )
+    node_use, node_vc_use = _use_by_node(running)
     node_gpus: dict[str, dict[str, int]] = {}
     vcs: list[dict[str, Any]] = []
     for vc in policy.virtual_clusters():
@@ -124,6 +154,9 @@ def status_report(
                 "gpuModel": n.gpu_model,
                 "healthy": n.healthy,
                 "usedGpusByVc": node_gpus.get(n.name, {}),
+                # What every running task placed there holds, and each VC's share of it.
+                "used": node_use.get(n.name, _nothing()),
+                "usedByVc": node_vc_use.get(n.name, {}),
             }
             for n in sorted(nodes, key=lambda n: n.name)
         ],
