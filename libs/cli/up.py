@@ -6,11 +6,14 @@ import asyncio
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from libs.embedded.platform import EmbeddedPlatform
+from libs.embedded.platform import EmbeddedPlatform, embedded_defaults
 from libs.protocol import simulated_gpus
+from services.rest.ratelimit import configured_limits
+from services.rest.settings import RestSettings
 
 
 def up(
@@ -68,6 +71,7 @@ async def _run(platform: EmbeddedPlatform) -> None:
         typer.echo(f"metrics: {info.metrics_url}")
         if gpus_line := _gpus_line(platform):
             typer.echo(gpus_line)
+        typer.echo(_limits_line(platform))
         if info.admin_password:
             typer.echo(f"admin login: user admin, password {info.admin_password}")
         else:
@@ -95,3 +99,19 @@ def _gpus_line(platform: EmbeddedPlatform) -> str:
             f"GPUs: {found.count} simulated ({found.model}); real NVIDIA GPUs, when found, are used instead"
         )
     return ""
+
+
+def _limits_line(platform: EmbeddedPlatform) -> str:
+    """The request limits the API applies, as the REST service will read them."""
+    applied = {**embedded_defaults(), **platform.extra_env}
+    overrides: dict[str, Any] = {
+        name.removeprefix("PAI_").lower(): int(value)
+        for name, value in applied.items()
+        if name.startswith("PAI_RATE_LIMIT_") and value.isdigit()
+    }
+    settings = RestSettings(**overrides)
+    parts = [
+        f"{limit.counts} {limit.described()}" if limit.amount else f"{limit.counts}: none ({limit.setting}=0)"
+        for limit in configured_limits(settings)
+    ]
+    return "limits: " + "; ".join(parts)
