@@ -74,14 +74,7 @@ UNTHROTTLED = {
 def platform_processes(platform: EmbeddedPlatform) -> dict[str, psutil.Process]:
     """Every process of the platform by name (each service, nats), and this benchmark's own."""
     assert platform.supervisor is not None
-    assert platform.nats is not None
-    assert platform.nats.pid is not None
-    processes = {
-        child.name: psutil.Process(child.process.pid)
-        for child in platform.supervisor.children
-        if child.process is not None
-    }
-    processes["nats"] = psutil.Process(platform.nats.pid)
+    processes = {name: psutil.Process(pid) for name, pid in platform.supervisor.pids().items()}
     processes["client"] = psutil.Process()
     return processes
 

@@ -184,6 +184,8 @@ def status(
         f"resource {retries.get('resource', 0)})   attempt {st['attemptId']}",
         markup=False,
     )
+    if detail.get("gpuNote"):
+        out.print(f"gpus       {detail['gpuNote']}", markup=False)
     if st.get("pendingReason"):
         out.print(f"waiting    {st['pendingReason']}", markup=False)
     if st.get("appExitCode") is not None:

@@ -6,10 +6,14 @@ import asyncio
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from libs.embedded.platform import EmbeddedPlatform
+from libs.embedded.platform import EmbeddedPlatform, embedded_defaults
+from libs.protocol import simulated_gpus
+from services.rest.ratelimit import configured_limits
+from services.rest.settings import RestSettings
 
 
 def up(
@@ -19,6 +23,12 @@ def up(
     port: int | None = typer.Option(
         None, "--port", help="API port (default 9186, or a free one when taken)."
     ),
+    gpus: str | None = typer.Option(
+        None,
+        "--gpus",
+        help="On a machine without NVIDIA GPUs: declare N simulated GPUs (N or N:MODEL, e.g. 8:V100) "
+        "so GPU jobs run end to end; their job detail says the GPUs were simulated.",
+    ),
 ) -> None:
     """Start NATS and every service, and keep them running (each is restarted if it exits).
 
@@ -27,7 +37,15 @@ def up(
     the next `pai up` on the same data dir adopts them and reports how they ended (stop their
     jobs first with `pai job stop` to end them).
     """
-    platform = EmbeddedPlatform(data_dir, api_port=port, admin_password=os.environ.get("PAI_ADMIN_PASSWORD"))
+    extra_env: dict[str, str] = {}
+    if gpus is not None:
+        try:
+            extra_env[simulated_gpus.ENV] = str(simulated_gpus.parse(gpus))
+        except simulated_gpus.SimulatedGpusError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--gpus") from None
+    platform = EmbeddedPlatform(
+        data_dir, api_port=port, admin_password=os.environ.get("PAI_ADMIN_PASSWORD"), extra_env=extra_env
+    )
     try:
         asyncio.run(_run(platform))
     except (OSError, TimeoutError) as exc:
@@ -51,6 +69,9 @@ async def _run(platform: EmbeddedPlatform) -> None:
         info = await platform.start()
         typer.echo(f"pai is up: API {info.api_url}  (NATS {info.nats_url}, data {info.data_dir})")
         typer.echo(f"metrics: {info.metrics_url}")
+        if gpus_line := _gpus_line(platform):
+            typer.echo(gpus_line)
+        typer.echo(_limits_line(platform))
         if info.admin_password:
             typer.echo(f"admin login: user admin, password {info.admin_password}")
         else:
@@ -68,3 +89,29 @@ async def _run(platform: EmbeddedPlatform) -> None:
             f"{tasks} task process(es) keep running; the next `pai up --data-dir {platform.data_dir}` "
             "adopts them (`pai job stop` ends a job's tasks)"
         )
+
+
+def _gpus_line(platform: EmbeddedPlatform) -> str:
+    declared = platform.extra_env.get(simulated_gpus.ENV)
+    if declared:
+        found = simulated_gpus.parse(declared)
+        return (
+            f"GPUs: {found.count} simulated ({found.model}); real NVIDIA GPUs, when found, are used instead"
+        )
+    return ""
+
+
+def _limits_line(platform: EmbeddedPlatform) -> str:
+    """The request limits the API applies, as the REST service will read them."""
+    applied = {**embedded_defaults(), **platform.extra_env}
+    overrides: dict[str, Any] = {
+        name.removeprefix("PAI_").lower(): int(value)
+        for name, value in applied.items()
+        if name.startswith("PAI_RATE_LIMIT_") and value.isdigit()
+    }
+    settings = RestSettings(**overrides)
+    parts = [
+        f"{limit.counts} {limit.described()}" if limit.amount else f"{limit.counts}: none ({limit.setting}=0)"
+        for limit in configured_limits(settings)
+    ]
+    return "limits: " + "; ".join(parts)

@@ -34,6 +34,20 @@ DEFAULT_NATS_PORT = 4222
 DEFAULT_METRICS_PORT = 9102
 API_START_TIMEOUT = 60.0
 SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter")
+# One person's machine: no per-user submission limit (OpenPAI's cluster default is 60 an
+# hour, which a 100-job sweep exceeds). Each applies unless the environment sets it already,
+# under our name or OpenPAI's; Kubernetes keeps OpenPAI's defaults.
+EMBEDDED_DEFAULTS = {"PAI_RATE_LIMIT_SUBMIT_JOB_PER_HOUR": "0"}
+
+
+def embedded_defaults(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The embedded defaults the environment does not override."""
+    environ = dict(os.environ) if environ is None else environ
+    return {
+        name: value
+        for name, value in EMBEDDED_DEFAULTS.items()
+        if name not in environ and name.removeprefix("PAI_") not in environ
+    }
 
 
 def port_available(port: int, host: str = "127.0.0.1") -> bool:
@@ -187,6 +201,7 @@ class EmbeddedPlatform:
             # Tasks are plain processes sharing this machine: offer more CPU and memory than it has.
             "PAI_CPU_OVERCOMMIT": "16",
             "PAI_MEMORY_OVERCOMMIT": "4",
+            **embedded_defaults(),
             **self.extra_env,
         }
         if password:

@@ -28,6 +28,7 @@ from libs.backbone.errors import TemporaryError
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.settings import BackboneSettings
 from libs.backbone.topology import ensure_topology, publish_event
+from libs.protocol import simulated_gpus
 from libs.protocol.events import (
     JobCompleted,
     NodeLost,
@@ -61,10 +62,15 @@ class MonitorSettings(BackboneSettings):
     node_lost_after: float = 60.0
     service_down_after: float = 30.0
     heartbeat_every: float = 5.0
+    # `N` or `N:MODEL`: GPUs declared on a machine that has none (`pai up --gpus`).
+    simulated_gpus: str = ""
 
 
 def node_report(settings: MonitorSettings) -> NodeReported:
-    cpu, memory_mb, gpus, model = detect_resources(settings.cpu_overcommit, settings.memory_overcommit)
+    simulated = simulated_gpus.from_env(value=settings.simulated_gpus)
+    cpu, memory_mb, gpus, model = detect_resources(
+        settings.cpu_overcommit, settings.memory_overcommit, simulated
+    )
     return NodeReported(
         node_id=node_token(settings.node_name),
         name=settings.node_name,

@@ -1,15 +1,24 @@
-"""GPU health and use through nvidia-smi: utilisation, memory, ECC errors, and which pid uses which GPU.
+"""GPU discovery, health and use: model, memory, utilisation, ECC errors, which pid uses which GPU.
 
-nvidia-smi's CSV output is stable across driver versions and needs no Python binding; NVML
-through nvidia-ml-py would save a process per sample and can replace `query` behind the same
-functions. A machine without nvidia-smi (or without GPUs) simply has no GPU samples.
+NVML (through nvidia-ml-py, imported as ``pynvml``) is asked first: no process per sample, and
+the same library the NVIDIA driver ships. Where NVML cannot be loaded (no driver, no library)
+nvidia-smi's CSV output is the fallback; a machine with neither (or without GPUs) simply has
+no GPUs and no GPU samples. ``nvml`` parameters take a module of the same shape as
+``pynvml``, so a test can stand in for the driver at exactly this boundary.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger(__name__)
 
 GPU_FIELDS = (
     "index,uuid,utilization.gpu,utilization.memory,memory.used,memory.total,"
@@ -28,6 +37,7 @@ class Gpu:
     memory_total_mb: float
     ecc_single: float
     ecc_double: float
+    model: str = ""
 
 
 @dataclass(frozen=True)
@@ -83,8 +93,82 @@ def _query(args: list[str]) -> str | None:
         return None
 
 
-def query() -> tuple[list[Gpu], list[GpuProcess]]:
-    """This node's GPUs and the processes using them; ([], []) without nvidia-smi."""
+def load_nvml() -> ModuleType | None:
+    """The ``pynvml`` module, or None when nvidia-ml-py is not installed."""
+    try:
+        import pynvml  # type: ignore[import-untyped]  # nvidia-ml-py ships no type hints
+    except ImportError:
+        return None
+    module: ModuleType = pynvml
+    return module
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _or_zero(nvml: ModuleType, read: Any, *args: Any) -> Any:
+    """What a card cannot tell (no ECC on consumer cards, ...) reads as 0, as nvidia-smi's N/A."""
+    try:
+        return read(*args)
+    except nvml.NVMLError:
+        return 0
+
+
+def nvml_query(nvml: ModuleType | None = None) -> tuple[list[Gpu], list[GpuProcess]] | None:
+    """GPUs and their processes through NVML; None when NVML cannot be used on this machine."""
+    nvml = nvml if nvml is not None else load_nvml()
+    if nvml is None:
+        return None
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        log.debug("NVML not available", error=str(exc))
+        return None
+    try:
+        gpus: list[Gpu] = []
+        apps: list[GpuProcess] = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            uuid = _text(nvml.nvmlDeviceGetUUID(handle))
+            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+            rates = _or_zero(nvml, nvml.nvmlDeviceGetUtilizationRates, handle)
+            ecc = nvml.nvmlDeviceGetTotalEccErrors
+            volatile = nvml.NVML_VOLATILE_ECC
+            gpus.append(
+                Gpu(
+                    index=index,
+                    uuid=uuid,
+                    utilization=float(getattr(rates, "gpu", 0)),
+                    memory_utilization=float(getattr(rates, "memory", 0)),
+                    memory_used_mb=memory.used / 2**20,
+                    memory_total_mb=memory.total / 2**20,
+                    ecc_single=float(
+                        _or_zero(nvml, ecc, handle, nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, volatile)
+                    ),
+                    ecc_double=float(
+                        _or_zero(nvml, ecc, handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, volatile)
+                    ),
+                    model=_text(nvml.nvmlDeviceGetName(handle)),
+                )
+            )
+            for process in _or_zero(nvml, nvml.nvmlDeviceGetComputeRunningProcesses, handle) or []:
+                used = getattr(process, "usedGpuMemory", None) or 0
+                apps.append(GpuProcess(int(process.pid), uuid, used / 2**20))
+        return gpus, apps
+    except nvml.NVMLError as exc:
+        log.warning("NVML query failed", error=str(exc))
+        return None
+    finally:
+        with contextlib.suppress(nvml.NVMLError):
+            nvml.nvmlShutdown()
+
+
+def query(nvml: ModuleType | None = None) -> tuple[list[Gpu], list[GpuProcess]]:
+    """This node's GPUs and the processes using them: NVML, else nvidia-smi, else ([], [])."""
+    found = nvml_query(nvml)
+    if found is not None:
+        return found
     gpus = _query([f"--query-gpu={GPU_FIELDS}"])
     if gpus is None:
         return [], []

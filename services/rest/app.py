@@ -49,6 +49,7 @@ from services.rest.routes import tokens as token_routes
 from services.rest.routes import users as user_routes
 from services.rest.routes import virtual_clusters as vc_routes
 from services.rest.settings import RestSettings
+from services.rest.unpublished import repair_forever
 from services.rest.vc_names import vc_names_ctx
 
 log = structlog.get_logger(__name__)
@@ -192,6 +193,17 @@ async def projection_ctx(app: web.Application) -> AsyncIterator[None]:
     await projector.close()
 
 
+async def unpublished_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Publish the event of any submission a killed REST process left unpublished."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(repair_forever(app[ENGINE], app[BUS], stop))
+    yield
+    stop.set()
+    await asyncio.wait([task], timeout=2.0)
+    if not task.done():
+        task.cancel()
+
+
 def build_app(settings: RestSettings) -> web.Application:
     """The aiohttp application; resources open when it starts (runner or test client)."""
     # Requests per address are counted before the token check, per user after it (ratelimit.py).
@@ -214,6 +226,7 @@ def build_app(settings: RestSettings) -> web.Application:
     app.cleanup_ctx.append(contacts_ctx)  # users' addresses for the alerter
     app.cleanup_ctx.append(vc_names_ctx)  # which VCs exist, for checking submissions
     app.cleanup_ctx.append(projection_ctx)
+    app.cleanup_ctx.append(unpublished_ctx)
     for prefix in PREFIXES:
         tables = (
             auth_routes.routes,

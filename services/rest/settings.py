@@ -86,6 +86,9 @@ class RestSettings(BackboneSettings):
     # Rate limits, OpenPAI's figures by default; each counts in a fixed window of the given
     # seconds, and 0 turns it off. OpenPAI's own variable names are read too. The counts live
     # in this process unless the storage URI names a shared one (an async+ scheme of `limits`).
+    # `N` or `N:MODEL` when the node's GPUs are declared, not real (`pai up --gpus`).
+    simulated_gpus: str = ""
+
     model_config = SettingsConfigDict(populate_by_name=True)
     rate_limit_api_per_min: int = Field(
         default=600, ge=0, validation_alias=_openpai("RATE_LIMIT_API_PER_MIN")

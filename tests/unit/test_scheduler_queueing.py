@@ -74,6 +74,7 @@ def test_a_gpu_job_on_a_cluster_without_gpus_waits_and_says_what_it_needs() -> N
     [decision] = core.decide()
     assert isinstance(decision, JobPending)
     assert "needs 4 GPUs" in decision.reason
+    assert "pai up --gpus N" in decision.reason, "the way to try it on a machine without GPUs"
 
 
 def test_one_gpu_and_one_node_are_counted_in_the_singular() -> None:

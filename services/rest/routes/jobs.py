@@ -178,7 +178,16 @@ async def _detail(request: web.Request, attempt_id: int | None) -> dict[str, Any
         if chosen is None:
             raise no_task(f"Attempt {attempt_id} of job {job['username']}~{job['name']} is not found.")
     tasks = await tasks_of(engine, job["id"], attempt_id) if attempt_id is not None else []
-    return views.job_detail(job, chosen, tasks)
+    detail = views.job_detail(job, chosen, tasks)
+    declared = request.app[SETTINGS].simulated_gpus
+    if declared and job["total_gpus"]:
+        # The platform's GPUs are declared by `pai up --gpus`, not hardware: say so plainly.
+        detail["simulatedGpus"] = True
+        detail["gpuNote"] = (
+            f"The GPUs of this job were simulated (`pai up --gpus {declared}`): its tasks got "
+            "CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES with their indices, but no GPU hardware."
+        )
+    return detail
 
 
 @routes.get(JOB_PATH)

@@ -162,7 +162,10 @@ class HivedPolicy:
         for gang in _gangs(demand):
             if self._algo is None or not self._algo.full:
                 needed = sum(t.gpu for t in gang)
-                reason = f"the cluster has no GPU nodes yet; the job needs {counted(needed, 'GPU')}"
+                reason = (
+                    f"the cluster has no GPU nodes yet; the job needs {counted(needed, 'GPU')} "
+                    "(on a machine without GPUs, declare simulated ones with `pai up --gpus N`)"
+                )
                 return self._give_up(demand, Waiting(demand.job_id, reason))
             suggested = self._suggested(gang)
             for task in gang:

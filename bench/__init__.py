@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m bench NAME` runs bench/NAME_bench.py (see __main__.py)."""
