@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 
+from libs.backbone.busauth import CREDENTIALS_FILE
 from libs.embedded.platform import EmbeddedPlatform
 
 
@@ -38,6 +39,9 @@ async def _run(platform: EmbeddedPlatform) -> None:
         info = await platform.start()
         typer.echo(f"pai is up: API {info.api_url}  (NATS {info.nats_url}, data {info.data_dir})")
         typer.echo(f"metrics: {info.metrics_url}")
+        typer.echo(
+            f"bus: user {info.nats_user}, password in {info.data_dir / CREDENTIALS_FILE} (tasks get neither)"
+        )
         if info.admin_password:
             typer.echo(f"admin login: user admin, password {info.admin_password}")
         else:
