@@ -112,6 +112,13 @@ class LogCapture:
         self.all.write(masked)
         self.tail.add(masked)
 
+    def note(self, text: str) -> None:
+        """A line of the platform's in the task's log (stderr and all), not in the tail failure
+        rules are matched against."""
+        data = self._masker.data(f"[pai] {text}\n".encode())
+        self.stderr.write(data)
+        self.all.write(data)
+
     def pump(self, stream: IO[bytes], to_stderr: bool) -> threading.Thread:
         """Start a thread copying ``stream`` line by line until it closes."""
 

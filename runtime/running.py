@@ -292,6 +292,8 @@ class TaskRun:
             # A home of its own: the host's is not the task's (and not writable by its user).
             who = {"USER": spec.run_as.name, "LOGNAME": spec.run_as.name} if spec.run_as else {}
             self.env = {"HOME": str(spec.dirs.work_dir), **os.environ, **who, **build_environment(spec)}
+            if spec.notice:
+                self.capture.note(spec.notice)
             self.log(
                 f"task {spec.role}-{spec.index} of job {spec.job.framework_name}"
                 f" attempt {spec.job.attempt_id}"

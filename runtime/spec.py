@@ -134,6 +134,11 @@ class TaskSpec(_Model):
     run_as: RunAs | None = Field(
         default=None, description="the user commands run as; None: the runtime's own user"
     )
+    notice: str | None = Field(
+        default=None,
+        description="what the executor did with the task's image and where the commands run; "
+        "the first line of the task's log",
+    )
 
     @model_validator(mode="after")
     def _tasks_match_roles(self) -> TaskSpec:

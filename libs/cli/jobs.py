@@ -162,6 +162,10 @@ def list_jobs(
     _console().print(table)
 
 
+# How many tasks' executor notes `pai job status` prints (they differ only in the directory).
+_NOTES_SHOWN = 3
+
+
 def status(
     job: str = typer.Argument(..., help="USER~JOB, or JOB for the logged-in user"),
     server: str | None = ServerOption,
@@ -194,8 +198,11 @@ def status(
         if st.get("appExitDiagnostics"):
             out.print(f"diagnosis  {st['appExitDiagnostics']}", markup=False)
     table = Table("TASK", "STATE", "NODE", "IP", "EXIT", "RETRIES")
+    notes: list[str] = []
     for role, role_status in (detail.get("taskRoles") or {}).items():
         for task in role_status["taskStatuses"]:
+            if task.get("executorNote"):
+                notes.append(f"{role}[{task['taskIndex']}]: {task['executorNote']}")
             exit_code = task.get("containerExitCode")
             table.add_row(
                 f"{role}[{task['taskIndex']}]",
@@ -206,6 +213,10 @@ def status(
                 str(task.get("retries", 0)),
             )
     out.print(table)
+    for line in notes[:_NOTES_SHOWN]:
+        out.print(f"note       {line}", markup=False, soft_wrap=True)
+    if len(notes) > _NOTES_SHOWN:
+        out.print(f"note       ... and {len(notes) - _NOTES_SHOWN} more tasks alike", markup=False)
 
 
 def logs(

@@ -10,6 +10,7 @@ from typing import Any
 
 import typer
 
+from libs.backbone.busauth import CREDENTIALS_FILE
 from libs.embedded.platform import EmbeddedPlatform, embedded_defaults
 from libs.protocol import simulated_gpus
 from services.rest.ratelimit import configured_limits
@@ -72,6 +73,9 @@ async def _run(platform: EmbeddedPlatform) -> None:
         if gpus_line := _gpus_line(platform):
             typer.echo(gpus_line)
         typer.echo(_limits_line(platform))
+        typer.echo(
+            f"bus: user {info.nats_user}, password in {info.data_dir / CREDENTIALS_FILE} (tasks get neither)"
+        )
         if info.admin_password:
             typer.echo(f"admin login: user admin, password {info.admin_password}")
         else:

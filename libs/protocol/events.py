@@ -133,6 +133,11 @@ class TaskStarted(EventBase):
     pid: int | None = None
     address: str | None = Field(default=None, description="the IP peers reach the task at")
     ports: dict[str, list[int]] = Field(default_factory=dict, description="reserved ports by label")
+    note: str | None = Field(
+        default=None,
+        description="what the executor tells the user about how the task runs; the local executor: "
+        "that the docker image was not used, and the user and directory the commands run as and in",
+    )
 
 
 class TaskCompleted(EventBase):

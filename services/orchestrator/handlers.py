@@ -41,7 +41,7 @@ from libs.protocol.events import (
 from services.orchestrator.adapters.executing import Executor
 from services.orchestrator.adapters.local import AlreadyRunningError, TaskExit, to_failure_info
 from services.orchestrator.adapters.rules import RulesKeeper
-from services.orchestrator.adapters.specs import ports_of
+from services.orchestrator.adapters.specs import launch_facts
 from services.orchestrator.adapters.state import FrameworkStore
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import (
@@ -205,13 +205,8 @@ class Orchestrator:
             if probe.pid is None:
                 return None
             self.executor.adopt(framework.job_id, effect.key, probe.pid, Path(probe.task_dir or ""))
-            return TaskLaunched(
-                framework.job_id,
-                effect.key,
-                probe.pid,
-                probe.task_dir or "",
-                ports_of(Path(probe.task_dir)) if probe.task_dir else {},
-            )
+            ports, note = launch_facts(Path(probe.task_dir)) if probe.task_dir else ({}, None)
+            return TaskLaunched(framework.job_id, effect.key, probe.pid, probe.task_dir or "", ports, note)
         except Exception as exc:  # the launch itself failed: that is the task's (platform) exit
             log.exception("task launch failed", job_id=framework.job_id, key=list(effect.key))
             why = f"the task could not start: {type(exc).__name__}: {exc}"
@@ -223,7 +218,8 @@ class Orchestrator:
             )
             await self.on_task_exit(exit_)
             return None
-        return TaskLaunched(framework.job_id, effect.key, pid, str(directory), ports_of(directory))
+        ports, note = launch_facts(directory)
+        return TaskLaunched(framework.job_id, effect.key, pid, str(directory), ports, note)
 
     async def on_task_exit(self, exit_: TaskExit) -> None:
         """The executor saw a task end: publish task.completed; its handling comes from the stream."""

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.topology import publish_event
 from libs.cli.main import app
-from libs.protocol.events import JobCompleted, JobScheduled, JobState, TaskPlacement
+from libs.protocol.events import JobCompleted, JobScheduled, JobState, TaskPlacement, TaskStarted
 from tests.rest.conftest import ADMIN_PASSWORD
 from tests.rest.jobs import job_yaml
 from tests.rest.serving import ServerThread
@@ -77,6 +77,34 @@ def test_submit_list_status_and_stop_from_the_command_line(cli_env: Path, tmp_pa
 
     code, output = pai("job", "stop", "admin~cli-job")
     assert (code, output.strip()) == (0, "stop requested for admin~cli-job")
+
+
+def test_status_says_what_the_executor_did_with_the_image(
+    cli_env: Path, tmp_path: Path, server: ServerThread
+) -> None:
+    logged_in(cli_env)
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(job_yaml("hosted", instances=1))
+    code, output = pai("job", "submit", str(job_file))
+    assert code == 0, output
+    job_id = output.split("(id ")[1].rstrip(")\n")
+    note = "the docker image busybox was not used: ... as user pai-task, in directory /d/work"
+
+    async def orchestrate() -> None:
+        bus = await connect(server.settings.nats_url, name="fake-orchestrator", initial_timeout=10)
+        placement = (TaskPlacement(role="worker", index=0, node="n1", node_address="10.0.0.9"),)
+        await publish_event(bus.js, JobScheduled(job_id=job_id, attempt=0, placements=placement))
+        started = TaskStarted(job_id=job_id, attempt=0, role="worker", index=0, node="n1", note=note)
+        await publish_event(bus.js, started)
+        await bus.close()
+
+    server.run(orchestrate())
+    for _ in range(200):
+        code, output = pai("job", "status", "admin~hosted")
+        if "RUNNING" in output:
+            break
+    assert code == 0, output
+    assert f"note       worker[0]: {note}" in output
 
 
 def test_a_refused_job_lists_its_problems_with_paths(cli_env: Path, tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 The task looks for the bus in its environment, connects to the bus's port without credentials,
 lists the data dir and reads the signing secret and the job's secrets file; every attempt fails.
 The job's secrets sit sealed in KV. The task still runs, as the task user in a directory of its
-own, survives an orchestrator restart, and its log is read through the API.
+own, survives an orchestrator restart, and its log is read through the API; the job detail and
+the log's first line say that the docker image was not used, and as whom and where it ran.
 """
 
 from __future__ import annotations
@@ -82,11 +83,21 @@ async def test_a_task_reaches_neither_the_bus_nor_the_data_dir(data_dir: Path) -
         assert completed.state == "SUCCEEDED"
         assert len(platform.watcher.of("task.started", job_id)) == 1
         log = await platform.log("intruder", "worker", 0)
+        detail = await platform.detail("intruder")
+
+    # The job detail and the first line of the log say plainly what happened to the image.
+    work = f"{data_dir}/jobs/{job_id}/attempt-0/worker-0/try-0/work"
+    [task] = detail["taskRoles"]["worker"]["taskStatuses"]
+    note = task["executorNote"]
+    assert "python:3.11-slim was not used" in note
+    assert "on the host, as user pai-task" in note or "on the host, as user nobody" in note
+    assert f"in directory {work}" in note
+    assert log.splitlines()[0] == f"[pai] {note}"
 
     assert "uid=" in log, log
     assert "user=pai-task" in log or "user=nobody" in log
     assert "uid=0 " not in log
-    assert f"cwd={data_dir}/jobs/{job_id}/attempt-0/worker-0/try-0/work" in log
+    assert f"cwd={work}" in log
     assert "FOUND-PLATFORM-SETTING" not in log
     assert "Authorization Violation" in log
     assert "PONG" not in log

@@ -28,6 +28,7 @@ import contextlib
 import fcntl
 import json
 import os
+import pwd
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
@@ -40,6 +41,7 @@ import structlog
 
 import runtime
 from libs.failures import RuleSet, analyze, default_rules
+from libs.protocol import JobConfig
 from libs.protocol.events import FailureInfo
 from runtime.exitcodes import from_returncode
 from runtime.spec import RunAs
@@ -57,6 +59,7 @@ from services.orchestrator.adapters.specs import (
     SECRETS_FILE,
     SPEC_FILE,
     build_spec,
+    image_of,
     read_result,
     release_attempt_ports,
     task_dir,
@@ -176,7 +179,9 @@ class LocalExecutor:
                 json.dump(secrets, f)
         user = self.task_user
         run_as = RunAs(name=user.name, uid=user.uid, gid=user.gid) if user is not None else None
-        spec = build_spec(self.data_dir, framework, key, directory, bool(secrets), run_as)
+        spec = build_spec(
+            self.data_dir, framework, key, directory, bool(secrets), run_as, self._notice(framework, key)
+        )
         (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
         share_with_task(directory / SPEC_FILE, user)
         lock = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
@@ -212,6 +217,16 @@ class LocalExecutor:
         self._watch(job_id, key, self._wait_child(job_id, key, proc, directory))
         log.info("task started", job_id=job_id, key=list(key), pid=proc.pid)
         return proc.pid, directory
+
+    def _notice(self, framework: Framework, key: TaskKey) -> str:
+        """Said plainly to the user: no container, the host, which user, which directory."""
+        image = image_of(JobConfig.model_validate(framework.config), key[1])
+        who = self.task_user.name if self.task_user is not None else pwd.getpwuid(os.geteuid()).pw_name
+        work = self.task_dir(framework.job_id, key) / "work"
+        return (
+            f"the docker image {image} was not used: this platform's local executor runs the "
+            f"commands on the host, as user {who}, in directory {work}"
+        )
 
     def release(self, job_id: str, attempt: int) -> None:
         """The attempt is over: free its ports for other tasks on this node."""

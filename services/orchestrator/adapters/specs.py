@@ -97,6 +97,7 @@ def build_spec(
     directory: Path,
     has_secrets: bool,
     run_as: RunAs | None = None,
+    notice: str | None = None,
 ) -> TaskSpec:
     """The runtime's whole input for one task attempt."""
     attempt, role, index, task_attempt = key
@@ -159,16 +160,26 @@ def build_spec(
         ),
         failure_rules_file=current_rules_file(data_dir),
         run_as=run_as,
+        notice=notice,
     )
 
 
-def ports_of(directory: Path) -> dict[str, list[int]]:
-    """The ports the task's spec reserved for it, by label; empty when it has no readable spec."""
+def launch_facts(directory: Path) -> tuple[dict[str, list[int]], str | None]:
+    """The ports the task's spec reserved for it, by label, and the executor's notice to its user;
+    nothing when it has no readable spec."""
     try:
         spec = load_spec(directory / SPEC_FILE)
     except SpecError:
-        return {}
-    return dict(spec.me.ports)
+        return {}, None
+    return dict(spec.me.ports), spec.notice
+
+
+def image_of(config: JobConfig, role: str) -> str:
+    """The docker image a task role names, as the user wrote it (its prerequisite's uri)."""
+    name = config.task_roles[role].docker_image
+    prerequisite = config.prerequisite("dockerimage", name)
+    uri = getattr(prerequisite, "uri", None)
+    return str(uri or name)
 
 
 def read_result(directory: Path) -> dict[str, Any] | None:

@@ -106,7 +106,9 @@ def decide(framework: Framework | None, message: Input, ctx: Context) -> Decisio
         key = (message.attempt, message.role, message.index, message.task_attempt)
         _on_task_exit(fw, key, message.exit_code, message.failure, message.diagnostics, ctx, decision)
     elif isinstance(message, TaskLaunched):
-        _on_launched(fw, message.key, message.pid, message.task_dir, ctx, decision, message.ports)
+        _on_launched(
+            fw, message.key, message.pid, message.task_dir, ctx, decision, message.ports, message.note
+        )
     elif isinstance(message, Recovered):
         _on_recovered(fw, message, ctx, decision)
     if event_id is not None:
@@ -167,6 +169,7 @@ def _on_launched(
     ctx: Context,
     decision: Decision,
     ports: dict[str, list[int]] | None = None,
+    note: str | None = None,
 ) -> None:
     found = _find(fw, key, decision)
     if found is None:
@@ -197,6 +200,7 @@ def _on_launched(
             pid=pid,
             address=address,
             ports=dict(ports or {}),
+            note=note,
         ),
     )
     if attempt.state in ENDING_STATES:

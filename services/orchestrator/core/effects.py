@@ -42,6 +42,8 @@ class TaskLaunched:
     task_dir: str
     ports: dict[str, list[int]] = field(default_factory=dict)
     """The ports reserved for the task, by label, as its spec gave them to the runtime."""
+    note: str | None = None
+    """What the executor tells the user about how the task runs (the local executor: its image)."""
 
 
 ProbeStatus = Literal["alive", "ended", "absent"]

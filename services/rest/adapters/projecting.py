@@ -263,6 +263,8 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
         placed: dict[str, Any] = {"ip": event.address} if event.address else {}
         if event.ports:
             placed["ports"] = _container_ports(event.ports)
+        if event.note:
+            placed["note"] = event.note
         await _upsert_task(
             conn,
             job_id,

@@ -176,6 +176,8 @@ task_attempts = Table(
     Column("exit_code", Integer, nullable=True),
     Column("exit_spec", JSON, nullable=True),
     Column("exit_diagnostics", Text, nullable=True),
+    # What the executor told the user about how the task runs (task.started's note; 0004).
+    Column("note", Text, nullable=True),
 )
 
 # Event ids already applied: a redelivered or duplicated event is recognised and skipped.

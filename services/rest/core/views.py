@@ -86,6 +86,9 @@ def task_attempt_status(job: Row, task: Row) -> dict[str, Any]:
         "containerExitCode": task["exit_code"],
         "containerExitSpec": task["exit_spec"],
         "containerExitDiagnostics": task["exit_diagnostics"],
+        # An addition to OpenPAI's fields: how the task runs where that is not what the job says
+        # (the local executor runs the commands on the host, not in the docker image).
+        "executorNote": task.get("note"),
     }
 
 
@@ -121,6 +124,7 @@ def _waiting_task(job: Row, job_attempt: int, role: str, index: int) -> dict[str
         "exit_code": None,
         "exit_spec": None,
         "exit_diagnostics": None,
+        "note": None,
     }
 
 
