@@ -27,8 +27,9 @@ log = structlog.get_logger(__name__)
 DEFAULT_API_PORT = 9186
 DEFAULT_NATS_PORT = 4222
 DEFAULT_METRICS_PORT = 9102
+DEFAULT_EVENTS_PORT = 9188
 API_START_TIMEOUT = 60.0
-SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter")
+SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events")
 
 
 def port_available(port: int, host: str = "127.0.0.1") -> bool:
@@ -111,10 +112,19 @@ class EmbeddedPlatform:
             raise OSError(f"port {api_port} is in use; choose another with --port")
         nats_port = pick_port(remembered.get("nats_port"), DEFAULT_NATS_PORT)
         metrics_port = pick_port(remembered.get("metrics_port"), DEFAULT_METRICS_PORT)
+        # The events gateway listens on loopback only: rest passes /api/v2/events to it.
+        events_port = pick_port(remembered.get("events_port"), DEFAULT_EVENTS_PORT)
         self.nats = EmbeddedNats(self.data_dir / "nats", port=nats_port)
         await self.nats.start()
         self._state_path.write_text(
-            json.dumps({"api_port": api_port, "nats_port": nats_port, "metrics_port": metrics_port})
+            json.dumps(
+                {
+                    "api_port": api_port,
+                    "nats_port": nats_port,
+                    "metrics_port": metrics_port,
+                    "events_port": events_port,
+                }
+            )
         )
 
         password = None
@@ -126,6 +136,9 @@ class EmbeddedPlatform:
             "PAI_REST_HOST": "127.0.0.1",
             "PAI_REST_PORT": str(api_port),
             "PAI_METRICS_PORT": str(metrics_port),
+            "PAI_EVENTS_PORT": str(events_port),
+            "PAI_EVENTS_URL": f"http://127.0.0.1:{events_port}" if "events" in self.services else "",
+            "PAI_REST_URL": f"http://127.0.0.1:{api_port}",
             "PAI_LOG_FORMAT": "json",
             # Tasks are plain processes sharing this machine: offer more CPU and memory than it has.
             "PAI_CPU_OVERCOMMIT": "16",
