@@ -17,11 +17,13 @@ from aiohttp import web
 from libs.backbone.connecting import connect
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.topology import ensure_topology
-from services.events import streaming
+from services.events import hooks, streaming
+from services.events.adapters.delivering import Deliveries
 from services.events.adapters.following import Hub
 from services.events.adapters.identity import Identities
+from services.events.core.webhooks import parse_networks
 from services.events.errors import ApiError
-from services.events.keys import HUB, IDENTITIES, SETTINGS
+from services.events.keys import DELIVERIES, HUB, IDENTITIES, SETTINGS
 from services.events.settings import EventsSettings
 
 log = structlog.get_logger(__name__)
@@ -61,7 +63,12 @@ async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
         await hub.start()
         app[HUB] = hub
         app[IDENTITIES] = Identities(session, settings.rest_url, settings.identity_cache_seconds)
+        networks = parse_networks(settings.webhook_forbidden_networks)
+        deliveries = Deliveries(bus.js, hub, session, settings, networks)
+        await deliveries.start()
+        app[DELIVERIES] = deliveries
         yield
+        await deliveries.stop()
         await hub.stop()
     finally:
         stop_beating.set()
@@ -83,7 +90,7 @@ def build_app(settings: EventsSettings) -> web.Application:
     app.cleanup_ctx.append(bus_ctx)
     app.on_shutdown.append(close_streams)
     for prefix in PREFIXES:
-        for table in (streaming.routes,):
+        for table in (streaming.routes, hooks.routes):
             for route in table:
                 if isinstance(route, web.RouteDef):
                     app.router.add_route(route.method, prefix + route.path, route.handler)
