@@ -59,6 +59,11 @@ DELIVERIES = KVSpec(
 )
 
 
+# Seconds new attempts wait to share one KV write; messages fetched at once per stream.
+FLUSH_EVERY = 0.2
+BATCH = 64
+
+
 def durable(stream: str) -> str:
     return f"events-webhooks-{stream}"
 
@@ -106,7 +111,8 @@ class Deliveries:
         self.attempts: ModelStore[Attempts] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
-        self._known = asyncio.Event()
+        self._unwritten: dict[str, list[Attempt]] = {}
+        self._dirty = asyncio.Event()
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     async def start(self) -> None:
@@ -119,6 +125,7 @@ class Deliveries:
             if found is not None:
                 self.webhooks[key] = found.value
         self._tasks.append(asyncio.create_task(self._watch()))
+        self._flusher = asyncio.create_task(self._flush_forever())
         for stream, name in STREAM_NAMES.items():
             await ensure_consumer(
                 self.js,
@@ -146,6 +153,10 @@ class Deliveries:
             await asyncio.wait_for(asyncio.gather(*self._tasks, return_exceptions=True), 10.0)
         for task in self._tasks:
             task.cancel()
+        self._flusher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._flusher
+        await self.flush()
 
     async def _watch(self) -> None:
         assert self.store is not None
@@ -175,26 +186,40 @@ class Deliveries:
     async def recent(self, hook_id: str) -> list[Attempt]:
         assert self.attempts is not None
         found = await self.attempts.get(hook_id)
-        return list(found.value.items) if found else []
+        stored = list(found.value.items) if found else []
+        kept = self.settings.webhook_deliveries_kept
+        return (stored + self._unwritten.get(hook_id, []))[-kept:]
 
     async def _record(self, hook_id: str, attempt: Attempt) -> None:
+        """Keep an attempt; the flusher writes each webhook's new attempts to KV together."""
+        self._unwritten.setdefault(hook_id, []).append(attempt)
+        self._dirty.set()
+
+    async def _flush_forever(self) -> None:
+        while not self._stop.is_set():
+            await self._dirty.wait()
+            await asyncio.sleep(FLUSH_EVERY)  # a timer: attempts of the next moments share the write
+            await self.flush()
+
+    async def flush(self) -> None:
         assert self.attempts is not None
-        for _ in range(20):
-            found = await self.attempts.get(hook_id)
-            try:
-                if found is None:
-                    await self.attempts.create(
-                        hook_id, Attempts().added(attempt, self.settings.webhook_deliveries_kept)
-                    )
-                else:
-                    await self.attempts.update(
-                        hook_id,
-                        found.value.added(attempt, self.settings.webhook_deliveries_kept),
-                        found.revision,
-                    )
-                return
-            except KVConflictError:
-                continue  # another delivery of this webhook wrote first: read and add again
+        self._dirty.clear()
+        pending, self._unwritten = self._unwritten, {}
+        keep = self.settings.webhook_deliveries_kept
+        for hook_id, attempts in pending.items():
+            for _ in range(20):
+                found = await self.attempts.get(hook_id)
+                merged = Attempts(
+                    items=((*found.value.items, *attempts) if found else tuple(attempts))[-keep:]
+                )
+                try:
+                    if found is None:
+                        await self.attempts.create(hook_id, merged)
+                    else:
+                        await self.attempts.update(hook_id, merged, found.revision)
+                    break
+                except KVConflictError:
+                    continue  # another replica wrote first: read and add again
 
     async def _mark(self, hook: Webhook, *, failing: bool, error: str = "") -> None:
         assert self.store is not None

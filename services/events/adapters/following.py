@@ -37,6 +37,7 @@ from libs.protocol.subjects import (
     NODES_STREAM,
     job_subject,
 )
+from services.events.core import sse
 from services.events.core.directory import JobDirectory, locate
 from services.events.core.filters import Caller, EventFilter, wanted
 
@@ -57,6 +58,15 @@ class Item:
     job_id: str | None
     data: bytes
     published: float  # when the bus stored it (seconds since the epoch)
+    formatted: list[bytes] = field(default_factory=list, compare=False)
+
+    def message(self, cursor: str | None = None) -> bytes:
+        """The SSE message; without ``cursor`` (the id is the sequence) formatted once, shared."""
+        if cursor is not None:
+            return sse.message(cursor, self.type, self.data)
+        if not self.formatted:
+            self.formatted.append(sse.message(str(self.sequence), self.type, self.data))
+        return self.formatted[0]
 
 
 @dataclass(eq=False)
