@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +45,7 @@ def _error(response: httpx.Response) -> ApiError:
 
 def follow(
     server: str, token: str | None, params: dict[str, str], *, since: str | None = None
-) -> Iterator[Received]:
+) -> Generator[Received, None, None]:
     """Every event the filters select, from ``since`` (None: from now), reconnecting as needed."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     last = since
