@@ -49,6 +49,8 @@ def main() -> int:
                         print(f"error: {source.response.text}", file=sys.stderr)
                         return 2
                     for message in source.iter_sse():
+                        if not message.data:
+                            continue  # a keep-alive comment
                         last_id = message.id
                         event = json.loads(message.data)
                         print(f"{message.id} {message.event} job={event.get('job_id', '-')}", flush=True)

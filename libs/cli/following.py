@@ -60,6 +60,8 @@ def follow(
                         raise _error(source.response)
                     for message in source.iter_sse():
                         failures = 0
+                        if not message.data:
+                            continue  # a keep-alive comment (httpx-sse hands it on, empty)
                         last = message.id or last
                         yield Received(message.id, message.event, json.loads(message.data))
             except (httpx.TransportError, SSEError) as exc:

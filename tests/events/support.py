@@ -144,6 +144,8 @@ async def read_events(
         ) as source:
             assert source.response.status_code == 200, await source.response.aread()
             async for message in source.aiter_sse():
+                if not message.data:
+                    continue  # a keep-alive comment, which httpx-sse hands on as an empty message
                 got.append(message)
                 if len(got) >= count:
                     break
