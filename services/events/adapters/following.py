@@ -46,6 +46,7 @@ log = structlog.get_logger(__name__)
 STREAM_NAMES = {"jobs": JOBS_STREAM, "nodes": NODES_STREAM, "alerts": ALERTS_STREAM}
 STREAM_SUBJECTS = {"jobs": JOB_SUBJECTS, "nodes": NODE_SUBJECTS, "alerts": ALERT_SUBJECTS}
 REPLAY_PATIENCE = 30.0
+FOLLOW_HEARTBEAT = 1.0
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,9 @@ class Hub:
                 await self.js.subscribe(
                     STREAM_SUBJECTS[stream],
                     ordered_consumer=True,
+                    # Missed heartbeats are how a lost consumer (a bus restart) is noticed and
+                    # recreated from the last sequence: a second keeps that gap short.
+                    idle_heartbeat=FOLLOW_HEARTBEAT,
                     cb=self._callback(stream),
                     config=ConsumerConfig(
                         deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self.last[stream] + 1
