@@ -55,3 +55,12 @@ async def test_a_jobs_events_reach_the_api_address_in_order_and_pai_job_submit_w
         assert ids == sorted(ids)
         anonymous = await platform.api.get("/api/v2/events", headers={"Authorization": ""})
         assert anonymous.status_code == 401
+
+        # Webhooks at the same address, under both of OpenPAI's prefixes.
+        created = await platform.api.post(
+            "/api/v2/webhooks",
+            json={"url": "http://127.0.0.1:9/hook", "secret": "s", "job": "admin~hello-pai"},
+        )
+        assert created.status_code == 201, created.text
+        listed = await platform.api.get("/rest-server/api/v2/webhooks")
+        assert [hook["id"] for hook in listed.json()] == [created.json()["id"]]
