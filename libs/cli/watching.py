@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 
+from libs.cli.client import ApiError
 from libs.cli.following import EXIT_CODES, describe, follow
 from libs.cli.jobs import ServerOption, _client, _console, _friendly_errors, _split_job
 
@@ -36,8 +37,14 @@ def watch(
     server: str | None = ServerOption,
 ) -> None:
     """Follow a job live until it ends; exit 0 SUCCEEDED, 1 FAILED, 2 STOPPED."""
-    _, login = _client(server)
+    client, login = _client(server)
     user, name = _split_job(job, login)
+    with _friendly_errors(), client:
+        try:
+            client.job(user, name)  # a job that does not exist would never send an event
+        except ApiError as exc:
+            if exc.code == "NoJobError":
+                raise
     raise typer.Exit(_watch(server, user, name))
 
 

@@ -34,6 +34,11 @@ async def test_a_jobs_events_reach_the_api_address_in_order_and_pai_job_submit_w
         assert any("task main[0] started on" in line for line in lines), waited.output
         assert any("task main[0] exited with code 0" in line for line in lines), waited.output
         assert lines[-1] == "job SUCCEEDED (exit code 0)"
+        unknown = await asyncio.to_thread(
+            runner.invoke, app, ["job", "watch", "no-such-job", *server], env=env
+        )
+        assert unknown.exit_code == 1
+        assert "Job admin~no-such-job is not found." in unknown.output
 
         # The same history over SSE at the API's own address (rest passes it to the gateway).
         types, ids = [], []
