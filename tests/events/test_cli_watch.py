@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,8 +24,8 @@ from libs.protocol.events import (
     TaskCompleted,
     TaskStarted,
 )
-from tests.events.lifecycles import submitted
-from tests.events.support import publish_all
+from tests.events.lifecycles import LIFECYCLE, life, submitted
+from tests.events.support import REPO, publish_all
 
 
 @pytest.fixture
@@ -104,3 +107,26 @@ async def test_pai_events_refuses_an_unknown_type_with_the_servers_message(
     )
     assert result.exit_code == 1
     assert "job.nope" in result.output
+
+
+async def test_pai_events_json_tails_one_object_per_line(
+    topology: Bus, gateway_url: str, logged_in: dict[str, str]
+) -> None:
+    await publish_all(topology.js, life("j3", "alice", "tail"))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "from libs.cli.main import main; main()",
+        *("events", "--job", "tail", "--since", "0", "--json", "--server", gateway_url),
+        env={**os.environ, **logged_in, "PYTHONPATH": str(REPO)},
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    try:
+        lines = [json.loads(await asyncio.wait_for(process.stdout.readline(), 30)) for _ in range(5)]
+    finally:
+        process.kill()
+        await process.wait()
+    assert [line["type"] for line in lines] == LIFECYCLE
+    assert [line["id"] for line in lines] == ["1", "2", "3", "4", "5"]
+    assert lines[-1]["event"]["state"] == "SUCCEEDED"
