@@ -59,6 +59,9 @@ GRANTS: Mapping[str, Grant] = {
         publish=(f"{ROOT}.alert.>", f"{ROOT}.job.>", f"{ROOT}.node.>"),
         subscribe=(f"{ROOT}.health.*", f"{ROOT}.metrics.*", f"{ROOT}.rpc.alerter.>"),
     ),
+    # the events gateway reads the streams through its consumers (inbox deliveries) and keeps its
+    # own buckets; it announces a failing webhook subscription as an alert
+    "events": Grant(publish=(f"{ROOT}.alert.>",)),
 }
 
 # Every service: JetStream's API (provisioning, consumers, direct gets), acks and flow control

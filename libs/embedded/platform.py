@@ -32,8 +32,9 @@ log = structlog.get_logger(__name__)
 DEFAULT_API_PORT = 9186
 DEFAULT_NATS_PORT = 4222
 DEFAULT_METRICS_PORT = 9102
+DEFAULT_EVENTS_PORT = 9188
 API_START_TIMEOUT = 60.0
-SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter")
+SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events")
 # One person's machine: no per-user submission limit (OpenPAI's cluster default is 60 an
 # hour, which a 100-job sweep exceeds). Each applies unless the environment sets it already,
 # under our name or OpenPAI's; Kubernetes keeps OpenPAI's defaults.
@@ -176,6 +177,8 @@ class EmbeddedPlatform:
             raise OSError(f"port {api_port} is in use; choose another with --port")
         nats_port = pick_port(remembered.get("nats_port"), DEFAULT_NATS_PORT)
         metrics_port = pick_port(remembered.get("metrics_port"), DEFAULT_METRICS_PORT)
+        # The events gateway listens on loopback only: rest passes /api/v2/events to it.
+        events_port = pick_port(remembered.get("events_port"), DEFAULT_EVENTS_PORT)
         # The bus is private: each service its own NATS user, passwords kept in the data dir.
         credentials = load_credentials(self.data_dir / CREDENTIALS_FILE, self.services)
         self.nats = EmbeddedNats(
@@ -185,7 +188,14 @@ class EmbeddedPlatform:
             preexec_fn=die_with_parent(),
         )
         self._state_path.write_text(
-            json.dumps({"api_port": api_port, "nats_port": nats_port, "metrics_port": metrics_port})
+            json.dumps(
+                {
+                    "api_port": api_port,
+                    "nats_port": nats_port,
+                    "metrics_port": metrics_port,
+                    "events_port": events_port,
+                }
+            )
         )
 
         password = None
@@ -197,6 +207,9 @@ class EmbeddedPlatform:
             "PAI_REST_HOST": "127.0.0.1",
             "PAI_REST_PORT": str(api_port),
             "PAI_METRICS_PORT": str(metrics_port),
+            "PAI_EVENTS_PORT": str(events_port),
+            "PAI_EVENTS_URL": f"http://127.0.0.1:{events_port}" if "events" in self.services else "",
+            "PAI_REST_URL": f"http://127.0.0.1:{api_port}",
             "PAI_LOG_FORMAT": "json",
             # Tasks are plain processes sharing this machine: offer more CPU and memory than it has.
             "PAI_CPU_OVERCOMMIT": "16",
