@@ -14,8 +14,8 @@ from pathlib import Path
 import typer
 
 from libs.cli.client import ApiError
-from libs.cli.streaming import EXIT_CODES, describe, follow
 from libs.cli.jobs import ServerOption, _client, _console, _friendly_errors, _split_job
+from libs.cli.streaming import EXIT_CODES, describe, follow
 
 
 def _watch(server: str | None, user: str, name: str) -> int:

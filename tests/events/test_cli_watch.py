@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from libs.backbone.connecting import Bus
 from libs.cli.client import Login, save_login
-from libs.cli.streaming import follow
 from libs.cli.main import app
+from libs.cli.streaming import follow
 from libs.protocol.events import (
     FailureInfo,
     JobCompleted,

@@ -27,7 +27,8 @@ async def pass_on(request: web.Request) -> web.StreamResponse:
     # The gateway serves the same paths under both prefixes.
     url = base.rstrip("/") + request.rel_url.path_qs
     headers = {name: request.headers[name] for name in PASSED_HEADERS if name in request.headers}
-    body = await request.read() if request.can_read_body else None
+    # body_exists, not can_read_body: the body middleware has already read (and kept) it
+    body = await request.read() if request.body_exists else None
     try:
         upstream = await request.app[EVENTS_SESSION].request(
             request.method,
