@@ -31,12 +31,12 @@ def up(
         "so GPU jobs run end to end; their job detail says the GPUs were simulated.",
     ),
 ) -> None:
-    """Start NATS and every service, and keep them running (each is restarted if it exits).
+    """Start NATS and every service; keep them running (restarted if they exit).
 
-    Ctrl-C or SIGTERM stops the bus and every service within a few seconds; a second Ctrl-C
-    kills them at once. Running tasks are not stopped: they keep running on this machine and
-    the next `pai up` on the same data dir adopts them and reports how they ended (stop their
-    jobs first with `pai job stop` to end them).
+    Ctrl-C or SIGTERM stops the bus and every service within a few seconds;
+    a second Ctrl-C kills them at once. Running tasks are not stopped: they
+    keep running on this machine and the next `pai up` on the same data dir
+    adopts them and reports how they ended (`pai job stop` ends them first).
     """
     extra_env: dict[str, str] = {}
     if gpus is not None:

@@ -47,6 +47,8 @@ def main() -> None:
             host=settings.rest_host,
             port=settings.rest_port,
             print=None,
+            # Requests still running at a stop get a second; `pai up` kills at 2.5 s anyway.
+            shutdown_timeout=1.0,
             loop=new_event_loop(),
         )
     finally:

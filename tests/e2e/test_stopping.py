@@ -71,3 +71,17 @@ async def test_sigint_with_the_bus_killed_stops_every_process_within_10_s(tmp_pa
             with contextlib.suppress(psutil.NoSuchProcess):
                 for process in [*task.children(recursive=True), task]:
                     process.kill()
+
+
+async def test_a_second_sigint_kills_every_process_at_once(tmp_path: Path) -> None:
+    up = UpProcess(tmp_path / "data").start()
+    try:
+        await up.wait_until_up()
+        platform = up.descendants()
+        up.signal(signal.SIGINT)
+        await eventually(polled(up.text), lambda text: "stopping" in text, within=10)
+        up.signal(signal.SIGINT)
+        await eventually(polled(lambda: gone(platform)), bool, within=10)
+        assert "killing every process now" in up.text()
+    finally:
+        up.cleanup()
