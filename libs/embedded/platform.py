@@ -27,8 +27,9 @@ log = structlog.get_logger(__name__)
 DEFAULT_API_PORT = 9186
 DEFAULT_NATS_PORT = 4222
 DEFAULT_METRICS_PORT = 9102
+DEFAULT_PORTAL_PORT = 9187
 API_START_TIMEOUT = 60.0
-SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter")
+SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "portal")
 
 
 def port_available(port: int, host: str = "127.0.0.1") -> bool:
@@ -65,6 +66,7 @@ class PlatformInfo:
     admin_password: str | None = None  # only known at the first start
     first_start: bool = False
     metrics_url: str = ""
+    portal_url: str = ""
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -111,10 +113,18 @@ class EmbeddedPlatform:
             raise OSError(f"port {api_port} is in use; choose another with --port")
         nats_port = pick_port(remembered.get("nats_port"), DEFAULT_NATS_PORT)
         metrics_port = pick_port(remembered.get("metrics_port"), DEFAULT_METRICS_PORT)
+        portal_port = pick_port(remembered.get("portal_port"), DEFAULT_PORTAL_PORT)
         self.nats = EmbeddedNats(self.data_dir / "nats", port=nats_port)
         await self.nats.start()
         self._state_path.write_text(
-            json.dumps({"api_port": api_port, "nats_port": nats_port, "metrics_port": metrics_port})
+            json.dumps(
+                {
+                    "api_port": api_port,
+                    "nats_port": nats_port,
+                    "metrics_port": metrics_port,
+                    "portal_port": portal_port,
+                }
+            )
         )
 
         password = None
@@ -126,6 +136,9 @@ class EmbeddedPlatform:
             "PAI_REST_HOST": "127.0.0.1",
             "PAI_REST_PORT": str(api_port),
             "PAI_METRICS_PORT": str(metrics_port),
+            "PAI_PORTAL_HOST": "127.0.0.1",
+            "PAI_PORTAL_PORT": str(portal_port),
+            "PAI_PORTAL_REST_URL": f"http://127.0.0.1:{api_port}",
             "PAI_LOG_FORMAT": "json",
             # Tasks are plain processes sharing this machine: offer more CPU and memory than it has.
             "PAI_CPU_OVERCOMMIT": "16",
@@ -146,8 +159,11 @@ class EmbeddedPlatform:
         self.supervisor = Supervisor(children)
         await self.supervisor.start()
         api_url = f"http://127.0.0.1:{api_port}"
+        portal_url = f"http://127.0.0.1:{portal_port}/"
         if "rest" in self.services:
             await self._wait_for_api(api_url)
+        if "portal" in self.services:
+            await self._wait_for_api(portal_url.rstrip("/"), path="/healthz", name="portal")
         self._marker.touch()
         self.info = PlatformInfo(
             self.data_dir,
@@ -156,15 +172,16 @@ class EmbeddedPlatform:
             admin_password=password,
             first_start=first_start,
             metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
+            portal_url=portal_url if "portal" in self.services else "",
         )
         return self.info
 
-    async def _wait_for_api(self, api_url: str) -> None:
+    async def _wait_for_api(self, api_url: str, path: str = "/api/v2/info", name: str = "rest") -> None:
         try:
             async with asyncio.timeout(API_START_TIMEOUT), httpx.AsyncClient(timeout=2.0) as client:
                 while True:
                     try:
-                        response = await client.get(f"{api_url}/api/v2/info")
+                        response = await client.get(f"{api_url}{path}")
                         if response.status_code < 500:
                             return
                     except httpx.TransportError:
@@ -172,8 +189,8 @@ class EmbeddedPlatform:
                     await asyncio.sleep(0.1)  # polling an HTTP port: there is no event to await
         except TimeoutError:
             raise TimeoutError(
-                f"the REST service did not answer at {api_url} within {API_START_TIMEOUT:g}s; "
-                f"see {self.data_dir / 'logs' / 'rest.log'}"
+                f"the {name} service did not answer at {api_url} within {API_START_TIMEOUT:g}s; "
+                f"see {self.data_dir / 'logs' / f'{name}.log'}"
             ) from None
 
     async def stop(self) -> None:
