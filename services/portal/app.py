@@ -313,6 +313,11 @@ async def render(request: web.Request) -> web.Response:
 
 async def proxy(request: web.Request) -> web.StreamResponse:
     headers = {name: request.headers[name] for name in _FORWARD_REQUEST if name in request.headers}
+    if request.remote:
+        # REST counts requests per client address: name the browser's (it trusts this hop only
+        # when PAI_RATE_LIMIT_TRUSTED_PROXIES says so).
+        forwarded = headers.get("X-Forwarded-For")
+        headers["X-Forwarded-For"] = f"{forwarded}, {request.remote}" if forwarded else request.remote
     if "Authorization" not in headers:
         session = session_of(request)
         if session is not None:
@@ -363,7 +368,8 @@ async def events(request: web.Request) -> web.StreamResponse:
     settings = request.app[SETTINGS]
     with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
         if not await _from_gateway(rest, session.token, filters, response):
-            await _by_polling(rest, session.token, request, response, settings.portal_poll_seconds)
+            every = settings.portal_poll_seconds if job else settings.portal_list_poll_seconds
+            await _by_polling(rest, session.token, request, response, every)
     return response
 
 

@@ -26,6 +26,8 @@ class PortalSettings(BackboneSettings):
     portal_session_seconds: int = 7 * 24 * 3600
     # Live updates without the event gateway: how often the portal asks REST what changed.
     portal_poll_seconds: float = 0.5
+    # Job lists less often: REST allows each user 60 job lists a minute.
+    portal_list_poll_seconds: float = 5.0
     # Show "Sign in with OpenID Connect" (REST must have PAI_OIDC_* set too).
     oidc_issuer: str | None = None
     oidc_discovery_url: str | None = None

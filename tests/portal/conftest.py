@@ -61,7 +61,12 @@ async def platform(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Po
         tmp_path_factory.mktemp("portal-platform") / "data",
         api_port=free_port(),
         admin_password=ADMIN_PASSWORD,
-        extra_env={"PAI_RATE_LIMIT_API_PER_MIN": "10000000", "PAI_PORTAL_POLL_SECONDS": "0.25"},
+        extra_env={
+            "PAI_RATE_LIMIT_API_PER_MIN": "10000000",
+            "PAI_RATE_LIMIT_LIST_JOB_PER_MIN": "10000000",
+            "PAI_PORTAL_POLL_SECONDS": "0.25",
+            "PAI_PORTAL_LIST_POLL_SECONDS": "0.5",
+        },
     )
     try:
         info = await embedded.start()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from tests.portal.conftest import ADMIN_PASSWORD, ROOT, USER, USER_PASSWORD, PortalPlatform
+from tests.portal.conftest import AXE, ADMIN_PASSWORD, ROOT, USER, USER_PASSWORD, PortalPlatform
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
 
@@ -100,3 +102,190 @@ async def test_a_wrong_field_is_shown_at_the_field_and_line_before_submitting(
     assert listed.json() == []
     await page.screenshot(path=str(artifacts / "submit-invalid.png"), full_page=True)
     await page.context.close()
+
+
+PAGES = (
+    "/home.html",
+    "/submit.html",
+    "/job-list.html",
+    "/virtual-clusters.html",
+    "/user-profile.html",
+)
+ADMIN_PAGES = (
+    "/user-view.html",
+    "/group-view.html",
+    "/cluster-view/services.html",
+    "/cluster-view/hardware.html",
+    "/alerts.html",
+)
+
+
+async def portal_client(platform: PortalPlatform, user: str, password: str) -> httpx.AsyncClient:
+    client = httpx.AsyncClient(base_url=platform.url, timeout=30)
+    form = await client.get("/index.html")
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', form.text)
+    assert csrf, form.text
+    signed = await client.post(
+        "/portal/login", data={"username": user, "password": password, "csrf": csrf.group(1), "next": ""}
+    )
+    assert signed.status_code == 302, signed.text
+    assert signed.headers["location"] == "/home.html"
+    return client
+
+
+async def submit_as(platform: PortalPlatform, user: str, password: str, name: str, gpu: int = 0) -> None:
+    login = await platform.admin.post(
+        "/api/v2/authn/basic/login", json={"username": user, "password": password}
+    )
+    token = login.json()["token"]
+    text = (
+        (ROOT / "examples" / "hello.yaml")
+        .read_text()
+        .replace("hello-pai", name)
+        .replace("gpu: 0", f"gpu: {gpu}")
+    )
+    answer = await platform.admin.post(
+        "/api/v2/jobs",
+        content=text,
+        headers={"Content-Type": "text/yaml", "Authorization": f"Bearer {token}"},
+    )
+    assert answer.status_code == 202, answer.text
+
+
+async def test_every_page_answers_to_whom_it_may_and_refuses_the_rest(platform: PortalPlatform) -> None:
+    await submit_as(platform, "admin", ADMIN_PASSWORD, "admins-own")
+    admin = await portal_client(platform, "admin", ADMIN_PASSWORD)
+    user = await portal_client(platform, USER, USER_PASSWORD)
+    anonymous = httpx.AsyncClient(base_url=platform.url, timeout=30)
+    try:
+        for path in (*PAGES, *ADMIN_PAGES, "/job-detail.html?username=admin&jobName=admins-own"):
+            answer = await admin.get(path)
+            assert answer.status_code == 200, (path, answer.status_code)
+            assert "text/html" in answer.headers["content-type"]
+        for path in (*PAGES, f"/job-detail.html?username={USER}&jobName=anything"):
+            assert (await user.get(path)).status_code == 200, path
+        for path in (*ADMIN_PAGES, "/job-detail.html?username=admin&jobName=admins-own"):
+            assert (await user.get(path)).status_code == 403, path
+        for path in ("/", "/index.html"):
+            assert (await user.get(path)).headers.get("location") == "/home.html"
+            assert (await anonymous.get(path)).status_code == 200
+        refused = await anonymous.get("/job-list.html")
+        assert refused.status_code == 302
+        assert refused.headers["location"].startswith("/index.html?next=")
+        # A normal user's menu shows no admin page.
+        menu = (await user.get("/home.html")).text
+        assert "/user-view.html" not in menu
+        assert "/user-view.html" in (await admin.get("/home.html")).text
+    finally:
+        for client in (admin, user, anonymous):
+            await client.aclose()
+
+
+async def test_the_token_stays_in_an_httponly_cookie_and_every_write_needs_the_csrf_token(
+    platform: PortalPlatform,
+) -> None:
+    client = httpx.AsyncClient(base_url=platform.url, timeout=30)
+    form = await client.get("/index.html")
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', form.text)
+    assert csrf
+    signed = await client.post(
+        "/portal/login", data={"username": USER, "password": USER_PASSWORD, "csrf": csrf.group(1)}
+    )
+    cookie = signed.headers["set-cookie"]
+    assert "HttpOnly" in cookie
+    assert "SameSite=Lax" in cookie
+    try:
+        page = await client.get("/submit.html")
+        policy = page.headers["content-security-policy"]
+        assert "script-src 'self'" in policy
+        assert "unsafe-inline" not in policy
+        assert "<script>" not in page.text, "no inline script"
+        session = (await client.get("/portal/session")).json()
+        assert session["user"] == USER
+        assert "token" not in session, "page scripts never see the API token"
+        me = await client.get("/api/v2/users/me")
+        assert me.status_code == 200, "reads go through with the session's token"
+        assert me.json()["username"] == USER
+        body = {"data": {"email": "alice@example.com"}, "patch": True}
+        refused = await client.put("/api/v2/users/me", json=body)
+        assert refused.status_code == 403
+        assert "CSRF" in refused.json()["message"]
+        elsewhere = await client.put(
+            "/api/v2/users/me",
+            json=body,
+            headers={"X-CSRF-Token": session["csrf"], "Origin": "https://attacker.example"},
+        )
+        assert elsewhere.status_code == 403
+        accepted = await client.put("/api/v2/users/me", json=body, headers={"X-CSRF-Token": session["csrf"]})
+        assert accepted.status_code == 201, accepted.text
+        forged = httpx.AsyncClient(base_url=platform.url, cookies={"pai_session": "forged"})
+        async with forged:
+            assert (await forged.get("/home.html")).status_code == 302
+            assert (await forged.get("/portal/session")).status_code == 401
+        bad_login = await client.post(
+            "/portal/login", data={"username": USER, "password": "wrong", "csrf": "x"}
+        )
+        assert bad_login.status_code == 403
+    finally:
+        await client.aclose()
+
+
+async def test_a_waiting_job_shows_its_reason_and_the_list_updates_live(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    page = await signed_in(browser, platform, USER, USER_PASSWORD)
+    await page.goto(platform.url + "/job-list.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.wait_for_selector("body[data-live]")
+    navigations = await count_navigations(page)
+    await submit_as(platform, USER, USER_PASSWORD, "too-big", gpu=8)
+    row = page.locator('tr[data-job="alice~too-big"]')
+    await row.wait_for(timeout=15_000)
+    assert navigations == [], "the new job appeared without a reload"
+    await page.screenshot(path=str(artifacts / "job-list.png"), full_page=True)
+    await row.locator("a").click()
+    await page.wait_for_selector("#pending:not(.hidden)", timeout=15_000)
+    reason = await page.text_content("#pending") or ""
+    assert reason.startswith("Waiting:")
+    assert "GPU" in reason or "gpu" in reason, reason
+    await page.screenshot(path=str(artifacts / "job-detail-waiting.png"), full_page=True)
+    page.on("dialog", lambda dialog: dialog.accept())
+    await page.click("#stop")
+    await page.wait_for_selector("body[data-state=STOPPED]", timeout=30_000)
+    await page.context.close()
+
+
+async def test_no_serious_accessibility_violation_on_any_page(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    if not AXE.exists():
+        pytest.skip(f"axe-core is not installed ({AXE}); `make setup` runs npm ci in services/portal")
+    axe = AXE.read_text()
+    page = await signed_in(browser, platform, "admin", ADMIN_PASSWORD)
+    found: dict[str, list[str]] = {}
+    for path in (*PAGES, *ADMIN_PAGES, "/job-detail.html?username=admin&jobName=portal-hello"):
+        await page.goto(platform.url + path)
+        await page.wait_for_selector("body[data-ready=true]", timeout=15_000)
+        await page.evaluate(axe)  # through the debugger protocol: the page's CSP does not apply
+        result = await page.evaluate("async () => await axe.run(document)")
+        bad = [
+            f"{v['id']} ({v['impact']}): {v['nodes'][0]['target']}"
+            for v in result["violations"]
+            if v["impact"] in ("serious", "critical")
+        ]
+        if bad:
+            found[path] = bad
+        name = path.strip("/").split("?")[0].replace("/", "-").replace(".html", "")
+        await page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
+    anonymous = await browser.new_context()
+    signin = await anonymous.new_page()
+    await signin.goto(platform.url + "/")
+    await signin.evaluate(axe)
+    result = await signin.evaluate("async () => await axe.run(document)")
+    bad = [v["id"] for v in result["violations"] if v["impact"] in ("serious", "critical")]
+    if bad:
+        found["/"] = bad
+    await signin.screenshot(path=str(artifacts / "index.png"), full_page=True)
+    await anonymous.close()
+    await page.context.close()
+    assert found == {}
