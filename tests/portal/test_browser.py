@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.portal.conftest import AXE, ADMIN_PASSWORD, ROOT, USER, USER_PASSWORD, PortalPlatform
+from tests.portal.conftest import ADMIN_PASSWORD, AXE, ROOT, USER, USER_PASSWORD, PortalPlatform
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
 
