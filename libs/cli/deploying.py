@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import base64
 import secrets
 import time
 from collections.abc import Iterable
@@ -259,6 +260,7 @@ def ensure_credentials(api: Any) -> str:
             "postgres-password": secrets.token_urlsafe(24),
             "admin-password": secrets.token_urlsafe(16),
             "jwt-secret": secrets.token_urlsafe(48),
+            "portal-session-key": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
         },
     }
     _, current = _call(api, "GET", _path(secret, named=True))

@@ -35,6 +35,7 @@ from services.portal.core.security import (
     SECURITY_HEADERS,
     Sealer,
     Session,
+    as_key,
     new_key,
     random_secret,
     same_origin,
@@ -61,18 +62,20 @@ _DROP_RESPONSE = {"connection", "keep-alive", "transfer-encoding", "content-leng
 
 
 def load_key(settings: PortalSettings) -> bytes:
-    """The session key: the operator's file, or one made at first start in the data dir."""
-    path = settings.portal_secret_file or settings.data_dir / "portal-session.key"
-    if path.exists():
-        return path.read_bytes().strip()
-    if settings.portal_secret_file is not None:
-        raise FileNotFoundError(f"PAI_PORTAL_SECRET_FILE names {path}, which does not exist")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = new_key()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(key)
-    return key
+    """The session key: the operator's file (a Kubernetes Secret shared by replicas), else one made
+    at first start in the data dir. Text that is not a Fernet key is turned into one (SHA-256)."""
+    path = settings.portal_secret_file
+    if path is not None and not path.exists():
+        log.warning("session key file missing; using a key of this instance only", path=str(path))
+        path = None
+    if path is None:
+        path = settings.data_dir / "portal-session.key"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(new_key())
+    return as_key(path.read_bytes().strip())
 
 
 # ---------------------------------------------------------------- middleware

@@ -9,6 +9,7 @@ back in a header; another site can make the browser send the cookie but cannot l
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -56,6 +57,15 @@ class Session:
 
 def new_key() -> bytes:
     return Fernet.generate_key()
+
+
+def as_key(material: bytes) -> bytes:
+    """A Fernet key from a file's bytes: the key itself, or one derived from any other secret."""
+    try:
+        Fernet(material)
+    except ValueError:
+        return base64.urlsafe_b64encode(hashlib.sha256(b"pai-portal-session\0" + material).digest())
+    return material
 
 
 class Sealer:
