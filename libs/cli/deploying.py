@@ -14,9 +14,9 @@ once with random values and never overwritten.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
-import base64
 import secrets
 import time
 from collections.abc import Iterable
