@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import html
 import json
 import os
@@ -52,6 +53,7 @@ LOGIN_COOKIE = "pai_login"
 SETTINGS = web.AppKey("settings", PortalSettings)
 SEALER = web.AppKey("sealer", Sealer)
 REST = web.AppKey("rest", RestClient)
+VERSION = web.AppKey("version", str)
 SESSION = "portal.session"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -92,6 +94,25 @@ async def headers_middleware(request: web.Request, handler: Handler) -> web.Stre
     if isinstance(response, web.HTTPException):
         raise response
     return response
+
+
+async def versioned_static(request: web.Request) -> web.StreamResponse:
+    """/static/v<version>/<file>: a file under an address that changes with the files, cached long."""
+    name = request.match_info["name"]
+    path = (STATIC_DIR / name).resolve()
+    if request.match_info["version"] != request.app[VERSION] or not path.is_relative_to(STATIC_DIR):
+        raise web.HTTPNotFound()
+    if not path.is_file():
+        raise web.HTTPNotFound()
+    return web.FileResponse(path, headers={"Cache-Control": "public, max-age=31536000, immutable"})
+
+
+def static_version() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(STATIC_DIR.rglob("*")):
+        if path.is_file():
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 @web.middleware
@@ -271,7 +292,7 @@ def page_handler(page: Page) -> Handler:
             if not may_open_job(owner, user=session.user, admin=session.admin):
                 return _refused(page.title, "This job belongs to another user.", 403)
         body = (PAGES_DIR / page.file).read_text()
-        text = frame(page, body, user=session.user, admin=session.admin)
+        text = frame(page, body, user=session.user, admin=session.admin, version=request.app[VERSION])
         return web.Response(text=text, content_type="text/html", headers={"Cache-Control": "no-store"})
 
     return handler
@@ -369,7 +390,8 @@ async def events(request: web.Request) -> web.StreamResponse:
     if job:
         filters["job"] = job
     settings = request.app[SETTINGS]
-    with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
+    # The page went away (ConnectionResetError) or the portal stops (its client closes).
+    with contextlib.suppress(ConnectionResetError, aiohttp.ClientError, RuntimeError):
         if not await _from_gateway(rest, session.token, filters, response):
             every = settings.portal_poll_seconds if job else settings.portal_list_poll_seconds
             await _by_polling(rest, session.token, request, response, every)
@@ -421,13 +443,19 @@ async def _by_polling(
     last = ""
     states: dict[str, str] = {}
     while True:
+        # A comment line each round: writing is how a closed page is noticed (the write fails),
+        # so no poller outlives its page.
+        await response.write(b":\n\n")
         if job:
             user, _, name = job.partition("~")
             status, answer = await rest.get_json(token, f"/api/v2/jobs/{quote(user)}~{quote(name)}")
             fingerprint = changes.digest(answer)
             if last and fingerprint != last:
                 state = answer.get("jobStatus", {}).get("state") if isinstance(answer, dict) else None
-                await _send(response, "change", {"job": job, "state": state, "status": status})
+                change = {"job": job, "state": state, "status": status}
+                if status == 200:
+                    change["detail"] = answer
+                await _send(response, "change", change)
             last = fingerprint
         else:
             status, answer = await rest.get_json(token, "/api/v2/jobs", {"limit": "100", **list_query})
@@ -455,7 +483,11 @@ async def rest_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 def build_app(settings: PortalSettings, key: bytes | None = None) -> web.Application:
-    app = web.Application(middlewares=[headers_middleware, session_middleware], client_max_size=16 * 1024**2)
+    app = web.Application(
+        middlewares=[headers_middleware, session_middleware],
+        client_max_size=16 * 1024**2,
+    )
+    app[VERSION] = static_version()
     app[SETTINGS] = settings
     app[SEALER] = Sealer(key if key is not None else load_key(settings))
     app.cleanup_ctx.append(rest_ctx)
@@ -470,6 +502,7 @@ def build_app(settings: PortalSettings, key: bytes | None = None) -> web.Applica
     app.router.add_get("/healthz", healthz)
     for path, page in BY_PATH.items():
         app.router.add_get(path, page_handler(page))
+    app.router.add_get("/static/v{version:[0-9a-f]+}/{name:[A-Za-z0-9_.-]+}", versioned_static)
     app.router.add_static("/static/", STATIC_DIR, append_version=False)
     for prefix in ("/api/", "/rest-server/api/"):
         app.router.add_route("*", prefix + "{tail:.*}", proxy)

@@ -62,7 +62,7 @@ def may_open_job(owner: str, *, user: str, admin: bool) -> bool:
     return admin or owner == user
 
 
-def frame(page: Page, body: str, *, user: str, admin: bool) -> str:
+def frame(page: Page, body: str, *, user: str, admin: bool, version: str = "") -> str:
     """The whole HTML document of a page: header, menu, the page's own body, its module script."""
     links = []
     for item in PAGES:
@@ -70,7 +70,10 @@ def frame(page: Page, body: str, *, user: str, admin: bool) -> str:
             continue
         current = ' aria-current="page"' if item.path == page.path else ""
         links.append(f'<li><a href="{item.path}"{current}>{html.escape(item.nav)}</a></li>')
-    script = f'<script type="module" src="/static/{page.script}"></script>' if page.script else ""
+    # Static files are cached for long; `version` (a hash of their contents) changes their address
+    # whenever they change.
+    base = f"/static/v{version}" if version else "/static"
+    script = f'<script type="module" src="{base}/{page.script}"></script>' if page.script else ""
     role = "admin" if admin else "user"
     return FRAME.format(
         title=html.escape(page.title),
@@ -79,6 +82,7 @@ def frame(page: Page, body: str, *, user: str, admin: bool) -> str:
         role=role,
         body=body,
         script=script,
+        static=base,
     )
 
 
@@ -88,9 +92,9 @@ FRAME = """<!doctype html>
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <title>{title} · PAI</title>
-  <link rel="stylesheet" href="/static/portal.css">
-  <link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
-  <script type="module" src="/static/common.js"></script>
+  <link rel="stylesheet" href="{static}/portal.css">
+  <link rel="icon" href="{static}/favicon.svg" type="image/svg+xml">
+  <script type="module" src="{static}/common.js"></script>
   {script}
 </head>
 <body data-user="{user}" data-role="{role}">

@@ -1,5 +1,5 @@
 // Alerts (admin): what fires now, with its rule's labels and summary.
-import { $, api, el, fill, fmtTime, showError } from "/static/common.js";
+import { $, api, el, fill, fmtTime, showError } from "./common.js";
 
 async function refresh() {
   let alerts;

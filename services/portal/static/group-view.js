@@ -1,5 +1,5 @@
 // Groups (admin): their rights (admin, virtual clusters) and members; add and delete.
-import { $, api, el, fill, showError } from "/static/common.js";
+import { $, api, el, fill, showError } from "./common.js";
 
 async function refresh() {
   const groups = await api("/groups");

@@ -1,5 +1,5 @@
 // Hardware (admin): every node with its CPU, memory and GPU, and what the running tasks take.
-import { $, api, barChart, el, fill, live, showError } from "/static/common.js";
+import { $, api, barChart, el, fill, live, showError } from "./common.js";
 
 function quantity(value) {
   const text = String(value ?? "0");

@@ -1,5 +1,5 @@
 // Home: my jobs by state, my recent jobs, my VCs' GPUs, and for admins the jobs that need a look.
-import { $, api, barChart, el, fill, fmtDuration, fmtTime, jobLink, live, session, stateBadge } from "/static/common.js";
+import { $, api, barChart, el, fill, fmtDuration, fmtTime, jobLink, live, session, stateBadge } from "./common.js";
 
 const STATES = ["WAITING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"];
 const LONG_WAIT_MS = 60 * 60 * 1000;

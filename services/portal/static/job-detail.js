@@ -1,5 +1,5 @@
 // A job's page: status, exit and failure analysis, tasks, live logs, config; updated live.
-import { $, api, el, fill, fmtDuration, fmtTime, live, showError, stateBadge } from "/static/common.js";
+import { $, api, el, fill, fmtDuration, fmtTime, live, showError, stateBadge } from "./common.js";
 
 const params = new URLSearchParams(location.search);
 const user = params.get("username");
@@ -66,34 +66,38 @@ function ports(p) {
   return p && Object.keys(p).length ? Object.entries(p).map(([k, v]) => `${k}:${v}`).join(", ") : "–";
 }
 
+const esc = (value) => String(value ?? "–").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+const badge = (state) => `<span class="state state-${esc(state || "UNKNOWN")}" data-state="${esc(state || "UNKNOWN")}">${esc(state || "UNKNOWN")}</span>`;
+const HEAD = ["Index", "State", "Retries", "IP", "Ports", "Exit code", "Node", "Started", "Duration", "Log"];
+
+// A job may have thousands of tasks: rows are written as escaped HTML in one go, which the
+// browser builds far faster than one element at a time.
+function taskRows(role, statuses) {
+  return statuses.map((t) => `<tr data-task="${esc(role)}-${esc(t.taskIndex)}">` +
+    `<td class="num">${esc(t.taskIndex)}</td><td>${badge(t.taskState)}</td><td class="num">${esc(t.retries ?? 0)}</td>` +
+    `<td>${esc(t.containerIp || "–")}</td><td>${esc(ports(t.containerPorts))}</td><td class="num">${esc(t.containerExitCode)}</td>` +
+    `<td>${esc(t.containerNodeName || "–")}</td><td>${esc(fmtTime(t.launchedTime))}</td>` +
+    `<td>${esc(fmtDuration(t.launchedTime, t.completedTime))}</td>` +
+    `<td><button type="button" class="secondary" data-log="${esc(role)}/${esc(t.taskIndex)}">Log</button></td></tr>`).join("");
+}
+
 function showTasks() {
   const boxes = [];
   const options = [];
   for (const [role, status] of Object.entries(detail.taskRoles || {})) {
-    const rows = (status.taskStatuses || []).map((t) => {
-      options.push([role, t.taskIndex, t.taskState]);
-      return el("tr", { "data-task": `${role}-${t.taskIndex}` },
-        el("td", { class: "num" }, String(t.taskIndex)),
-        el("td", {}, stateBadge(t.taskState)),
-        el("td", { class: "num" }, String(t.retries ?? 0)),
-        el("td", {}, t.containerIp || "–"),
-        el("td", {}, ports(t.containerPorts)),
-        el("td", { class: "num" }, t.containerExitCode ?? "–"),
-        el("td", {}, t.containerNodeName || "–"),
-        el("td", {}, fmtTime(t.launchedTime)),
-        el("td", {}, fmtDuration(t.launchedTime, t.completedTime)),
-        el("td", {}, el("button", { type: "button", class: "secondary", "data-log": `${role}/${t.taskIndex}` }, "Log")));
-    });
+    const statuses = status.taskStatuses || [];
+    for (const t of statuses) options.push(`<option value="${esc(role)}/${esc(t.taskIndex)}">${esc(role)}[${esc(t.taskIndex)}] (${esc(t.taskState)})</option>`);
+    const tbody = el("tbody");
+    tbody.innerHTML = taskRows(role, statuses);
     boxes.push(el("h3", {}, role),
       el("div", { class: "table-wrap" }, el("table", { "aria-label": `Tasks of ${role}` },
-        el("thead", {}, el("tr", {}, ["Index", "State", "Retries", "IP", "Ports", "Exit code", "Node", "Started", "Duration", "Log"].map((h) => el("th", { scope: "col" }, h)))),
-        el("tbody", {}, rows))));
+        el("thead", {}, el("tr", {}, HEAD.map((h) => el("th", { scope: "col" }, h)))), tbody)));
   }
   fill($("#roles"), boxes);
   const select = $("#log-task");
   const current = select.value;
-  fill(select, options.map(([role, index, state]) => el("option", { value: `${role}/${index}` }, `${role}[${index}] (${state})`)));
-  if (current && options.some(([r, i]) => `${r}/${i}` === current)) select.value = current;
+  select.innerHTML = options.join("");
+  if (current && [...select.options].some((o) => o.value === current)) select.value = current;
 }
 
 async function showAttempts() {
@@ -145,6 +149,12 @@ async function refresh() {
     return;
   }
   fill($("#job-error"));
+  performance.mark("job-fetched");
+  show();
+  performance.mark("job-shown");
+}
+
+function show() {
   showSummary();
   showTasks();
   followLog();
@@ -170,7 +180,12 @@ async function start() {
     try { await api(`${base}/executionType`, { method: "PUT", body: { value: "STOP" } }); refresh(); }
     catch (error) { showError($("#job-error"), error); }
   });
-  live({ job: `${user}~${name}` }, () => { refresh(); showAttempts(); });
+  live({ job: `${user}~${name}` }, (change) => {
+    // The portal sends the job's new state with the change; the latest attempt needs no fetch.
+    if (change && change.detail && chosenAttempt === null) { detail = change.detail; show(); }
+    else refresh();
+    showAttempts();
+  });
   document.body.dataset.ready = "true";
 }
 

@@ -1,5 +1,5 @@
 // Platform services (admin): up or down, from the monitor's heartbeat alerts and the API's answers.
-import { $, api, el, fill, showError } from "/static/common.js";
+import { $, api, el, fill, showError } from "./common.js";
 
 const SERVICES = ["rest", "scheduler", "orchestrator", "monitor", "alerter", "portal"];
 

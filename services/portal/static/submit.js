@@ -1,6 +1,6 @@
 // The submit page: a form and a YAML editor kept in sync both ways, checked by the API's own
 // validator (through /portal/validate) before anything is submitted.
-import { $, api, el, fill, portal } from "/static/common.js";
+import { $, api, el, fill, portal } from "./common.js";
 
 const RUNTIME_PLUGINS = "com.microsoft.pai.runtimeplugin";
 const DEFAULT_JOB = `protocolVersion: 2

@@ -1,5 +1,5 @@
 // Profile: e-mail, groups, storages, application tokens (create, copy once, revoke).
-import { $, api, el, fill, fmtTime, showError } from "/static/common.js";
+import { $, api, el, fill, fmtTime, showError } from "./common.js";
 
 function claims(token) {
   try { return JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))); } catch { return {}; }

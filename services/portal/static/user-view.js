@@ -1,5 +1,5 @@
 // Users (admin): add, edit admin right and VCs, delete, batch add from CSV.
-import { $, api, el, fill, showError } from "/static/common.js";
+import { $, api, el, fill, showError } from "./common.js";
 
 const list = (text) => text.split(/[;,]/).map((s) => s.trim()).filter(Boolean);
 

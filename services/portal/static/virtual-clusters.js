@@ -1,5 +1,5 @@
 // Virtual clusters: guaranteed and used GPUs, running and waiting jobs; updated live.
-import { $, api, bar, barChart, el, fill, live, showError } from "/static/common.js";
+import { $, api, bar, barChart, el, fill, live, showError } from "./common.js";
 
 async function refresh() {
   let vcs;
