@@ -7,9 +7,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-# Fields of a job summary or detail that change as it runs; anything else is ignored.
-_VOLATILE = ("appExitCode", "retries", "state", "executionType", "totalTaskNumber")
-
 
 def digest(answer: Any) -> str:
     """A stable fingerprint of a JSON answer (key order does not matter)."""
