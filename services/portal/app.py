@@ -422,7 +422,9 @@ async def _from_gateway(
         data: list[str] = []
         async for raw in upstream.content:
             line = raw.decode(errors="replace").rstrip("\r\n")
-            if line.startswith("data:"):
+            if line.startswith(":"):
+                await response.write(b":\n\n")  # the gateway's keep-alive: notices a closed page
+            elif line.startswith("data:"):
                 data.append(line[5:].lstrip())
             elif not line and data:
                 await _send(response, "change", {"event": "\n".join(data)})
