@@ -269,7 +269,9 @@ def stop(
 def register(app: typer.Typer, job_app: typer.Typer) -> None:
     """Add these commands to the `pai` application and its `job` group."""
     app.command(name="login")(login)
-    job_app.command(name="submit")(submit)
+    from libs.cli import watching  # submit with --wait follows the job (libs/cli/watching.py)
+
+    job_app.command(name="submit")(watching.submit)
     job_app.command(name="list")(list_jobs)
     job_app.command(name="status")(status)
     job_app.command(name="logs")(logs)

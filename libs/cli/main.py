@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from libs.cli import accounts, jobs, validating
+from libs.cli import accounts, jobs, validating, watching
 from libs.cli.alerting import alert_rules_app
 from libs.cli.deploying import deploy_app
 from libs.cli.failure_rules import failure_rules_app
@@ -23,6 +23,7 @@ job_app.command("validate")(validating.validate)
 app.command(name="up")(up)
 app.add_typer(deploy_app, name="deploy")
 jobs.register(app, job_app)
+watching.register(app, job_app)
 accounts.register(app)
 
 

@@ -28,8 +28,9 @@ DEFAULT_API_PORT = 9186
 DEFAULT_NATS_PORT = 4222
 DEFAULT_METRICS_PORT = 9102
 DEFAULT_PORTAL_PORT = 9187
+DEFAULT_EVENTS_PORT = 9188
 API_START_TIMEOUT = 60.0
-SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "portal")
+SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "portal")
 
 
 def port_available(port: int, host: str = "127.0.0.1") -> bool:
@@ -114,6 +115,8 @@ class EmbeddedPlatform:
         nats_port = pick_port(remembered.get("nats_port"), DEFAULT_NATS_PORT)
         metrics_port = pick_port(remembered.get("metrics_port"), DEFAULT_METRICS_PORT)
         portal_port = pick_port(remembered.get("portal_port"), DEFAULT_PORTAL_PORT)
+        # The events gateway listens on loopback only: rest passes /api/v2/events to it.
+        events_port = pick_port(remembered.get("events_port"), DEFAULT_EVENTS_PORT)
         self.nats = EmbeddedNats(self.data_dir / "nats", port=nats_port)
         await self.nats.start()
         self._state_path.write_text(
@@ -123,6 +126,7 @@ class EmbeddedPlatform:
                     "nats_port": nats_port,
                     "metrics_port": metrics_port,
                     "portal_port": portal_port,
+                    "events_port": events_port,
                 }
             )
         )
@@ -139,6 +143,9 @@ class EmbeddedPlatform:
             "PAI_PORTAL_HOST": "127.0.0.1",
             "PAI_PORTAL_PORT": str(portal_port),
             "PAI_PORTAL_REST_URL": f"http://127.0.0.1:{api_port}",
+            "PAI_EVENTS_PORT": str(events_port),
+            "PAI_EVENTS_URL": f"http://127.0.0.1:{events_port}" if "events" in self.services else "",
+            "PAI_REST_URL": f"http://127.0.0.1:{api_port}",
             "PAI_LOG_FORMAT": "json",
             # Tasks are plain processes sharing this machine: offer more CPU and memory than it has.
             "PAI_CPU_OVERCOMMIT": "16",

@@ -34,6 +34,7 @@ from services.rest.projection import Projector, projection_handler
 from services.rest.routes import alerts as alert_routes
 from services.rest.routes import auth as auth_routes
 from services.rest.routes import cluster as cluster_routes
+from services.rest.routes import events_proxy
 from services.rest.routes import failure_rules as failure_rule_routes
 from services.rest.routes import groups as group_routes
 from services.rest.routes import job_events as job_event_routes
@@ -215,4 +216,5 @@ def build_app(settings: RestSettings) -> web.Application:
                 if isinstance(route, web.RouteDef):
                     app.router.add_route(route.method, prefix + route.path, route.handler)
     vc_routes.register(app, PREFIXES)
+    events_proxy.register(app, PREFIXES)  # live events and webhooks, when a gateway is named
     return app

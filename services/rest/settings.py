@@ -43,6 +43,9 @@ class RestSettings(BackboneSettings):
     """Settings of the REST service (environment prefix ``PAI_``)."""
 
     service_name: str = "rest"
+    # The events gateway (services/events): when set, /api/v2/events and /api/v2/webhooks are
+    # passed to it, so the API's one address serves them (the embedded platform, compose).
+    events_url: str | None = None
     rest_host: str = "127.0.0.1"
     rest_port: int = DEFAULT_PORT
     # None means an embedded SQLite file in the data dir.

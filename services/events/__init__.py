@@ -1,0 +1,1 @@
+"""The events gateway: the bus over HTTP for tools (server-sent events and webhooks)."""

@@ -1,0 +1,110 @@
+"""Composition root of the events gateway: the bus, the hub, REST for identities, the routes.
+
+The gateway serves ``/api/v2/events`` (and the webhooks' routes) under both prefixes OpenPAI
+clients use; behind the API's address a proxy rule sends those paths here (rest proxies them
+in the embedded platform and docker-compose, an Ingress path rule on Kubernetes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import aiohttp
+import structlog
+from aiohttp import web
+
+from libs.backbone.connecting import connect
+from libs.backbone.heartbeats import beat_forever
+from libs.backbone.topology import ensure_topology
+from services.events import hooks, streaming
+from services.events.adapters.delivering import Deliveries
+from services.events.adapters.following import Hub
+from services.events.adapters.identity import Identities
+from services.events.core.webhooks import parse_networks
+from services.events.errors import ApiError
+from services.events.keys import DELIVERIES, HUB, IDENTITIES, SETTINGS
+from services.events.settings import EventsSettings
+
+log = structlog.get_logger(__name__)
+
+PREFIXES = ("/api", "/rest-server/api")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return web.json_response(exc.body(), status=exc.status)
+    except web.HTTPException as exc:
+        if exc.status in (404, 405):
+            message = f"No API {request.method} {request.path}; see the REST API v2 reference."
+            return web.json_response({"code": "NoApiError", "message": message}, status=exc.status)
+        raise
+    except Exception:
+        log.exception("request failed", method=request.method, path=request.path)
+        return web.json_response(
+            {"code": "UnknownError", "message": "Internal error; the service log has the details."},
+            status=500,
+        )
+
+
+async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
+    settings = app[SETTINGS]
+    bus = await connect(settings, name=settings.service_name)
+    stop_beating = asyncio.Event()
+    beating = asyncio.create_task(beat_forever(bus.nc, settings.service_name, stop_beating))
+    session = aiohttp.ClientSession()
+    try:
+        await ensure_topology(bus.js)
+        hub = Hub(bus.js, subscriber_limit=settings.events_subscriber_buffer)
+        await hub.start()
+        app[HUB] = hub
+        app[IDENTITIES] = Identities(session, settings.rest_url, settings.identity_cache_seconds)
+        networks = parse_networks(settings.webhook_forbidden_networks)
+        deliveries = Deliveries(bus.js, hub, session, settings, networks)
+        await deliveries.start()
+        app[DELIVERIES] = deliveries
+        yield
+        await deliveries.stop()
+        await hub.stop()
+    finally:
+        stop_beating.set()
+        await beating
+        await session.close()
+        await bus.close()
+
+
+async def close_streams(app: web.Application) -> None:
+    """On shutdown every open stream ends (its client resumes elsewhere by its last id)."""
+    if HUB in app:
+        for subscriber in list(app[HUB].subscribers):
+            subscriber.close()
+
+
+def build_app(settings: EventsSettings) -> web.Application:
+    app = web.Application(middlewares=[error_middleware])
+    app[SETTINGS] = settings
+    app.cleanup_ctx.append(bus_ctx)
+    app.on_shutdown.append(close_streams)
+    for prefix in PREFIXES:
+        for table in (streaming.routes, hooks.routes):
+            for route in table:
+                if isinstance(route, web.RouteDef):
+                    app.router.add_route(route.method, prefix + route.path, route.handler)
+    return app
+
+
+async def serve(settings: EventsSettings, stop: asyncio.Event) -> None:
+    """Serve until ``stop`` is set, then close streams and drain."""
+    runner = web.AppRunner(build_app(settings), shutdown_timeout=5.0)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.events_host, settings.events_port)
+    await site.start()
+    log.info("events gateway listening", host=settings.events_host, port=settings.events_port)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()

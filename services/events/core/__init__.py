@@ -1,0 +1,1 @@
+"""Pure decisions of the events gateway: filters, rights, cursors, the stream format, webhooks."""

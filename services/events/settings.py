@@ -1,0 +1,33 @@
+"""The gateway's settings, read once in ``__main__`` (``PAI_`` environment variables)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from libs.backbone.settings import BackboneSettings
+
+DEFAULT_PORT = 9188
+DAY = 24 * 3600.0
+
+
+class EventsSettings(BackboneSettings):
+    service_name: str = "events"
+    events_host: str = "127.0.0.1"
+    events_port: int = DEFAULT_PORT
+    # The public REST API, asked who a token stands for (GET /api/v2/users/me).
+    rest_url: str = "http://127.0.0.1:9186"
+    identity_cache_seconds: float = Field(default=5.0, ge=0)
+    # A comment line on idle streams, so proxies and browsers keep them open.
+    events_keepalive_seconds: float = Field(default=15.0, gt=0)
+    # Events queued for one subscriber before it is closed as too slow (it resumes by its id).
+    events_subscriber_buffer: int = Field(default=10_000, ge=1)
+    # Webhooks: exponential backoff from the first delay to the largest, for at least the window.
+    webhook_backoff_first_seconds: float = Field(default=1.0, gt=0)
+    webhook_backoff_max_seconds: float = Field(default=3600.0, gt=0)
+    webhook_retry_window_seconds: float = Field(default=DAY, gt=0)
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0)
+    # Address ranges receivers may not be in (comma-separated CIDRs); the Kubernetes manifests
+    # forbid loopback and link-local, the embedded platform none, so local receivers work.
+    webhook_forbidden_networks: str = ""
+    # Delivery attempts kept per subscription for GET .../deliveries.
+    webhook_deliveries_kept: int = Field(default=100, ge=1)
