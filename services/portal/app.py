@@ -55,6 +55,8 @@ SEALER = web.AppKey("sealer", Sealer)
 REST = web.AppKey("rest", RestClient)
 VERSION = web.AppKey("version", str)
 SESSION = "portal.session"
+GATEWAY_RETRY_SECONDS = 5.0
+GATEWAY_ANSWER_SECONDS = 2.0
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -392,9 +394,14 @@ async def events(request: web.Request) -> web.StreamResponse:
     settings = request.app[SETTINGS]
     # The page went away (ConnectionResetError) or the portal stops (its client closes).
     with contextlib.suppress(ConnectionResetError, aiohttp.ClientError, RuntimeError):
-        if not await _from_gateway(rest, session.token, filters, response):
+        announce = True
+        while not await _from_gateway(rest, session.token, filters, response):
+            # No gateway, or it does not know the job yet (just submitted): ask REST for a while,
+            # then try the gateway again.
             every = settings.portal_poll_seconds if job else settings.portal_list_poll_seconds
-            await _by_polling(rest, session.token, request, response, every)
+            until = asyncio.get_running_loop().time() + GATEWAY_RETRY_SECONDS
+            await _by_polling(rest, session.token, request, response, every, until, announce=announce)
+            announce = False
     return response
 
 
@@ -407,13 +414,18 @@ async def _from_gateway(
 ) -> bool:
     """Relay the gateway's events as changes; False when the platform has no gateway."""
     try:
-        upstream = await rest.http.get(
-            rest.base + "/api/v2/events",
-            params=filters,
-            headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream"},
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=5),
+        # A gateway that has not answered within a few seconds (one that does not know the job
+        # yet holds its answer) counts as absent for now.
+        upstream = await asyncio.wait_for(
+            rest.http.get(
+                rest.base + "/api/v2/events",
+                params=filters,
+                headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream"},
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=5),
+            ),
+            timeout=GATEWAY_ANSWER_SECONDS,
         )
-    except aiohttp.ClientError:
+    except (aiohttp.ClientError, TimeoutError):
         return False
     async with upstream:
         if upstream.status != 200 or not upstream.content_type.startswith("text/event-stream"):
@@ -433,7 +445,14 @@ async def _from_gateway(
 
 
 async def _by_polling(
-    rest: RestClient, token: str, request: web.Request, response: web.StreamResponse, every: float
+    rest: RestClient,
+    token: str,
+    request: web.Request,
+    response: web.StreamResponse,
+    every: float,
+    until: float,
+    *,
+    announce: bool,
 ) -> None:
     job = request.query.get("job", "")
     list_query = {
@@ -441,10 +460,12 @@ async def _by_polling(
         for key in ("username", "vc", "state", "keyword", "offset", "limit", "order")
         if request.query.get(key)
     }
-    await _send(response, "ready", {"source": "poll"})
+    if announce:
+        await _send(response, "ready", {"source": "poll"})
     last = ""
     states: dict[str, str] = {}
-    while True:
+    loop = asyncio.get_running_loop()
+    while loop.time() < until:
         # A comment line each round: writing is how a closed page is noticed (the write fails),
         # so no poller outlives its page.
         await response.write(b":\n\n")

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from libs.embedded.platform import SERVICES
 from tests.portal.conftest import ADMIN_PASSWORD, AXE, ROOT, USER, USER_PASSWORD, PortalPlatform
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
@@ -68,6 +69,8 @@ async def test_import_a_real_openpai_job_submit_and_watch_it_succeed_without_rel
     await page.click("#submit")
     await page.wait_for_url("**/job-detail.html?username=admin&jobName=portal-hello")
     navigations = await count_navigations(page)
+    # Through the platform's event stream when it runs one, else by the portal asking REST.
+    await page.wait_for_selector(f"body[data-live={'gateway' if 'events' in SERVICES else 'poll'}]")
     await page.wait_for_selector("body[data-state=SUCCEEDED]", timeout=90_000)
     await page.wait_for_function(
         "() => document.querySelector('#log').textContent.includes('hello from the portal')", timeout=30_000

@@ -71,13 +71,22 @@ export function live(params, onChange) {
   const query = new URLSearchParams(params).toString();
   const source = new EventSource("/portal/events" + (query ? "?" + query : ""));
   let timer = null;
+  let later = [];
   const fire = (event) => {
-    if (timer) return;
-    timer = setTimeout(() => { timer = null; onChange(event); }, 50);
+    if (!timer) timer = setTimeout(() => { timer = null; onChange(event); }, 50);
+    if (document.body.dataset.live === "gateway") {
+      // An event can reach the page before the API's read model has applied it: look again
+      // shortly after the last one.
+      later.forEach(clearTimeout);
+      later = [500, 1500].map((ms) => setTimeout(() => onChange({}), ms));
+    }
   };
   source.addEventListener("change", (event) => fire(JSON.parse(event.data)));
+  let readies = 0;
   source.addEventListener("ready", (event) => {
     document.body.dataset.live = JSON.parse(event.data).source;
+    // Connected again (or switched to the event stream): what happened meanwhile is fetched.
+    if (readies++ > 0) fire({});
   });
   return source;
 }
