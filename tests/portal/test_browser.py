@@ -79,6 +79,14 @@ async def test_import_a_real_openpai_job_submit_and_watch_it_succeed_without_rel
     assert await page.text_content("#summary") is not None
     assert "SUCCEEDED" in (await page.text_content("#job-title") or "")
     await page.screenshot(path=str(artifacts / "job-detail.png"), full_page=True)
+    # Clone opens the submit page with the job's config under a new name.
+    await page.click("#clone")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.wait_for_function(
+        "() => document.querySelector('#yaml').value.includes('portal-hello-clone-')"
+    )
+    assert "hello from the portal" in await page.input_value("#r-taskrole-commands")
+    assert (await page.input_value("#f-name")).startswith("portal-hello-clone-")
     await page.context.close()
 
 
