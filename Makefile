@@ -9,11 +9,16 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock pyproject.toml services/portal/package-lock.json
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --require-hashes -r requirements.lock
 	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@# The portal's browser tests: Debian's Chromium, and the pinned npm packages (package-lock.json).
+	@command -v chromium >/dev/null && command -v npm >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium npm >/dev/null; } || \
+	  echo "chromium or npm could not be installed (needs root and apt-get); the browser tests will skip"
+	@! command -v npm >/dev/null || npm ci --prefix services/portal --no-audit --no-fund --silent
 	@touch $(STAMP)
 
 up: setup

@@ -322,6 +322,8 @@ def ensure_credentials(api: Any, users: Iterable[str] = ()) -> str:
         "jwt-secret": secrets.token_urlsafe(48),
         # the key job secrets are sealed with (libs/backbone/sealing.py): rest and orchestrator only
         "secrets-key": Fernet.generate_key().decode(),
+        # the key the portal's session cookies are sealed with, shared by its replicas
+        "portal-session-key": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
         **{secret_key(user): new_password() for user in sorted({ADMIN_USER, *users})},
     }
     secret = {

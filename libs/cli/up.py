@@ -69,6 +69,8 @@ async def _run(platform: EmbeddedPlatform) -> None:
     try:
         info = await platform.start()
         typer.echo(f"pai is up: API {info.api_url}  (NATS {info.nats_url}, data {info.data_dir})")
+        if info.portal_url:
+            typer.echo(f"portal: {info.portal_url}")
         typer.echo(f"metrics: {info.metrics_url}")
         if gpus_line := _gpus_line(platform):
             typer.echo(gpus_line)

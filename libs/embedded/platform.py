@@ -32,9 +32,12 @@ log = structlog.get_logger(__name__)
 DEFAULT_API_PORT = 9186
 DEFAULT_NATS_PORT = 4222
 DEFAULT_METRICS_PORT = 9102
+DEFAULT_PORTAL_PORT = 9187
 DEFAULT_EVENTS_PORT = 9188
 API_START_TIMEOUT = 60.0
-SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events")
+SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "portal")
+# Services that never connect to the bus (the portal is a client of the public API).
+OFF_THE_BUS = frozenset({"portal"})
 # One person's machine: no per-user submission limit (OpenPAI's cluster default is 60 an
 # hour, which a 100-job sweep exceeds). Each applies unless the environment sets it already,
 # under our name or OpenPAI's; Kubernetes keeps OpenPAI's defaults.
@@ -92,6 +95,7 @@ class PlatformInfo:
     # The bus's operator account (every right); services each have their own user.
     nats_user: str = ADMIN_USER
     nats_password: str = ""
+    portal_url: str = ""
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -177,10 +181,14 @@ class EmbeddedPlatform:
             raise OSError(f"port {api_port} is in use; choose another with --port")
         nats_port = pick_port(remembered.get("nats_port"), DEFAULT_NATS_PORT)
         metrics_port = pick_port(remembered.get("metrics_port"), DEFAULT_METRICS_PORT)
+        portal_port = pick_port(remembered.get("portal_port"), DEFAULT_PORTAL_PORT)
         # The events gateway listens on loopback only: rest passes /api/v2/events to it.
         events_port = pick_port(remembered.get("events_port"), DEFAULT_EVENTS_PORT)
         # The bus is private: each service its own NATS user, passwords kept in the data dir.
-        credentials = load_credentials(self.data_dir / CREDENTIALS_FILE, self.services)
+        # The portal talks to the platform through the API only: it gets no bus user.
+        credentials = load_credentials(
+            self.data_dir / CREDENTIALS_FILE, [name for name in self.services if name not in OFF_THE_BUS]
+        )
         self.nats = EmbeddedNats(
             self.data_dir / "nats",
             port=nats_port,
@@ -193,6 +201,7 @@ class EmbeddedPlatform:
                     "api_port": api_port,
                     "nats_port": nats_port,
                     "metrics_port": metrics_port,
+                    "portal_port": portal_port,
                     "events_port": events_port,
                 }
             )
@@ -207,6 +216,9 @@ class EmbeddedPlatform:
             "PAI_REST_HOST": "127.0.0.1",
             "PAI_REST_PORT": str(api_port),
             "PAI_METRICS_PORT": str(metrics_port),
+            "PAI_PORTAL_HOST": "127.0.0.1",
+            "PAI_PORTAL_PORT": str(portal_port),
+            "PAI_PORTAL_REST_URL": f"http://127.0.0.1:{api_port}",
             "PAI_EVENTS_PORT": str(events_port),
             "PAI_EVENTS_URL": f"http://127.0.0.1:{events_port}" if "events" in self.services else "",
             "PAI_REST_URL": f"http://127.0.0.1:{api_port}",
@@ -224,7 +236,9 @@ class EmbeddedPlatform:
             Child(
                 name=name,
                 argv=[sys.executable, "-m", f"services.{name}"],
-                env={
+                env={**env, "PAI_SERVICE_NAME": name}
+                if name in OFF_THE_BUS
+                else {
                     **env,
                     "PAI_SERVICE_NAME": name,
                     "PAI_NATS_USER": name,
@@ -242,8 +256,11 @@ class EmbeddedPlatform:
             await self.supervisor.stop()
             raise
         api_url = f"http://127.0.0.1:{api_port}"
+        portal_url = f"http://127.0.0.1:{portal_port}/"
         if "rest" in self.services:
             await self._wait_for_api(api_url)
+        if "portal" in self.services:
+            await self._wait_for_api(portal_url.rstrip("/"), path="/healthz", name="portal")
         self._marker.touch()
         self.info = PlatformInfo(
             self.data_dir,
@@ -253,15 +270,16 @@ class EmbeddedPlatform:
             first_start=first_start,
             metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
             nats_password=credentials[ADMIN_USER],
+            portal_url=portal_url if "portal" in self.services else "",
         )
         return self.info
 
-    async def _wait_for_api(self, api_url: str) -> None:
+    async def _wait_for_api(self, api_url: str, path: str = "/api/v2/info", name: str = "rest") -> None:
         try:
             async with asyncio.timeout(API_START_TIMEOUT), httpx.AsyncClient(timeout=2.0) as client:
                 while True:
                     try:
-                        response = await client.get(f"{api_url}/api/v2/info")
+                        response = await client.get(f"{api_url}{path}")
                         if response.status_code < 500:
                             return
                     except httpx.TransportError:
@@ -269,8 +287,8 @@ class EmbeddedPlatform:
                     await asyncio.sleep(0.1)  # polling an HTTP port: there is no event to await
         except TimeoutError:
             raise TimeoutError(
-                f"the REST service did not answer at {api_url} within {API_START_TIMEOUT:g}s; "
-                f"see {self.data_dir / 'logs' / 'rest.log'}"
+                f"the {name} service did not answer at {api_url} within {API_START_TIMEOUT:g}s; "
+                f"see {self.data_dir / 'logs' / f'{name}.log'}"
             ) from None
 
     async def stop(self) -> None:

@@ -13,7 +13,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text(encoding="utf-8"))
-SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events")
+SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "portal")
 KNOWN_ENV = {
     "PAI_NATS_URL",
     "PAI_DATA_DIR",
@@ -21,6 +21,9 @@ KNOWN_ENV = {
     "PAI_LOG_FORMAT",
     "PAI_REST_HOST",
     "PAI_REST_PORT",
+    "PAI_PORTAL_HOST",
+    "PAI_PORTAL_PORT",
+    "PAI_PORTAL_REST_URL",
     "PAI_DATABASE_URL",
     "PAI_ADMIN_PASSWORD",
     "PAI_EXECUTOR",

@@ -1,0 +1,1 @@
+"""The portal's outside world: the REST API it speaks for the signed-in user."""

@@ -1,0 +1,51 @@
+"""The REST API as the portal speaks it, always with the signed-in user's own token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+
+
+class RestClient:
+    def __init__(self, base: str) -> None:
+        self.base = base.rstrip("/")
+        # No total timeout: proxied log reads and event streams may run long; connecting may not.
+        self.http = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=60),
+            connector=aiohttp.TCPConnector(limit=200),
+            auto_decompress=False,
+        )
+
+    async def close(self) -> None:
+        await self.http.close()
+
+    async def get_json(self, token: str, path: str, params: dict[str, str] | None = None) -> tuple[int, Any]:
+        async with self.http.get(
+            self.base + path, params=params, headers={"Authorization": f"Bearer {token}"}
+        ) as response:
+            try:
+                return response.status, await response.json(content_type=None)
+            except ValueError:
+                return response.status, None
+
+    async def me(self, token: str) -> dict[str, Any] | None:
+        status, answer = await self.get_json(token, "/api/v2/users/me")
+        return answer if status == 200 and isinstance(answer, dict) else None
+
+    async def login(self, username: str, password: str, seconds: int) -> tuple[int, dict[str, Any]]:
+        try:
+            async with self.http.post(
+                self.base + "/api/v2/authn/basic/login",
+                json={"username": username, "password": password, "expiration": seconds},
+            ) as response:
+                answer = await response.json(content_type=None)
+                return response.status, answer if isinstance(answer, dict) else {}
+        except (aiohttp.ClientError, ValueError) as exc:
+            return 502, {"message": f"The platform's API did not answer ({exc}); try again shortly."}
+
+    async def logout(self, token: str) -> None:
+        async with self.http.delete(
+            self.base + "/api/v2/authn/basic/logout", headers={"Authorization": f"Bearer {token}"}
+        ):
+            pass

@@ -1,0 +1,1 @@
+"""The portal's pure decisions: sessions, CSRF, page rights, change detection."""

@@ -1,0 +1,188 @@
+// What every page shares: the API through the portal (token added server-side, CSRF on writes),
+// live updates from /portal/events, formatting, and small drawing helpers.
+
+let sessionPromise = null;
+
+export function session() {
+  if (!sessionPromise) {
+    sessionPromise = fetch("/portal/session", { credentials: "same-origin" }).then(async (r) => {
+      if (r.status === 401) {
+        location.href = "/index.html?next=" + encodeURIComponent(location.pathname + location.search);
+        throw new Error("signed out");
+      }
+      return r.json();
+    });
+  }
+  return sessionPromise;
+}
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.message) || `The API answered ${status}.`);
+    this.status = status;
+    this.code = body && body.code;
+    this.body = body || {};
+  }
+}
+
+// A call of the REST API v2; `path` starts after /api/v2.
+export async function api(path, { method = "GET", body, type, raw = false } = {}) {
+  const headers = { Accept: "application/json" };
+  if (method !== "GET" && method !== "HEAD") {
+    headers["X-CSRF-Token"] = (await session()).csrf;
+  }
+  let payload = body;
+  if (body !== undefined && type === undefined && typeof body !== "string") {
+    payload = JSON.stringify(body);
+    headers["Content-Type"] = "application/json";
+  } else if (type) {
+    headers["Content-Type"] = type;
+  }
+  const response = await fetch("/api/v2" + path, { method, headers, body: payload, credentials: "same-origin" });
+  if (response.status === 401) {
+    location.href = "/index.html?next=" + encodeURIComponent(location.pathname + location.search);
+    throw new ApiError(401, { message: "Your session ended; sign in again." });
+  }
+  const text = await response.text();
+  let data = text;
+  if (!raw) {
+    try { data = text ? JSON.parse(text) : null; } catch { data = text; }
+  }
+  if (!response.ok) throw new ApiError(response.status, typeof data === "object" ? data : { message: text });
+  return data;
+}
+
+// A call of the portal's own endpoints (validation, rendering) with the CSRF token.
+export async function portal(path, body, type) {
+  const { csrf } = await session();
+  const response = await fetch(path, {
+    method: "POST",
+    headers: { "X-CSRF-Token": csrf, "Content-Type": type },
+    body,
+    credentials: "same-origin",
+  });
+  if (!response.ok) throw new ApiError(response.status, { message: await response.text() });
+  return path.endsWith("/render") ? response.text() : response.json();
+}
+
+// Live updates: `onChange` runs (at most every 50 ms) whenever what the page shows changed.
+// The browser's EventSource reconnects by itself; the page never reloads.
+export function live(params, onChange) {
+  const query = new URLSearchParams(params).toString();
+  const source = new EventSource("/portal/events" + (query ? "?" + query : ""));
+  let timer = null;
+  let later = [];
+  const fire = (event) => {
+    if (!timer) timer = setTimeout(() => { timer = null; onChange(event); }, 50);
+    if (document.body.dataset.live === "gateway") {
+      // An event can reach the page before the API's read model has applied it: look again
+      // shortly after the last one.
+      later.forEach(clearTimeout);
+      later = [500, 1500].map((ms) => setTimeout(() => onChange({}), ms));
+    }
+  };
+  source.addEventListener("change", (event) => fire(JSON.parse(event.data)));
+  let readies = 0;
+  source.addEventListener("ready", (event) => {
+    document.body.dataset.live = JSON.parse(event.data).source;
+    // Connected again (or switched to the event stream): what happened meanwhile is fetched.
+    if (readies++ > 0) fire({});
+  });
+  return source;
+}
+
+// ---------------------------------------------------------------- DOM
+
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+export function $(selector) { return document.querySelector(selector); }
+
+export function fill(container, ...children) {
+  container.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined));
+}
+
+export function stateBadge(state) {
+  const s = state || "UNKNOWN";
+  return el("span", { class: `state state-${s}`, "data-state": s }, s);
+}
+
+// One formatter for the page: building one per call costs more than the rest of a table row.
+const TIME = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "short", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit" });
+
+export function fmtTime(ms) {
+  return ms ? TIME.format(new Date(ms)) : "–";
+}
+
+export function fmtDuration(start, end) {
+  if (!start) return "–";
+  let s = Math.max(0, Math.round(((end || Date.now()) - start) / 1000));
+  const h = Math.floor(s / 3600); s -= h * 3600;
+  const m = Math.floor(s / 60); s -= m * 60;
+  if (h) return `${h}h ${m}m`;
+  if (m) return `${m}m ${s}s`;
+  return `${s}s`;
+}
+
+export function showError(container, error) {
+  fill(container, el("div", { class: "notice bad", role: "alert" }, error.message || String(error)));
+}
+
+export function jobLink(username, name) {
+  const q = new URLSearchParams({ username, jobName: name });
+  return el("a", { href: "/job-detail.html?" + q }, name);
+}
+
+// A bar of used out of total (the width set through CSSOM, which the CSP allows).
+export function bar(used, total, label) {
+  const span = el("span");
+  span.style.width = total ? `${Math.min(100, (100 * used) / total)}%` : "0";
+  return el("div", { class: "bar", role: "img", "aria-label": label || `${used} of ${total}` }, span);
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs = {}) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  return node;
+}
+
+// A small bar chart in SVG: items [{label, value, max}], values drawn against their max.
+export function barChart(items, { title, unit = "" } = {}) {
+  const width = 520, rowH = 26, left = 130, height = Math.max(1, items.length) * rowH + 10;
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": title || "chart" });
+  if (title) { const t = svg("title"); t.textContent = title; root.append(t); }
+  items.forEach((item, i) => {
+    const y = 5 + i * rowH;
+    const label = svg("text", { x: 0, y: y + 15 }); label.textContent = item.label; root.append(label);
+    root.append(svg("rect", { x: left, y: y + 4, width: width - left - 90, height: 14, fill: "#e4e8ef", rx: 3 }));
+    const w = item.max ? ((width - left - 90) * Math.min(item.value, item.max)) / item.max : 0;
+    root.append(svg("rect", { x: left, y: y + 4, width: w, height: 14, fill: "#1f5fbf", rx: 3 }));
+    const v = svg("text", { x: width - 84, y: y + 15 }); v.textContent = `${item.value} / ${item.max}${unit}`; root.append(v);
+  });
+  return el("div", { class: "chart" }, root);
+}
+
+// ---------------------------------------------------------------- every page
+
+function wireLogout() {
+  const form = document.getElementById("logout-form");
+  if (!form) return;
+  session().then((s) => { form.elements.csrf.value = s.csrf; }).catch(() => {});
+}
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wireLogout);
+else wireLogout();

@@ -1,0 +1,40 @@
+// Groups (admin): their rights (admin, virtual clusters) and members; add and delete.
+import { $, api, el, fill, showError } from "./common.js";
+
+async function refresh() {
+  const groups = await api("/groups");
+  const rows = await Promise.all(groups.map(async (g) => {
+    const members = await api(`/groups/${encodeURIComponent(g.groupname)}/userlist`).catch(() => []);
+    const acls = (g.extension && g.extension.acls) || {};
+    return el("tr", { "data-group": g.groupname },
+      el("th", { scope: "row" }, g.groupname),
+      el("td", {}, g.description || "–"),
+      el("td", {}, acls.admin ? "yes" : "no"),
+      el("td", {}, (acls.virtualClusters || []).join(", ") || "–"),
+      el("td", {}, (members || []).map((m) => (typeof m === "string" ? m : m.username)).join(", ") || "–"),
+      el("td", {}, el("button", { type: "button", class: "danger", onclick: () => remove(g.groupname) }, "Delete")));
+  }));
+  fill($("#groups"), rows);
+  document.body.dataset.ready = "true";
+}
+
+async function act(work) {
+  try { await work(); fill($("#group-error")); await refresh(); } catch (error) { showError($("#group-error"), error); }
+}
+
+function remove(name) {
+  if (!confirm(`Delete group ${name}?`)) return;
+  act(() => api(`/groups/${encodeURIComponent(name)}`, { method: "DELETE" }));
+}
+
+$("#add-group").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const f = e.target.elements;
+  act(async () => {
+    await api("/groups", { method: "POST", body: { groupname: f.groupname.value.trim(), description: f.description.value,
+      extension: { acls: { admin: f.admin.checked, virtualClusters: f.vcs.value.split(",").map((s) => s.trim()).filter(Boolean) } } } });
+    e.target.reset();
+  });
+});
+
+refresh().catch((error) => showError($("#group-error"), error));

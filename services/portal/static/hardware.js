@@ -1,0 +1,51 @@
+// Hardware (admin): every node with its CPU, memory and GPU, and what the running tasks take.
+import { $, api, barChart, el, fill, live, showError } from "./common.js";
+
+function quantity(value) {
+  const text = String(value ?? "0");
+  const m = /^(\d+(?:\.\d+)?)(m|Ki|Mi|Gi)?$/.exec(text);
+  if (!m) return Number(text) || 0;
+  const n = Number(m[1]);
+  return { m: n / 1000, Ki: n / 1024, Mi: n, Gi: n * 1024 }[m[2]] ?? n;
+}
+
+async function refresh() {
+  let nodes, pods;
+  try { [nodes, pods] = await Promise.all([api("/kubernetes/nodes"), api("/kubernetes/pods")]); }
+  catch (error) { showError($("#hw-error"), error); return; }
+  const use = {};
+  for (const pod of pods.items || []) {
+    const node = pod.spec && pod.spec.nodeName;
+    if (!node) continue;
+    const u = (use[node] = use[node] || { cpu: 0, memory: 0, gpu: 0, tasks: 0 });
+    u.tasks += 1;
+    for (const c of (pod.spec.containers || [])) {
+      const req = (c.resources && (c.resources.requests || c.resources.limits)) || {};
+      u.cpu += quantity(req.cpu);
+      u.memory += quantity(req.memory);
+      u.gpu += quantity(req["nvidia.com/gpu"]);
+    }
+  }
+  const rows = (nodes.items || []).map((n) => {
+    const name = n.metadata.name;
+    const cap = n.status.capacity || {};
+    const ready = (n.status.conditions || []).find((c) => c.type === "Ready");
+    const addr = ((n.status.addresses || [])[0] || {}).address || "–";
+    return { name, ready: ready ? ready.status === "True" : false, addr, cpu: quantity(cap.cpu), memory: Math.round(quantity(cap.memory)),
+      gpu: quantity(cap["nvidia.com/gpu"]), use: use[name] || { cpu: 0, memory: 0, gpu: 0, tasks: 0 } };
+  });
+  fill($("#gpu-chart"), barChart(rows.map((r) => ({ label: r.name, value: r.use.gpu, max: r.gpu })), { title: "GPUs in use per node", unit: " GPU" }));
+  fill($("#cpu-chart"), barChart(rows.map((r) => ({ label: r.name, value: Math.round(r.use.cpu * 10) / 10, max: r.cpu })), { title: "CPU cores allocated per node", unit: " cores" }));
+  fill($("#nodes"), rows.map((r) => el("tr", { "data-node": r.name },
+    el("th", { scope: "row" }, r.name),
+    el("td", { class: r.ready ? "ok" : "bad" }, r.ready ? "ready" : "not ready"),
+    el("td", {}, r.addr),
+    el("td", { class: "num" }, `${Math.round(r.use.cpu * 10) / 10} / ${r.cpu}`),
+    el("td", { class: "num" }, `${Math.round(r.use.memory)} / ${r.memory} MB`),
+    el("td", { class: "num" }, `${r.use.gpu} / ${r.gpu}`),
+    el("td", { class: "num" }, String(r.use.tasks)))));
+  document.body.dataset.ready = "true";
+}
+
+refresh();
+live({}, refresh);

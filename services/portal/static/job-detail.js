@@ -1,0 +1,192 @@
+// A job's page: status, exit and failure analysis, tasks, live logs, config; updated live.
+import { $, api, el, fill, fmtDuration, fmtTime, live, showError, stateBadge } from "./common.js";
+
+const params = new URLSearchParams(location.search);
+const user = params.get("username");
+const name = params.get("jobName");
+const base = `/jobs/${encodeURIComponent(user)}~${encodeURIComponent(name)}`;
+const FINAL = new Set(["SUCCEEDED", "FAILED", "STOPPED"]);
+let detail = null;
+let chosenAttempt = null; // null: the latest
+let logKey = "";
+let logOffset = 0;
+let logTimer = null;
+
+function term(label, value) {
+  return [el("dt", {}, label), el("dd", {}, value ?? "–")];
+}
+
+function exitMeaning(status) {
+  const spec = status.appExitSpec;
+  if (status.appExitCode === null || status.appExitCode === undefined) return "–";
+  const parts = [String(status.appExitCode)];
+  if (spec && spec.phrase) parts.push(` ${spec.phrase}`);
+  if (spec && spec.type) parts.push(` (${spec.type})`);
+  return parts.join("");
+}
+
+function showSummary() {
+  const s = detail.jobStatus;
+  document.title = `${name} · PAI`;
+  fill($("#job-title"), el("h2", { class: "inline" }, `${user} / ${name} `), stateBadge(s.state));
+  const retries = s.retryDetails || {};
+  fill($("#summary"),
+    term("Status", stateBadge(s.state)),
+    term("User", s.username),
+    term("Virtual cluster", s.virtualCluster),
+    term("Submitted", fmtTime(s.submissionTime)),
+    term("Launched", fmtTime(s.launchedTime)),
+    term("Completed", fmtTime(s.completedTime)),
+    term("Duration", fmtDuration(s.launchedTime || s.createdTime, s.completedTime)),
+    term("Retries", `${s.retries} (user ${retries.user ?? 0}, platform ${retries.platform ?? 0}, resource ${retries.resource ?? 0})`),
+    term("Exit code", exitMeaning(s)),
+    term("Tasks", `${s.totalTaskNumber ?? "–"} in ${s.totalTaskRoleNumber ?? "–"} role(s), ${s.totalGpuNumber ?? 0} GPU(s)`),
+    term("Attempt", String(s.attemptId ?? 0)));
+  const pending = $("#pending");
+  if (s.state === "WAITING" && s.pendingReason) {
+    pending.textContent = `Waiting: ${s.pendingReason}`;
+    pending.classList.remove("hidden");
+  } else pending.classList.add("hidden");
+  const failure = $("#failure");
+  const spec = s.appExitSpec;
+  if (s.state === "FAILED" || (spec && s.appExitCode)) {
+    fill(failure,
+      el("strong", {}, `Exit code ${exitMeaning(s)}`),
+      spec && spec.reason ? el("p", {}, spec.reason) : null,
+      spec && spec.solution && spec.solution.length ? el("p", {}, "What to do: ", spec.solution.join(" ")) : null,
+      s.appExitTriggerMessage ? el("p", {}, `Triggered by ${s.appExitTriggerTaskRoleName ?? "?"}[${s.appExitTriggerTaskIndex ?? "?"}]: ${s.appExitTriggerMessage}`) : null,
+      s.appExitDiagnostics ? el("pre", { class: "config" }, s.appExitDiagnostics) : null);
+    failure.classList.remove("hidden");
+  } else failure.classList.add("hidden");
+  $("#stop").disabled = FINAL.has(s.state) || s.executionType === "STOP";
+  $("#clone").href = "/submit.html?" + new URLSearchParams({ clone: `${user}~${name}` });
+}
+
+function ports(p) {
+  return p && Object.keys(p).length ? Object.entries(p).map(([k, v]) => `${k}:${v}`).join(", ") : "–";
+}
+
+const esc = (value) => String(value ?? "–").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+const badge = (state) => `<span class="state state-${esc(state || "UNKNOWN")}" data-state="${esc(state || "UNKNOWN")}">${esc(state || "UNKNOWN")}</span>`;
+const HEAD = ["Index", "State", "Retries", "IP", "Ports", "Exit code", "Node", "Started", "Duration", "Log"];
+
+// A job may have thousands of tasks: rows are written as escaped HTML in one go, which the
+// browser builds far faster than one element at a time.
+function taskRows(role, statuses) {
+  return statuses.map((t) => `<tr data-task="${esc(role)}-${esc(t.taskIndex)}">` +
+    `<td class="num">${esc(t.taskIndex)}</td><td>${badge(t.taskState)}</td><td class="num">${esc(t.retries ?? 0)}</td>` +
+    `<td>${esc(t.containerIp || "–")}</td><td>${esc(ports(t.containerPorts))}</td><td class="num">${esc(t.containerExitCode)}</td>` +
+    `<td>${esc(t.containerNodeName || "–")}</td><td>${esc(fmtTime(t.launchedTime))}</td>` +
+    `<td>${esc(fmtDuration(t.launchedTime, t.completedTime))}</td>` +
+    `<td><button type="button" class="secondary" data-log="${esc(role)}/${esc(t.taskIndex)}">Log</button></td></tr>`).join("");
+}
+
+function showTasks() {
+  const boxes = [];
+  const options = [];
+  for (const [role, status] of Object.entries(detail.taskRoles || {})) {
+    const statuses = status.taskStatuses || [];
+    for (const t of statuses) options.push(`<option value="${esc(role)}/${esc(t.taskIndex)}">${esc(role)}[${esc(t.taskIndex)}] (${esc(t.taskState)})</option>`);
+    const tbody = el("tbody");
+    tbody.innerHTML = taskRows(role, statuses);
+    boxes.push(el("h3", {}, role),
+      el("div", { class: "table-wrap" }, el("table", { "aria-label": `Tasks of ${role}` },
+        el("thead", {}, el("tr", {}, HEAD.map((h) => el("th", { scope: "col" }, h)))), tbody)));
+  }
+  fill($("#roles"), boxes);
+  const select = $("#log-task");
+  const current = select.value;
+  select.innerHTML = options.join("");
+  if (current && [...select.options].some((o) => o.value === current)) select.value = current;
+}
+
+async function showAttempts() {
+  const attempts = await api(`${base}/job-attempts`).catch(() => []);
+  const select = $("#attempt");
+  const current = select.value;
+  fill(select, el("option", { value: "" }, "latest"),
+    (attempts || []).map((a) => el("option", { value: String(a.attemptId) }, `#${a.attemptId} ${a.attemptState || a.state || ""}`)));
+  select.value = current;
+}
+
+function taskState(role, index) {
+  const t = ((detail.taskRoles[role] || {}).taskStatuses || []).find((x) => String(x.taskIndex) === String(index));
+  return t ? t.taskState : "WAITING";
+}
+
+async function followLog() {
+  clearTimeout(logTimer);
+  const value = $("#log-task").value;
+  if (!value || !detail) return;
+  const [role, index] = value.split("/");
+  const file = $("#log-file").value;
+  const attempt = detail.jobStatus.attemptId ?? 0;
+  const key = `${attempt}/${role}/${index}/${file}`;
+  if (key !== logKey) { logKey = key; logOffset = 0; $("#log").textContent = ""; }
+  const state = taskState(role, index);
+  if (state !== "WAITING") {
+    try {
+      const path = `${base}/attempts/${attempt}/taskRoles/${encodeURIComponent(role)}/taskIndex/${index}/attempts/0/logs/${file}?offset=${logOffset}`;
+      const piece = await api(path);
+      if (key === logKey && piece && piece.content) {
+        $("#log").textContent += piece.content;
+        logOffset = piece.offset + new TextEncoder().encode(piece.content).length;
+        $("#log").scrollTop = $("#log").scrollHeight;
+      }
+      $("#log-state").textContent = FINAL.has(state) ? `${state}: the whole log` : "following…";
+    } catch (error) {
+      $("#log-state").textContent = error.message;
+    }
+  } else $("#log-state").textContent = "the task has not started yet";
+  if (!FINAL.has(state) || !FINAL.has(detail.jobStatus.state)) logTimer = setTimeout(followLog, 1000);
+}
+
+async function refresh() {
+  try {
+    detail = await api(chosenAttempt === null ? base : `${base}/attempts/${chosenAttempt}`);
+  } catch (error) {
+    showError($("#job-error"), error);
+    return;
+  }
+  fill($("#job-error"));
+  performance.mark("job-fetched");
+  show();
+  performance.mark("job-shown");
+}
+
+function show() {
+  showSummary();
+  showTasks();
+  followLog();
+  document.body.dataset.state = detail.jobStatus.state;
+}
+
+async function start() {
+  await refresh();
+  showAttempts();
+  api(`${base}/config`, { raw: true }).then((text) => { $("#config").textContent = text; }).catch((e) => { $("#config").textContent = e.message; });
+  $("#attempt").addEventListener("change", (e) => { chosenAttempt = e.target.value === "" ? null : Number(e.target.value); refresh(); });
+  $("#log-task").addEventListener("change", followLog);
+  $("#log-file").addEventListener("change", followLog);
+  $("#roles").addEventListener("click", (e) => {
+    const key = e.target.dataset && e.target.dataset.log;
+    if (!key) return;
+    $("#log-task").value = key;
+    followLog();
+    $("#log").focus();
+  });
+  $("#stop").addEventListener("click", async () => {
+    if (!confirm(`Stop job ${name}?`)) return;
+    try { await api(`${base}/executionType`, { method: "PUT", body: { value: "STOP" } }); refresh(); }
+    catch (error) { showError($("#job-error"), error); }
+  });
+  live({ job: `${user}~${name}` }, (change) => {
+    // The portal sends the job's new state with the change; the latest attempt needs no fetch.
+    if (change && change.detail && chosenAttempt === null) { detail = change.detail; show(); }
+    else refresh();
+    showAttempts();
+  });
+  document.body.dataset.ready = "true";
+}
+
+start();

@@ -1,0 +1,67 @@
+// Users (admin): add, edit admin right and VCs, delete, batch add from CSV.
+import { $, api, el, fill, showError } from "./common.js";
+
+const list = (text) => text.split(/[;,]/).map((s) => s.trim()).filter(Boolean);
+
+async function refresh() {
+  const users = await api("/users");
+  fill($("#users"), users.map((u) => {
+    const vcs = el("input", { type: "text", value: u.virtualCluster.join(", "), "aria-label": `Virtual clusters of ${u.username}` });
+    const admin = el("input", { type: "checkbox", checked: u.admin, "aria-label": `${u.username} is an administrator` });
+    return el("tr", { "data-user": u.username },
+      el("th", { scope: "row" }, u.username),
+      el("td", {}, u.email || "–"),
+      el("td", {}, admin),
+      el("td", {}, vcs),
+      el("td", {}, u.grouplist.join(", ")),
+      el("td", { class: "actions" },
+        el("button", { type: "button", class: "secondary", onclick: () => save(u.username, admin.checked, list(vcs.value)) }, "Save"),
+        el("button", { type: "button", class: "danger", onclick: () => remove(u.username) }, "Delete")));
+  }));
+  document.body.dataset.ready = "true";
+}
+
+async function act(work) {
+  try { await work(); fill($("#user-error")); await refresh(); } catch (error) { showError($("#user-error"), error); }
+}
+
+function save(username, admin, virtualCluster) {
+  return act(() => api("/users", { method: "PUT", body: { data: { username, admin, virtualCluster }, patch: true } }));
+}
+
+function remove(username) {
+  if (!confirm(`Delete user ${username}?`)) return;
+  act(() => api(`/users/${encodeURIComponent(username)}`, { method: "DELETE" }));
+}
+
+$("#add-user").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const f = e.target.elements;
+  act(async () => {
+    await api("/users", { method: "POST", body: { username: f.username.value.trim(), password: f.password.value,
+      email: f.email.value.trim(), admin: f.admin.checked, virtualCluster: list(f.vcs.value) } });
+    e.target.reset();
+  });
+});
+
+$("#csv-file").addEventListener("change", async (e) => {
+  const file = e.target.files[0];
+  if (!file) return;
+  const [header, ...lines] = (await file.text()).split(/\r?\n/).filter((l) => l.trim());
+  const names = header.split(",").map((h) => h.trim());
+  const results = [];
+  for (const line of lines) {
+    const cells = Object.fromEntries(line.split(",").map((c, i) => [names[i], c.trim()]));
+    try {
+      await api("/users", { method: "POST", body: { username: cells.username, password: cells.password, email: cells.email || "",
+        admin: /^(true|yes|1)$/i.test(cells.admin || ""), virtualCluster: list(cells.virtualCluster || "") } });
+      results.push(el("li", { class: "ok" }, `${cells.username}: added`));
+    } catch (error) {
+      results.push(el("li", { class: "bad" }, `${cells.username || line}: ${error.message}`));
+    }
+  }
+  fill($("#csv-result"), results);
+  refresh();
+});
+
+refresh().catch((error) => showError($("#user-error"), error));

@@ -1,0 +1,302 @@
+"""The portal in Chromium on `pai up`'s real platform: sign in, import, check, submit, follow."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from libs.embedded.platform import SERVICES
+from tests.portal.conftest import ADMIN_PASSWORD, AXE, ROOT, USER, USER_PASSWORD, PortalPlatform
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
+
+ANCHOR_JOB = (
+    ROOT.parent / "shared" / "anchors" / "openpai" / "jobs" / "pai" / "docs" / "manual" / "cluster-user"
+)
+REAL_OPENPAI_JOB = ANCHOR_JOB / "examples" / "hello-world-job.yaml"
+
+
+async def signed_in(browser: Any, platform: PortalPlatform, user: str, password: str) -> Any:
+    context = await browser.new_context()
+    page = await context.new_page()
+    await page.goto(platform.url + "/")
+    await page.fill("#username", user)
+    await page.fill("#password", password)
+    await page.click("button[type=submit]")
+    await page.wait_for_url("**/home.html")
+    return page
+
+
+async def count_navigations(page: Any) -> list[str]:
+    navigations: list[str] = []
+    page.on(
+        "framenavigated", lambda frame: navigations.append(frame.url) if frame == page.main_frame else None
+    )
+    return navigations
+
+
+async def test_import_a_real_openpai_job_submit_and_watch_it_succeed_without_reload(
+    platform: PortalPlatform, browser: Any, artifacts: Path, tmp_path: Path
+) -> None:
+    if not REAL_OPENPAI_JOB.exists():
+        pytest.skip(f"OpenPAI's example jobs are not beside the repository ({REAL_OPENPAI_JOB} is missing)")
+    page = await signed_in(browser, platform, "admin", ADMIN_PASSWORD)
+    await page.goto(platform.url + "/submit.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.set_input_files("#import-file", str(REAL_OPENPAI_JOB))
+    await page.wait_for_function("() => document.querySelector('#f-name').value === 'hello-world-job'")
+    # The form shows what the file says ...
+    assert await page.input_value("#r-taskrole-resourcePerInstance_gpu") == "1"
+    assert "git clone" in await page.input_value("#r-taskrole-commands")
+    # ... and edits in the form reach the YAML: this machine has no GPU and no internet.
+    await page.fill("#f-name", "portal-hello")
+    await page.fill("#r-taskrole-resourcePerInstance_gpu", "0")
+    await page.fill("#r-taskrole-resourcePerInstance_memoryMB", "256")
+    await page.fill("#r-taskrole-commands", "echo hello from the portal\necho second line")
+    await page.wait_for_function(
+        "() => document.querySelector('#yaml').value.includes('hello from the portal')"
+    )
+    yaml_text = await page.input_value("#yaml")
+    assert "name: portal-hello" in yaml_text
+    assert "gpu: 0" in yaml_text
+    assert "plugin: ssh" in yaml_text, "what the form does not show is kept"
+    await page.screenshot(path=str(artifacts / "submit.png"), full_page=True)
+
+    await page.click("#submit")
+    await page.wait_for_url("**/job-detail.html?username=admin&jobName=portal-hello")
+    navigations = await count_navigations(page)
+    # Through the platform's event stream when it runs one, else by the portal asking REST.
+    await page.wait_for_selector(f"body[data-live={'gateway' if 'events' in SERVICES else 'poll'}]")
+    await page.wait_for_selector("body[data-state=SUCCEEDED]", timeout=90_000)
+    await page.wait_for_function(
+        "() => document.querySelector('#log').textContent.includes('hello from the portal')", timeout=30_000
+    )
+    assert navigations == [], f"the page was reloaded: {navigations}"
+    assert await page.text_content("#summary") is not None
+    assert "SUCCEEDED" in (await page.text_content("#job-title") or "")
+    await page.screenshot(path=str(artifacts / "job-detail.png"), full_page=True)
+    # Clone opens the submit page with the job's config under a new name.
+    await page.click("#clone")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.wait_for_function(
+        "() => document.querySelector('#yaml').value.includes('portal-hello-clone-')"
+    )
+    assert "hello from the portal" in await page.input_value("#r-taskrole-commands")
+    assert (await page.input_value("#f-name")).startswith("portal-hello-clone-")
+    await page.context.close()
+
+
+async def test_a_wrong_field_is_shown_at_the_field_and_line_before_submitting(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    page = await signed_in(browser, platform, USER, USER_PASSWORD)
+    await page.goto(platform.url + "/submit.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.fill("#r-main-resourcePerInstance_cpu", "-3")
+    await page.wait_for_selector(".field.invalid #r-main-resourcePerInstance_cpu")
+    problem = await page.text_content(".field.invalid .problem")
+    assert problem
+    assert "cpu" in (await page.text_content("#problems") or "").lower()
+    assert await page.locator("#gutter .bad-line").count() == 1
+    bad_line = int((await page.text_content("#gutter .bad-line") or "0").strip())
+    assert "cpu: -3" in (await page.input_value("#yaml")).splitlines()[bad_line - 1]
+    await page.click("#submit")
+    await page.wait_for_function(
+        "() => document.querySelector('#submit-status').textContent.startsWith('Not submitted')"
+    )
+    assert page.url.endswith("/submit.html"), "nothing was submitted"
+    listed = await platform.admin.get("/api/v2/jobs", params={"username": USER})
+    assert listed.json() == []
+    await page.screenshot(path=str(artifacts / "submit-invalid.png"), full_page=True)
+    await page.context.close()
+
+
+PAGES = (
+    "/home.html",
+    "/submit.html",
+    "/job-list.html",
+    "/virtual-clusters.html",
+    "/user-profile.html",
+)
+ADMIN_PAGES = (
+    "/user-view.html",
+    "/group-view.html",
+    "/cluster-view/services.html",
+    "/cluster-view/hardware.html",
+    "/alerts.html",
+)
+
+
+async def portal_client(platform: PortalPlatform, user: str, password: str) -> httpx.AsyncClient:
+    client = httpx.AsyncClient(base_url=platform.url, timeout=30)
+    form = await client.get("/index.html")
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', form.text)
+    assert csrf, form.text
+    signed = await client.post(
+        "/portal/login", data={"username": user, "password": password, "csrf": csrf.group(1), "next": ""}
+    )
+    assert signed.status_code == 302, signed.text
+    assert signed.headers["location"] == "/home.html"
+    return client
+
+
+async def submit_as(platform: PortalPlatform, user: str, password: str, name: str, gpu: int = 0) -> None:
+    login = await platform.admin.post(
+        "/api/v2/authn/basic/login", json={"username": user, "password": password}
+    )
+    token = login.json()["token"]
+    text = (
+        (ROOT / "examples" / "hello.yaml")
+        .read_text()
+        .replace("hello-pai", name)
+        .replace("gpu: 0", f"gpu: {gpu}")
+    )
+    answer = await platform.admin.post(
+        "/api/v2/jobs",
+        content=text,
+        headers={"Content-Type": "text/yaml", "Authorization": f"Bearer {token}"},
+    )
+    assert answer.status_code == 202, answer.text
+
+
+async def test_every_page_answers_to_whom_it_may_and_refuses_the_rest(platform: PortalPlatform) -> None:
+    await submit_as(platform, "admin", ADMIN_PASSWORD, "admins-own")
+    admin = await portal_client(platform, "admin", ADMIN_PASSWORD)
+    user = await portal_client(platform, USER, USER_PASSWORD)
+    anonymous = httpx.AsyncClient(base_url=platform.url, timeout=30)
+    try:
+        for path in (*PAGES, *ADMIN_PAGES, "/job-detail.html?username=admin&jobName=admins-own"):
+            answer = await admin.get(path)
+            assert answer.status_code == 200, (path, answer.status_code)
+            assert "text/html" in answer.headers["content-type"]
+        for path in (*PAGES, f"/job-detail.html?username={USER}&jobName=anything"):
+            assert (await user.get(path)).status_code == 200, path
+        for path in (*ADMIN_PAGES, "/job-detail.html?username=admin&jobName=admins-own"):
+            assert (await user.get(path)).status_code == 403, path
+        for path in ("/", "/index.html"):
+            assert (await user.get(path)).headers.get("location") == "/home.html"
+            assert (await anonymous.get(path)).status_code == 200
+        refused = await anonymous.get("/job-list.html")
+        assert refused.status_code == 302
+        assert refused.headers["location"].startswith("/index.html?next=")
+        # A normal user's menu shows no admin page.
+        menu = (await user.get("/home.html")).text
+        assert "/user-view.html" not in menu
+        assert "/user-view.html" in (await admin.get("/home.html")).text
+    finally:
+        for client in (admin, user, anonymous):
+            await client.aclose()
+
+
+async def test_the_token_stays_in_an_httponly_cookie_and_every_write_needs_the_csrf_token(
+    platform: PortalPlatform,
+) -> None:
+    client = httpx.AsyncClient(base_url=platform.url, timeout=30)
+    form = await client.get("/index.html")
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', form.text)
+    assert csrf
+    signed = await client.post(
+        "/portal/login", data={"username": USER, "password": USER_PASSWORD, "csrf": csrf.group(1)}
+    )
+    cookie = signed.headers["set-cookie"]
+    assert "HttpOnly" in cookie
+    assert "SameSite=Lax" in cookie
+    try:
+        page = await client.get("/submit.html")
+        policy = page.headers["content-security-policy"]
+        assert "script-src 'self'" in policy
+        assert "unsafe-inline" not in policy
+        assert "<script>" not in page.text, "no inline script"
+        session = (await client.get("/portal/session")).json()
+        assert session["user"] == USER
+        assert "token" not in session, "page scripts never see the API token"
+        me = await client.get("/api/v2/users/me")
+        assert me.status_code == 200, "reads go through with the session's token"
+        assert me.json()["username"] == USER
+        body = {"data": {"email": "alice@example.com"}, "patch": True}
+        refused = await client.put("/api/v2/users/me", json=body)
+        assert refused.status_code == 403
+        assert "CSRF" in refused.json()["message"]
+        elsewhere = await client.put(
+            "/api/v2/users/me",
+            json=body,
+            headers={"X-CSRF-Token": session["csrf"], "Origin": "https://attacker.example"},
+        )
+        assert elsewhere.status_code == 403
+        accepted = await client.put("/api/v2/users/me", json=body, headers={"X-CSRF-Token": session["csrf"]})
+        assert accepted.status_code == 201, accepted.text
+        forged = httpx.AsyncClient(base_url=platform.url, cookies={"pai_session": "forged"})
+        async with forged:
+            assert (await forged.get("/home.html")).status_code == 302
+            assert (await forged.get("/portal/session")).status_code == 401
+        bad_login = await client.post(
+            "/portal/login", data={"username": USER, "password": "wrong", "csrf": "x"}
+        )
+        assert bad_login.status_code == 403
+    finally:
+        await client.aclose()
+
+
+async def test_a_waiting_job_shows_its_reason_and_the_list_updates_live(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    page = await signed_in(browser, platform, USER, USER_PASSWORD)
+    await page.goto(platform.url + "/job-list.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.wait_for_selector("body[data-live]")
+    navigations = await count_navigations(page)
+    await submit_as(platform, USER, USER_PASSWORD, "too-big", gpu=8)
+    row = page.locator('tr[data-job="alice~too-big"]')
+    await row.wait_for(timeout=15_000)
+    assert navigations == [], "the new job appeared without a reload"
+    await page.screenshot(path=str(artifacts / "job-list.png"), full_page=True)
+    await row.locator("a").click()
+    await page.wait_for_selector("#pending:not(.hidden)", timeout=15_000)
+    reason = await page.text_content("#pending") or ""
+    assert reason.startswith("Waiting:")
+    assert "GPU" in reason or "gpu" in reason, reason
+    await page.screenshot(path=str(artifacts / "job-detail-waiting.png"), full_page=True)
+    page.on("dialog", lambda dialog: dialog.accept())
+    await page.click("#stop")
+    await page.wait_for_selector("body[data-state=STOPPED]", timeout=30_000)
+    await page.context.close()
+
+
+async def test_no_serious_accessibility_violation_on_any_page(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    if not AXE.exists():
+        pytest.skip(f"axe-core is not installed ({AXE}); `make setup` runs npm ci in services/portal")
+    axe = AXE.read_text()
+    page = await signed_in(browser, platform, "admin", ADMIN_PASSWORD)
+    found: dict[str, list[str]] = {}
+    for path in (*PAGES, *ADMIN_PAGES, "/job-detail.html?username=admin&jobName=portal-hello"):
+        await page.goto(platform.url + path)
+        await page.wait_for_selector("body[data-ready=true]", timeout=15_000)
+        await page.evaluate(axe)  # through the debugger protocol: the page's CSP does not apply
+        result = await page.evaluate("async () => await axe.run(document)")
+        bad = [
+            f"{v['id']} ({v['impact']}): {v['nodes'][0]['target']}"
+            for v in result["violations"]
+            if v["impact"] in ("serious", "critical")
+        ]
+        if bad:
+            found[path] = bad
+        name = path.strip("/").split("?")[0].replace("/", "-").replace(".html", "")
+        await page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
+    anonymous = await browser.new_context()
+    signin = await anonymous.new_page()
+    await signin.goto(platform.url + "/")
+    await signin.evaluate(axe)
+    result = await signin.evaluate("async () => await axe.run(document)")
+    bad = [v["id"] for v in result["violations"] if v["impact"] in ("serious", "critical")]
+    if bad:
+        found["/"] = bad
+    await signin.screenshot(path=str(artifacts / "index.png"), full_page=True)
+    await anonymous.close()
+    await page.context.close()
+    assert found == {}
