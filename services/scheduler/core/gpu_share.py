@@ -15,10 +15,15 @@ defines them, and the platform's own:
 - ``fgd``: fragmentation gradient descent: the node and device whose placement grows the
   expected fragmentation of the node the least, scores squashed to integers 0..100 by a sigmoid
   as the kube-scheduler framework needs.
-- ``fragpack`` (the platform's default): the same fragmentation measure, compared exactly rather
-  than through a 0..100 integer score, and among placements that grow fragmentation equally the
-  one on the most used node and device (best fit). FGD's integer scores make hundreds of nodes
-  tie; its random pick among them spreads small tasks over nodes that whole-GPU tasks need.
+- ``fragpack`` (the platform's default): FGD's scores for GPU tasks; a task without GPUs goes,
+  among the nodes FGD scores equal, to the one with the most CPU to spare for the GPUs it has
+  left (CPU beyond about 11 cores per free GPU, what the expected GPU task brings), so GPU nodes
+  keep the cores their GPU tasks will need.
+
+Equal scores go to the first node of one shuffled order, fixed per seed, as in the authors'
+simulator; this consistency matters: FGD with a fresh random pick per task leaves about twice as
+many GPUs unallocated, and comparing FGD's measure exactly (no integer scores) leaves about 20%
+more (bench/RESULTS.md).
 
 The fragmentation measure (FGD's): for the expected task mix (the typical tasks: the most common
 task shapes covering 95% of tasks, with their frequencies), a node's fragmentation is the free GPU
