@@ -35,6 +35,17 @@ Current task
     PAI_CONTAINER_HOST_PORT_LIST       ``L:p1,p2;`` for every label, concatenated
     CUDA_VISIBLE_DEVICES               the GPUs assigned to the task ("" hides every GPU)
     NVIDIA_VISIBLE_DEVICES             the same, only when GPUs are assigned
+A task sharing its GPU (extras.gpuShare) also gets
+    PAI_GPU_SHARE_MILLI                its share in thousandths of the GPU (500: half)
+    CUDA_MPS_ACTIVE_THREAD_PERCENTAGE  the share as a percentage of the GPU's SMs (NVIDIA MPS clients)
+    CUDA_DEVICE_SM_LIMIT               the same percentage (HAMi-core's in-container limiter)
+    XLA_PYTHON_CLIENT_MEM_FRACTION     the share as JAX's fraction of device memory to take
+    TF_FORCE_GPU_ALLOW_GROWTH          true: TensorFlow takes memory as needed, not the whole GPU
+and, when gpuMemoryMiB is set,
+    PAI_GPU_MEMORY_MIB                 the device memory cap in MiB
+    CUDA_MPS_PINNED_DEVICE_MEM_LIMIT   0=<MiB>M, the cap NVIDIA MPS enforces on its client
+    CUDA_DEVICE_MEMORY_LIMIT           <MiB>m, the cap HAMi-core enforces
+    XLA_PYTHON_CLIENT_MEM_FRACTION is then the cap's fraction of the device where known, else the share
 """
 
 from __future__ import annotations
@@ -125,4 +136,24 @@ def build_environment(spec: TaskSpec) -> dict[str, str]:
     env["CUDA_VISIBLE_DEVICES"] = gpus
     if gpus:
         env["NVIDIA_VISIBLE_DEVICES"] = gpus
+    if gpus and spec.gpu_milli:
+        env.update(gpu_share_environment(spec.gpu_milli, spec.gpu_memory_mib))
+    return env
+
+
+def gpu_share_environment(gpu_milli: int, gpu_memory_mib: int | None) -> dict[str, str]:
+    """The variables that tell a task, its CUDA runtime and its framework how much of the GPU is its."""
+    percent = str(max(1, round(gpu_milli / 10)))
+    env = {
+        "PAI_GPU_SHARE_MILLI": str(gpu_milli),
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": percent,
+        "CUDA_DEVICE_SM_LIMIT": percent,
+        "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{gpu_milli / 1000:.3f}",
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+    }
+    if gpu_memory_mib:
+        # The task sees its one device as device 0 once CUDA_VISIBLE_DEVICES names it alone.
+        env["PAI_GPU_MEMORY_MIB"] = str(gpu_memory_mib)
+        env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={gpu_memory_mib}M"
+        env["CUDA_DEVICE_MEMORY_LIMIT"] = f"{gpu_memory_mib}m"
     return env

@@ -118,6 +118,10 @@ class TaskSpec(_Model):
     index: int = Field(ge=0)
     entrypoint: str = Field(description="bash script, parameters rendered, secrets still as references")
     gpu_indices: list[int] = Field(default_factory=list, description="GPUs assigned to this task")
+    gpu_milli: int | None = Field(
+        default=None, ge=1, le=999, description="thousandths of its one GPU a shared task may use"
+    )
+    gpu_memory_mib: int | None = Field(default=None, ge=1, description="device memory cap of a shared task")
     roles: list[RoleInfo] = Field(min_length=1)
     tasks: list[TaskPlacement] = Field(min_length=1, description="every task of the attempt")
     plugins: list[PluginSpec] = Field(default_factory=list)

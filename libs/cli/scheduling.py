@@ -47,8 +47,28 @@ def sim(
     rack_size: int = typer.Option(8, "--rack-size", help="Nodes per rack when deriving cells from a CSV."),
     vcs: int = typer.Option(1, "--vcs", help="Split a CSV cluster into this many equal VCs."),
     limit: int = typer.Option(0, "--limit", help="Replay only the first N pods (0: all)."),
+    inflate: float = typer.Option(
+        0.0,
+        "--inflate",
+        help="Run the FGD paper's experiment instead: tasks arrive until their GPU requests reach "
+        "this multiple of the cluster's GPUs (1.3 = 130%), none departs; needs a node-list CSV.",
+    ),
+    policy: str = typer.Option(
+        "",
+        "--policy",
+        help="Placement policy for --inflate: random, dotprod, gpuclustering, gpupacking, bestfit, fgd "
+        "or fragpack (the platform's default).",
+    ),
+    seed: int = typer.Option(42, "--seed", help="Seed of the --inflate sampling, order and ties."),
 ) -> None:
-    """Replay a trace in virtual time through the HiveD core and report queueing and allocation."""
+    """Replay a trace in virtual time through the HiveD core and report queueing and allocation.
+
+    With --inflate, run the FGD paper's workload-inflation experiment through the scheduler's
+    GPU-sharing placement and report the GPU allocation ratio at each arrived percentage.
+    """
+    if inflate or policy:
+        _sim_inflation(cluster, trace, inflate, policy, seed, as_json)
+        return
     from services.scheduler.sim.simulator import SimError, load_cluster, load_trace, simulate
 
     try:
@@ -63,6 +83,31 @@ def sim(
         return
     for key, value in report.items():
         if key != "allocation_over_time":
+            typer.echo(f"{key}: {value}")
+
+
+def _sim_inflation(cluster: Path, trace: Path, inflate: float, policy: str, seed: int, as_json: bool) -> None:
+    from services.scheduler.core.gpu_share import DEFAULT_POLICY, POLICIES, ShareConfigError
+    from services.scheduler.sim.inflation import InflationError, simulate_inflation
+
+    if not inflate:
+        typer.echo(
+            "error: --policy chooses the placement of the --inflate experiment; add --inflate 1.3", err=True
+        )
+        raise typer.Exit(2)
+    if policy and policy not in POLICIES:
+        typer.echo(f"error: --policy {policy!r} is unknown; choose one of {', '.join(POLICIES)}", err=True)
+        raise typer.Exit(2)
+    try:
+        report = simulate_inflation(cluster, trace, inflate, policy or DEFAULT_POLICY, seed)
+    except (InflationError, ShareConfigError, OSError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from err
+    if as_json:
+        typer.echo(json.dumps(report, sort_keys=True))
+        return
+    for key, value in report.items():
+        if key != "allocation_ratio":
             typer.echo(f"{key}: {value}")
 
 

@@ -66,13 +66,19 @@ class EventBase(_Model):
 
 
 class TaskPlacement(_Model):
-    """Where one task runs: the node, the address peers reach it at, and its devices."""
+    """Where one task runs: the node, the address peers reach it at, and its devices.
+
+    `gpu_milli` is set when the task shares its device: the thousandths of each device in
+    `gpu_indices` it holds (absent: the devices are whole). `gpu_memory_mib` caps its device memory.
+    """
 
     role: str
     index: int
     node: str
     node_address: str
     gpu_indices: tuple[int, ...] = ()
+    gpu_milli: int | None = Field(None, ge=1, le=999)
+    gpu_memory_mib: int | None = Field(None, ge=1)
 
 
 class FailureInfo(_Model):

@@ -21,6 +21,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PlainValidator, model_validator
 from pydantic_core import PydanticCustomError
 
+from libs.protocol.gpu_share import GpuShare, gpu_shares
+
 NAME_PATTERN = r"^[a-zA-Z0-9_-]+$"
 ROLE_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
 DEFAULT_PORTS = ("ssh", "http")
@@ -311,6 +313,12 @@ class JobConfig(ProtocolModel):
     def priority(self) -> int | None:
         """HiveD's numeric priority for the job's priority class (crit 120 ... oppo -1), if set."""
         return PRIORITIES.get(self.priority_class) if self.priority_class is not None else None
+
+    @property
+    def gpu_shares(self) -> dict[str, GpuShare]:
+        """Each task role's share of one GPU from extras.gpuShare; roles using whole GPUs are absent."""
+        extra = self.extras.model_extra if self.extras is not None else None
+        return gpu_shares(extra)
 
     @property
     def gang_allocation(self) -> bool:

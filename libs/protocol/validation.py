@@ -18,6 +18,7 @@ from pydantic_core import ErrorDetails
 
 from libs.protocol import jobs
 from libs.protocol.errors import JobProtocolError, Problem, format_path
+from libs.protocol.gpu_share import share_problems
 from libs.protocol.jobs import JobConfig, Null
 from libs.protocol.limits import DEFAULT_LIMITS, JobLimits, limit_problems
 from libs.protocol.templating import TemplateError, parse_template
@@ -258,6 +259,7 @@ def _cross_field_problems(data: Mapping[str, Any]) -> Iterator[tuple[Path, str, 
             )
 
     yield from _template_problems(data, roles, deployments)
+    yield from share_problems(data)
 
 
 def _template_problems(

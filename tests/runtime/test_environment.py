@@ -105,3 +105,13 @@ def test_no_secret_or_spec_path_leaks_into_the_environment(tmp_path: Path) -> No
     env = build_environment(TaskSpec.model_validate(raw))
     assert not any("secrets" in v for v in env.values())
     assert all(k.startswith(("PAI_", "FC_", "CUDA_", "NVIDIA_")) for k in env)
+
+
+def test_a_task_sharing_its_gpu_sees_that_gpu_and_its_share(spec: TaskSpec) -> None:
+    shared = spec.model_copy(update={"gpu_milli": 500, "gpu_memory_mib": 8192})
+    env = build_environment(shared)
+    assert env["CUDA_VISIBLE_DEVICES"] == "3"
+    assert env["PAI_GPU_SHARE_MILLI"] == "500"
+    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+    assert env["PAI_GPU_MEMORY_MIB"] == "8192"
+    assert "PAI_GPU_SHARE_MILLI" not in build_environment(spec)

@@ -13,7 +13,9 @@ The pod of one task attempt:
   platform code, only a glibc userland;
 - `nodeName` is the node the scheduler chose: the kube-scheduler is not asked again;
 - GPUs: an `nvidia.com/gpu` limit of the role's count, plus NVIDIA_VISIBLE_DEVICES and
-  CUDA_VISIBLE_DEVICES naming exactly the indices of the placement;
+  CUDA_VISIBLE_DEVICES naming exactly the indices of the placement; a task sharing its GPU
+  (extras.gpuShare) asks HAMi's device plugin (`nvidia.com/gpu: 1`, `nvidia.com/gpucores` as a
+  percentage, `nvidia.com/gpumem` in MiB), which enforces both inside the container;
 - the ports reserved for the task are host ports (peers reach it at the node's address);
 - /dev/shm is a memory-backed emptyDir of the role's shmMB;
 - the job's secrets are a Secret mounted read-only; its registry credentials a second Secret used
@@ -82,6 +84,9 @@ class PodSettings:
     runtime_image: str = "pai/runtime:latest"
     image_pull_policy: str = "IfNotPresent"
     gpu_resource: str = "nvidia.com/gpu"
+    # A shared GPU is asked of HAMi's device plugin: cores as a percentage, memory in MiB.
+    gpu_cores_resource: str = "nvidia.com/gpucores"
+    gpu_memory_resource: str = "nvidia.com/gpumem"
     shared_claim: str | None = None
     """A ReadWriteMany claim holding every job's barrier and ssh keys; None uses host_shared_dir."""
     host_shared_dir: str = "/var/lib/pai/shared"
@@ -349,6 +354,7 @@ def build_pod(
     limits: dict[str, str] = {"cpu": _cpu(res.cpu), "memory": f"{res.memory_mb}Mi"}
     if res.gpu and settings.gpu_resource:
         limits[settings.gpu_resource] = str(res.gpu)
+    limits.update(share_limits(spec.gpu_milli, spec.gpu_memory_mib, settings))
     ports = [
         V1ContainerPort(container_port=port, host_port=port, protocol="TCP")
         for port in sorted({p for values in spec.me.ports.values() for p in values})
@@ -407,6 +413,16 @@ def build_pod(
             enable_service_links=False,
         ),
     )
+
+
+def share_limits(gpu_milli: int | None, gpu_memory_mib: int | None, settings: PodSettings) -> dict[str, str]:
+    """HAMi's resource limits for a task sharing its GPU (none for whole GPUs)."""
+    if not gpu_milli:
+        return {}
+    limits = {settings.gpu_resource: "1", settings.gpu_cores_resource: str(max(1, round(gpu_milli / 10)))}
+    if gpu_memory_mib:
+        limits[settings.gpu_memory_resource] = str(gpu_memory_mib)
+    return limits
 
 
 def _cpu(cpu: float) -> str:

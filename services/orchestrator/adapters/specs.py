@@ -134,7 +134,8 @@ def build_spec(
                 TaskPlacement(role=name, index=i, host_ip=address, ports=ports.get(f"{name}-{i}", {}))
             )
     me = current.task(role, index) if current is not None else None
-    gpus = list(me.placement.gpu_indices) if me is not None and me.placement is not None else []
+    placement = me.placement if me is not None else None
+    gpus = list(placement.gpu_indices) if placement is not None else []
     base = attempt_dir(data_dir, framework.job_id, attempt)
     return TaskSpec(
         job=JobInfo(
@@ -149,6 +150,8 @@ def build_spec(
         index=index,
         entrypoint=render_entrypoint(job, role),
         gpu_indices=gpus,
+        gpu_milli=placement.gpu_milli if placement is not None else None,
+        gpu_memory_mib=placement.gpu_memory_mib if placement is not None else None,
         roles=roles,
         tasks=tasks,
         secrets_file=directory / SECRETS_FILE if has_secrets else None,
