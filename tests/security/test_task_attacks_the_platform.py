@@ -15,7 +15,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import nats.errors
 import pytest
+from nats.aio.client import Client as NATS
 
 from libs.backbone.sealing import PREFIX
 from tests.e2e.platform import job_yaml, running_platform
@@ -64,6 +66,12 @@ async def test_a_task_reaches_neither_the_bus_nor_the_data_dir(data_dir: Path) -
         )
         job_id = await platform.submit(yaml)
         await platform.watcher.wait_for("task.started", job_id)
+
+        # From outside the tasks too: a client without the platform's credentials is refused.
+        stranger = NATS()
+        with pytest.raises(nats.errors.Error, match=r"(?i)authorization"):
+            await stranger.connect(platform.info.nats_url, allow_reconnect=False, connect_timeout=2)
+        await stranger.close()
 
         # The secrets are sealed in KV: the operator's own account sees ciphertext only.
         bucket = await platform.nc.jetstream().key_value("PAI_SECRETS")
