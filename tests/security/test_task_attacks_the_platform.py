@@ -92,6 +92,12 @@ async def test_a_task_reaches_neither_the_bus_nor_the_data_dir(data_dir: Path) -
         assert len(platform.watcher.of("task.started", job_id)) == 1
         log = await platform.log("intruder", "worker", 0)
         detail = await platform.detail("intruder")
+        # Every service did its work within its own permissions.
+        service_logs = {path.name: path.read_text() for path in (data_dir / "logs").glob("*.log")}
+    services = ("rest", "scheduler", "orchestrator", "monitor", "alerter")
+    assert set(service_logs) >= {f"{service}.log" for service in services}
+    for name, text in service_logs.items():
+        assert "permissions violation" not in text.lower(), name
 
     # The job detail and the first line of the log say plainly what happened to the image.
     work = f"{data_dir}/jobs/{job_id}/attempt-0/worker-0/try-0/work"
