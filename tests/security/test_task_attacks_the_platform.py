@@ -15,7 +15,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import nats.errors
 import pytest
+from nats.aio.client import Client as NATS
 
 from libs.backbone.sealing import PREFIX
 from tests.e2e.platform import job_yaml, running_platform
@@ -65,6 +67,12 @@ async def test_a_task_reaches_neither_the_bus_nor_the_data_dir(data_dir: Path) -
         job_id = await platform.submit(yaml)
         await platform.watcher.wait_for("task.started", job_id)
 
+        # From outside the tasks too: a client without the platform's credentials is refused.
+        stranger = NATS()
+        with pytest.raises(nats.errors.Error, match=r"(?i)authorization"):
+            await stranger.connect(platform.info.nats_url, allow_reconnect=False, connect_timeout=2)
+        await stranger.close()
+
         # The secrets are sealed in KV: the operator's own account sees ciphertext only.
         bucket = await platform.nc.jetstream().key_value("PAI_SECRETS")
         sealed = (await bucket.get(job_id)).value or b""
@@ -84,6 +92,12 @@ async def test_a_task_reaches_neither_the_bus_nor_the_data_dir(data_dir: Path) -
         assert len(platform.watcher.of("task.started", job_id)) == 1
         log = await platform.log("intruder", "worker", 0)
         detail = await platform.detail("intruder")
+        # Every service did its work within its own permissions.
+        service_logs = {path.name: path.read_text() for path in (data_dir / "logs").glob("*.log")}
+    services = ("rest", "scheduler", "orchestrator", "monitor", "alerter")
+    assert set(service_logs) >= {f"{service}.log" for service in services}
+    for name, text in service_logs.items():
+        assert "permissions violation" not in text.lower(), name
 
     # The job detail and the first line of the log say plainly what happened to the image.
     work = f"{data_dir}/jobs/{job_id}/attempt-0/worker-0/try-0/work"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from services.orchestrator.adapters.isolation import TaskUser, resolve_task_user
+from services.orchestrator.adapters.isolation import TaskUser, TaskUserError, resolve_task_user
 from services.orchestrator.adapters.local import LocalExecutor, TaskExit
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context
@@ -129,3 +129,18 @@ async def test_a_task_user_renders_its_secrets_without_a_file_it_could_read(data
     finally:
         await executor.close()
     assert done.exit_code == 0, (directory / "logs" / "user.pai.all").read_text()
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [("none", None), ("root", None), ("nobody", "nobody")],
+    ids=["none keeps the platform's user", "the platform's own user is no drop", "a named user"],
+)
+def test_the_admin_chooses_the_task_user(setting: str, expected: str | None) -> None:
+    user = resolve_task_user(setting)
+    assert (user.name if user else None) == expected
+
+
+def test_a_task_user_that_does_not_exist_is_named_with_the_fix() -> None:
+    with pytest.raises(TaskUserError, match="PAI_TASK_USER=no-such-user: no such user"):
+        resolve_task_user("no-such-user")

@@ -20,10 +20,9 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("task_attempts") as batch:
-        batch.add_column(sa.Column("note", sa.Text(), nullable=True))
+    op.add_column("task_attempts", sa.Column("note", sa.Text(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("task_attempts") as batch:
-        batch.drop_column("note")
+    # SQLite (3.35 and later) and PostgreSQL both drop a column in place.
+    op.drop_column("task_attempts", "note")
