@@ -46,6 +46,7 @@ from services.rest.routes import tokens as token_routes
 from services.rest.routes import users as user_routes
 from services.rest.routes import virtual_clusters as vc_routes
 from services.rest.settings import RestSettings
+from services.rest.trailing_slash import accept_trailing_slash
 from services.rest.vc_names import vc_names_ctx
 
 log = structlog.get_logger(__name__)
@@ -215,4 +216,5 @@ def build_app(settings: RestSettings) -> web.Application:
                 if isinstance(route, web.RouteDef):
                     app.router.add_route(route.method, prefix + route.path, route.handler)
     vc_routes.register(app, PREFIXES)
+    accept_trailing_slash(app)  # last: only what no route matched
     return app

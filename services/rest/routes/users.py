@@ -249,8 +249,7 @@ async def replace_grouplist(request: web.Request) -> web.Response:
     return web.json_response({"message": "update user grouplist successfully."}, status=201)
 
 
-# OpenPAI's paths end in a slash; clients send them with and without it.
-for _suffix in ("", "/"):
-    routes.put("/v2/users/{user}/group" + _suffix)(add_to_group)
-    routes.delete("/v2/users/{user}/group" + _suffix)(remove_from_group)
-    routes.put("/v2/users/{user}/grouplist" + _suffix)(replace_grouplist)
+# OpenPAI writes these paths with a trailing slash; every route accepts one (trailing_slash.py).
+routes.put("/v2/users/{user}/group")(add_to_group)
+routes.delete("/v2/users/{user}/group")(remove_from_group)
+routes.put("/v2/users/{user}/grouplist")(replace_grouplist)
