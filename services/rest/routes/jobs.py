@@ -33,7 +33,20 @@ from services.rest.auth import Principal, require_user
 from services.rest.core import views
 from services.rest.core.states import FINAL, epoch_ms, framework_name
 from services.rest.core.totals import job_row_from_config
-from services.rest.errors import ApiError, conflict_job, forbidden, invalid_parameters, no_task, unavailable
+from services.rest.errors import (
+    CONFLICT_JOB,
+    INVALID_PROTOCOL,
+    NO_JOB_ATTEMPT,
+    NO_TAG,
+    NO_TASK,
+    NO_VIRTUAL_CLUSTER_FOR_JOB,
+    NOT_IN_VIRTUAL_CLUSTER,
+    NOT_JOB_EXECUTOR,
+    NOT_TAG_ADDER,
+    NOT_TAG_REMOVER,
+    invalid_parameters,
+    unavailable,
+)
 from services.rest.keys import BUS, ENGINE, JOB_INSERTER, READ_ENGINE
 from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int
 from services.rest.vc_names import VC_NAMES
@@ -51,14 +64,11 @@ async def require_existing_vc(request: web.Request, principal: Principal, name: 
     known = await request.app[VC_NAMES].names(name)
     if known is None or name in known:
         return
-    message = (
-        f"defaults.virtualCluster: virtual cluster {name} is not found; the virtual clusters are "
-        f"{', '.join(sorted(known))}. Set defaults.virtualCluster to one of them"
-    )
+    hint = f"The virtual clusters are {', '.join(sorted(known))}. Set defaults.virtualCluster to one of them"
     if not principal.admin:
         mine = sorted(vc for vc in known if principal.may_use(vc))
-        message += f" that you may use ({', '.join(mine)})" if mine else " (ask an admin to grant you one)"
-    raise ApiError(400, "NoVirtualClusterError", message + ".", virtualClusters=sorted(known))
+        hint += f" that you may use ({', '.join(mine)})" if mine else " (ask an admin to grant you one)"
+    raise NO_VIRTUAL_CLUSTER_FOR_JOB(hint + ".", vc=name, virtualClusters=sorted(known))
 
 
 @routes.post("/v2/jobs")
@@ -72,10 +82,16 @@ async def submit_job(request: web.Request) -> web.Response:
     except JobProtocolError as exc:
         problems = [problem.model_dump() for problem in exc.problems]
         summary = "; ".join(str(problem) for problem in exc.problems)
-        raise invalid_parameters(f"The job config is invalid: {summary}", problems=problems) from None
+        raise INVALID_PROTOCOL(
+            "Each problem names its YAML path; fix them and submit again.", reason=summary, problems=problems
+        ) from None
     await require_existing_vc(request, principal, job.virtual_cluster)
     if not principal.may_use(job.virtual_cluster):  # VC access granted by the user's groups
-        raise forbidden(f"User {principal.username} is not allowed to do operation in {job.virtual_cluster}.")
+        raise NOT_IN_VIRTUAL_CLUSTER(
+            "An admin grants virtual clusters through a group's acls.",
+            user=principal.username,
+            vc=job.virtual_cluster,
+        )
     engine, bus = request.app[ENGINE], request.app[BUS]
     job_id = uuid.uuid4().hex
     event = JobSubmitted(
@@ -92,7 +108,9 @@ async def submit_job(request: web.Request) -> web.Response:
     try:
         await request.app[JOB_INSERTER].insert(row)
     except DuplicateJobError:
-        raise conflict_job(principal.username, job.name) from None
+        raise CONFLICT_JOB(
+            "Choose another name in the job config.", job=f"{principal.username}~{job.name}"
+        ) from None
     try:
         if job.secrets:
             await bus.put_secrets(job_id, dict(job.secrets))
@@ -173,7 +191,7 @@ async def _detail(request: web.Request, attempt_id: int | None) -> dict[str, Any
     else:
         chosen = next((a for a in attempts if a["attempt"] == attempt_id), None)
         if chosen is None:
-            raise no_task(f"Attempt {attempt_id} of job {job['username']}~{job['name']} is not found.")
+            raise NO_JOB_ATTEMPT(attempt=attempt_id, job=f"{job['username']}~{job['name']}")
     tasks = await tasks_of(engine, job["id"], attempt_id) if attempt_id is not None else []
     return views.job_detail(job, chosen, tasks)
 
@@ -208,7 +226,7 @@ async def set_execution_type(request: web.Request) -> web.Response:
         raise invalid_parameters(f'value must be "STOP" (or "START"), got {value!r}.')
     job = await job_from_path(request)
     if job["username"] != principal.username and not principal.admin:
-        raise forbidden(f"Only {job['username']} or an admin may stop job {job['username']}~{job['name']}.")
+        raise NOT_JOB_EXECUTOR(user=principal.username, job=f"{job['username']}~{job['name']}")
     if value == "START":
         raise invalid_parameters("A job cannot be started again; submit it under a new name instead.")
     if job["state"] not in FINAL:
@@ -244,7 +262,7 @@ async def get_job_attempt(request: web.Request) -> web.Response:
         if attempt["attempt"] == wanted:
             tasks = await tasks_of(engine, job["id"], wanted)
             return web.json_response(views.job_attempt(job, attempt, tasks, latest=index == 0))
-    raise no_task(f"Attempt {wanted} of job {job['username']}~{job['name']} is not found.")
+    raise NO_JOB_ATTEMPT(attempt=wanted, job=f"{job['username']}~{job['name']}")
 
 
 @routes.get(JOB_PATH + "/attempts/{attempt}/taskRoles/{role}/taskIndex/{index}/attempts")
@@ -261,8 +279,9 @@ async def get_task(request: web.Request) -> web.Response:
         if task["role"] == role and task["task_index"] == index
     ]
     if not tasks:
-        raise no_task(
-            f"Task {role}[{index}] of attempt {attempt} of job {job['username']}~{job['name']} is not found."
+        raise NO_TASK(
+            f"Attempt {attempt} of job {job['username']}~{job['name']} has no such task.",
+            task=f"{role}[{index}]",
         )
     latest = tasks[-1]
     status = views.task_status(job, latest)
@@ -283,7 +302,7 @@ async def get_task(request: web.Request) -> web.Response:
 
 
 # Tags: the job's owner or an admin adds and removes them (OpenPAI 2.2.1).
-async def _tag_request(request: web.Request) -> tuple[dict[str, Any], str]:
+async def _tag_request(request: web.Request, *, add: bool) -> tuple[dict[str, Any], str]:
     principal = require_user(request)
     try:
         body = await request.json()
@@ -294,9 +313,8 @@ async def _tag_request(request: web.Request) -> tuple[dict[str, Any], str]:
         raise invalid_parameters('value must be a non-empty string, as in {"value": "my-tag"}.')
     job = await job_from_path(request)
     if job["username"] != principal.username and not principal.admin:
-        raise forbidden(
-            f"Only {job['username']} or an admin may change the tags of {job['username']}~{job['name']}."
-        )
+        refused = NOT_TAG_ADDER if add else NOT_TAG_REMOVER
+        raise refused(user=principal.username, job=f"{job['username']}~{job['name']}")
     return job, value.strip()
 
 
@@ -314,7 +332,7 @@ async def _publish_tag(request: web.Request, job: dict[str, Any], tag: str, *, r
 @routes.put(JOB_PATH + "/tag")
 async def add_tag(request: web.Request) -> web.Response:
     """Add a tag to a job (its owner or an admin)."""
-    job, tag = await _tag_request(request)
+    job, tag = await _tag_request(request, add=True)
     await _publish_tag(request, job, tag, removed=False)
     await change_tag(request.app[ENGINE], job["id"], tag, add=True)
     return web.json_response({"message": f"Add tag {tag} for job {job['name']} successfully."})
@@ -323,9 +341,9 @@ async def add_tag(request: web.Request) -> web.Response:
 @routes.delete(JOB_PATH + "/tag")
 async def delete_tag(request: web.Request) -> web.Response:
     """Remove a tag from a job (its owner or an admin)."""
-    job, tag = await _tag_request(request)
+    job, tag = await _tag_request(request, add=False)
     if tag not in (job.get("tags") or []):
-        raise ApiError(404, "NoTagError", f"Tag {tag} is not found on job {job['username']}~{job['name']}.")
+        raise NO_TAG(tag=tag, job=f"{job['username']}~{job['name']}")
     await _publish_tag(request, job, tag, removed=True)
     await change_tag(request.app[ENGINE], job["id"], tag, add=False)
     return web.json_response({"message": f"Delete tag {tag} from job {job['name']} successfully."})

@@ -21,7 +21,18 @@ from services.rest.auth import (
     require_user,
     verify_password,
 )
-from services.rest.errors import ApiError, forbidden, incorrect_password, invalid_parameters, no_user
+from services.rest.errors import (
+    CONFLICT_USER,
+    INCORRECT_PASSWORD,
+    NO_GROUP_TO_JOIN,
+    NO_GROUPS_TO_JOIN,
+    NO_USER,
+    NO_USER_TO_UPDATE,
+    OTHER_USERS_DATA,
+    REMOVE_ADMIN,
+    OpenPaiError,
+    invalid_parameters,
+)
 from services.rest.keys import BUS, ENGINE
 
 routes = web.RouteTableDef()
@@ -79,10 +90,13 @@ async def _share(request: web.Request, username: str) -> None:
     await contacts.share_contact(request.app[ENGINE], request.app[BUS].bus.js, username)
 
 
-async def _existing(request: web.Request, username: str) -> dict[str, Any]:
+async def _existing(
+    request: web.Request, username: str, missing: OpenPaiError = NO_USER_TO_UPDATE
+) -> dict[str, Any]:
+    """The stored user; OpenPAI answers a read of an unknown user with 400, a change with 404."""
     user = await accounts.get_user(request.app[ENGINE], username)
     if user is None:
-        raise no_user(username)
+        raise missing(user=username)
     return user
 
 
@@ -106,7 +120,7 @@ async def create_user(request: web.Request) -> web.Response:
             extension=field(body, "extension", dict) or {},
         )
     except accounts.DuplicateError:
-        raise ApiError(409, "ConflictUserError", f"User name {username} already exists.") from None
+        raise CONFLICT_USER(user=username) from None
     await _share(request, username)
     return web.json_response({"message": "User is created successfully"}, status=201)
 
@@ -141,7 +155,7 @@ async def update_user(request: web.Request) -> web.Response:
         "password_hash": hash_password(checked_password(password)) if password is not None else None,
     }
     if not await accounts.update_user(request.app[ENGINE], username, **changes):
-        raise no_user(username)
+        raise NO_USER_TO_UPDATE(user=username)
     await _share(request, username)
     return web.json_response({"message": f"Update user {username} successfully."}, status=201)
 
@@ -150,7 +164,7 @@ async def update_user(request: web.Request) -> web.Response:
 async def who_am_i(request: web.Request) -> web.Response:
     """The caller's own user info."""
     principal = require_user(request)
-    return web.json_response(user_info(await _existing(request, principal.username)))
+    return web.json_response(user_info(await _existing(request, principal.username, NO_USER)))
 
 
 @routes.put("/v2/users/me")
@@ -162,7 +176,9 @@ async def update_self(request: web.Request) -> web.Response:
     patch = bool(field(body, "patch", bool))
     username = field(data, "username", str) or principal.username
     if username != principal.username:
-        raise forbidden(f"Only {username} may change this profile; admins use PUT /api/v2/users.")
+        raise OTHER_USERS_DATA(
+            f"This profile is {principal.username}'s; admins change others with PUT /api/v2/users."
+        )
     if not patch:
         absent = [name for name in ("email", "newPassword", "extension") if data.get(name) is None]
         if absent:
@@ -172,7 +188,7 @@ async def update_self(request: web.Request) -> web.Response:
         new = checked_password(data["newPassword"], "newPassword")
         user = await _existing(request, username)
         if not verify_password(user["password_hash"], str(data.get("oldPassword") or "")):
-            raise incorrect_password()
+            raise INCORRECT_PASSWORD("oldPassword must be the current password.")
         password_hash = hash_password(new)
     await accounts.update_user(
         request.app[ENGINE],
@@ -189,7 +205,7 @@ async def update_self(request: web.Request) -> web.Response:
 async def get_user(request: web.Request) -> web.Response:
     """A user's info."""
     require_user(request)
-    return web.json_response(user_info(await _existing(request, request.match_info["user"])))
+    return web.json_response(user_info(await _existing(request, request.match_info["user"], NO_USER)))
 
 
 @routes.delete("/v2/users/{user}")
@@ -198,10 +214,8 @@ async def delete_user(request: web.Request) -> web.Response:
     require_admin(request)
     user = await _existing(request, request.match_info["user"])
     if user["admin"]:
-        raise ApiError(
-            403,
-            "RemoveAdminError",
-            f"Admin {user['username']} cannot be removed; remove the admin right first.",
+        raise REMOVE_ADMIN(
+            "Remove the admin right first (PUT /api/v2/users with admin false).", user=user["username"]
         )
     await accounts.delete_user(request.app[ENGINE], user["username"])
     await _share(request, user["username"])
@@ -211,7 +225,7 @@ async def delete_user(request: web.Request) -> web.Response:
 async def _groupname(request: web.Request) -> str:
     groupname = field(await json_body(request), "groupname", str, required=True)
     if await accounts.missing_groups(request.app[ENGINE], [groupname]):
-        raise ApiError(404, "NoGroupError", f"Group {groupname} is not found.")
+        raise NO_GROUP_TO_JOIN(group=groupname)
     return str(groupname)
 
 
@@ -244,7 +258,7 @@ async def replace_grouplist(request: web.Request) -> web.Response:
     user = await _existing(request, request.match_info["user"])
     grouplist = field(await json_body(request), "grouplist", list, required=True)
     if missing := await accounts.missing_groups(request.app[ENGINE], grouplist):
-        raise ApiError(404, "NoGroupError", f"Group {missing[0]} is not found.")
+        raise NO_GROUPS_TO_JOIN(groups=",".join(missing))
     await accounts.set_grouplist(request.app[ENGINE], user["username"], grouplist)
     return web.json_response({"message": "update user grouplist successfully."}, status=201)
 
