@@ -179,10 +179,15 @@ async def list_all_jobs(request: web.Request) -> web.Response:
     return web.json_response(items)
 
 
+async def _attempts(request: web.Request, job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The job's attempts, newest first; attempt 0 from the job row until its own row is projected."""
+    return await attempts_of(request.app[READ_ENGINE], job["id"]) or [views.first_attempt(job)]
+
+
 async def _detail(request: web.Request, attempt_id: int | None) -> dict[str, Any]:
     job = await job_from_path(request)
     engine = request.app[READ_ENGINE]
-    attempts = await attempts_of(engine, job["id"])
+    attempts = await _attempts(request, job)
     if attempt_id is None:
         attempt_id = (
             job["attempt"] if job["attempt"] is not None else (attempts[0]["attempt"] if attempts else None)
@@ -244,7 +249,7 @@ async def set_execution_type(request: web.Request) -> web.Response:
 async def get_job_attempts(request: web.Request) -> web.Response:
     job = await job_from_path(request)
     engine = request.app[READ_ENGINE]
-    attempts = await attempts_of(engine, job["id"])
+    attempts = await _attempts(request, job)
     result = []
     for index, attempt in enumerate(attempts):
         tasks = await tasks_of(engine, job["id"], attempt["attempt"])
@@ -257,7 +262,7 @@ async def get_job_attempt(request: web.Request) -> web.Response:
     job = await job_from_path(request)
     engine = request.app[READ_ENGINE]
     wanted = path_int(request, "attempt")
-    attempts = await attempts_of(engine, job["id"])
+    attempts = await _attempts(request, job)
     for index, attempt in enumerate(attempts):
         if attempt["attempt"] == wanted:
             tasks = await tasks_of(engine, job["id"], wanted)
@@ -273,11 +278,16 @@ async def get_task(request: web.Request) -> web.Response:
         request.match_info["role"],
         path_int(request, "index"),
     )
+    engine = request.app[READ_ENGINE]
     tasks = [
         task
-        for task in await tasks_of(request.app[READ_ENGINE], job["id"], attempt)
+        for task in await tasks_of(engine, job["id"], attempt)
         if task["role"] == role and task["task_index"] == index
     ]
+    if not tasks and any(found["attempt"] == attempt for found in await _attempts(request, job)):
+        # Not placed yet: the task shows WAITING, as the job detail shows it.
+        waiting = views.waiting_task(job, attempt, role, index)
+        tasks = [waiting] if waiting is not None else []
     if not tasks:
         raise NO_TASK(
             f"Attempt {attempt} of job {job['username']}~{job['name']} has no such task.",
