@@ -221,6 +221,7 @@ async def get_job_config(request: web.Request) -> web.Response:
 
 @routes.put(JOB_PATH + "/executionType")
 async def set_execution_type(request: web.Request) -> web.Response:
+    """Stop a job (STOP), or OpenPAI's START, which changes nothing (see below)."""
     principal = require_user(request)
     try:
         body = await request.json()
@@ -232,9 +233,14 @@ async def set_execution_type(request: web.Request) -> web.Response:
     job = await job_from_path(request)
     if job["username"] != principal.username and not principal.admin:
         raise NOT_JOB_EXECUTOR(user=principal.username, job=f"{job['username']}~{job['name']}")
-    if value == "START":
-        raise invalid_parameters("A job cannot be started again; submit it under a new name instead.")
-    if job["state"] not in FINAL:
+    # START follows OpenPAI's rest-server exactly (controllers/v2/job.js `execute`, then
+    # models/v2/job/k8s.js `execute`): it merge-patches the framework's spec.executionType to
+    # "Start" and answers 202 in every state, without looking at the state. A framework not yet
+    # completed already runs with Start (the rest-server creates every framework so), and
+    # FrameworkController never restarts a completed framework, so the patch changes nothing:
+    # OpenPAI accepts START as a no-op. So do we: 202 whatever the state, no event, no new
+    # attempt (a stopped or finished job is run again by submitting it under a new name).
+    if value == "STOP" and job["state"] not in FINAL:
         # A fixed event id per job: repeated stop requests collapse into one on the bus.
         event_id = uuid.uuid5(uuid.NAMESPACE_URL, f"pai:stop:{job['id']}").hex
         event = JobStopRequested(job_id=job["id"], by=principal.username, event_id=event_id)
