@@ -111,11 +111,10 @@ async def test_virtual_cluster_access_on_submit_follows_the_users_groups(
         404,
         "NoUserError",
     )
+    # Without patch the fields given still change alone (OpenPAI's rest-server; see PATCH_FOLLOWS).
     partial = {"data": {"username": "bob", "admin": False}}
-    assert await answer(await api.put("/api/v2/users", json=partial, headers=admin_headers)) == (
-        400,
-        "InvalidParametersError",
-    )
+    assert (await api.put("/api/v2/users", json=partial, headers=admin_headers)).status == 201
+    assert (await me(api, bob))["virtualCluster"] == ["vc2"]
 
 
 async def test_passwords_change_by_admin_and_by_the_user_with_the_old_one(
@@ -245,3 +244,27 @@ async def test_the_groups_migration_keeps_every_users_rights(database_url: str) 
         assert sorted(map(tuple, rows)) == [("ann", "default"), ("root", "admingroup"), ("root", "default")]
     finally:
         await engine.dispose()
+
+
+async def test_patch_false_changes_the_fields_given_and_keeps_the_rest(
+    api: Client, admin_headers: dict[str, str]
+) -> None:
+    """OpenPAI's rest-server never reads `patch`: absent fields are kept, extension keys merge."""
+    bob = await create_user(api, admin_headers, "bob", email="bob@example.com", extension={"team": "a"})
+    mine = {"data": {"username": "bob", "extension": {"editor": "vim"}}, "patch": False}
+    response = await api.put("/rest-server/api/v2/users/me", json=mine, headers=bob)
+    assert (response.status, await response.json()) == (201, {"message": "Update user bob successfully."})
+    profile = await me(api, bob)
+    assert profile["email"] == "bob@example.com"
+    assert profile["extension"] == {"team": "a", "editor": "vim"}
+    email_only = {"data": {"username": "bob", "email": "new@example.com"}, "patch": False}
+    assert (await api.put("/api/v2/users/me", json=email_only, headers=bob)).status == 201
+    assert (await me(api, bob))["extension"] == {"team": "a", "editor": "vim"}
+    assert (await me(api, bob))["email"] == "new@example.com"
+
+    by_admin = {"data": {"username": "bob", "extension": {"team": "b"}}, "patch": False}
+    assert (await api.put("/api/v2/users/", json=by_admin, headers=admin_headers)).status == 201
+    profile = await me(api, bob)
+    assert profile["extension"] == {"team": "b", "editor": "vim"}
+    kept = (profile["email"], profile["admin"], profile["virtualCluster"])
+    assert kept == ("new@example.com", False, ["default"])
