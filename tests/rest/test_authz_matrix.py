@@ -81,7 +81,7 @@ MATRIX: list[tuple[str, str, str, dict[str, Any], tuple[int, ...]]] = [
     ("PUT", "/api/v2/groups", "", {"json": {"data": {"groupname": "ghost"}, "patch": True}}, ADMIN),
     ("GET", "/api/v2/groups/{group}", "/api/v2/groups/default", {}, SIGNED_IN),
     ("DELETE", "/api/v2/groups/{group}", "/api/v2/groups/ghost", {}, ADMIN),
-    ("GET", "/api/v2/groups/{group}/userlist", "/api/v2/groups/default/userlist", {}, SIGNED_IN),
+    ("GET", "/api/v2/groups/{group}/userlist", "/api/v2/groups/default/userlist", {}, ADMIN),
     ("GET", "/api/v2/tokens", "", {}, NO_APP),
     ("POST", "/api/v2/tokens/application", "", {}, NO_APP),
     ("DELETE", "/api/v2/tokens/{token}", "/api/v2/tokens/not-a-token", {}, NO_APP),

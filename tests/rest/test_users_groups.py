@@ -189,7 +189,7 @@ async def test_group_acls_grant_and_withdraw_rights(api: Client, admin_headers: 
         await api.put("/api/v2/users/bob/group/", json={"groupname": "team"}, headers=admin_headers)
     ).status == 201
     assert (await me(api, bob))["virtualCluster"] == ["default", "vcx"]
-    members = await (await api.get("/api/v2/groups/team/userlist", headers=bob)).json()
+    members = await (await api.get("/api/v2/groups/team/userlist", headers=admin_headers)).json()
     assert members == [{"username": "bob", "clusterAdmin": False}]
 
     raise_team = {"data": {"groupname": "team", "extension": {"acls": {"admin": True}}}, "patch": True}

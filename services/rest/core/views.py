@@ -26,6 +26,7 @@ def retry_details(job: Row) -> dict[str, int]:
 def job_summary(job: Row) -> dict[str, Any]:
     """One item of GET /api/v2/jobs."""
     return {
+        "protocolVersion": "2",  # every job here is written in the job protocol v2
         "debugId": framework_name(job["username"], job["name"]),
         "name": job["name"],
         "username": job["username"],

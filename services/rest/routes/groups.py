@@ -137,10 +137,12 @@ async def delete_group(request: web.Request) -> web.Response:
 
 @routes.get("/v2/groups/{group}/userlist")
 async def group_members(request: web.Request) -> web.Response:
-    """The members of a group."""
-    require_user(request)
+    """The members of a group (admin only); a group nobody belongs to has none.
+
+    As OpenPAI's rest-server (controllers/v2/group.js getGroupUserList): admins only, and the
+    users whose grouplist names the group, without checking that the group exists.
+    """
+    require_admin(request)
     groupname = request.match_info["group"]
-    if await accounts.get_group(request.app[ENGINE], groupname) is None:
-        raise no_group(groupname)
     members = await accounts.group_members(request.app[ENGINE], groupname)
     return web.json_response([{"username": m["username"], "clusterAdmin": bool(m["admin"])} for m in members])
