@@ -180,7 +180,7 @@ def delete_group(
 def group_members(
     name: str = typer.Argument(..., help="the group's name"), server: str | None = ServerOption
 ) -> None:
-    """The users in a group."""
+    """The users in a group (admins only, as in OpenPAI)."""
     client, _ = _client(server)
     with _friendly_errors(), client:
         members = _call(client, "GET", f"/api/v2/groups/{quote(name, safe='')}/userlist")

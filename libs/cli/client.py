@@ -155,6 +155,8 @@ class PaiClient:
                 body = {}
             code = str(body.get("code") or f"HTTP{response.status_code}")
             message = str(body.get("message") or response.text or response.reason_phrase)
+            if body.get("hint"):  # the platform's advice rides beside OpenPAI's message
+                message = f"{message} {body['hint']}"
             raise ApiError(
                 response.status_code,
                 code,

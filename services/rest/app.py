@@ -31,7 +31,7 @@ from services.rest.auth_cache import CachedTokens
 from services.rest.availability import BUS_ERRORS, bus_down
 from services.rest.bodies import body_middleware
 from services.rest.core.text import unstorable
-from services.rest.errors import ApiError
+from services.rest.errors import NO_API, UNKNOWN, ApiError, invalid_parameters
 from services.rest.keys import BUS, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS, TOKENS
 from services.rest.projection import Projector, projection_handler
 from services.rest.routes import alerts as alert_routes
@@ -50,6 +50,7 @@ from services.rest.routes import tokens as token_routes
 from services.rest.routes import users as user_routes
 from services.rest.routes import virtual_clusters as vc_routes
 from services.rest.settings import RestSettings
+from services.rest.trailing_slash import accept_trailing_slash
 from services.rest.unpublished import repair_forever
 from services.rest.vc_names import vc_names_ctx
 
@@ -79,18 +80,15 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             return _internal_error()
         # A body field carried text the database cannot hold (NUL, or a character its encoding
         # lacks): the caller's input, so a 400 naming it rather than a 500.
-        return web.json_response(
-            {
-                "code": "InvalidParametersError",
-                "message": "The request contains a NUL or a character that cannot be stored; "
-                "names and values use printable text only.",
-            },
-            status=400,
+        refused = invalid_parameters(
+            "The request contains a NUL or a character that cannot be stored; "
+            "names and values use printable text only."
         )
+        return web.json_response(refused.body(), status=refused.status)
     except web.HTTPException as exc:
         if exc.status in (404, 405):
-            message = f"No API {request.method} {request.path}; see the REST API v2 reference."
-            return web.json_response({"code": "NoApiError", "message": message}, status=exc.status)
+            missing = NO_API(f"No route serves {request.method} {request.path}.", url=request.path_qs)
+            return web.json_response(missing.body(), status=exc.status)
         raise
     except Exception:
         log.exception("request failed", method=request.method, path=request.path)
@@ -98,20 +96,16 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 
 def _internal_error() -> web.Response:
-    return web.json_response(
-        {"code": "UnknownError", "message": "Internal error; the service log has the details."},
-        status=500,
-    )
+    error = UNKNOWN("The service log has the details.", reason="Internal error.")
+    return web.json_response(error.body(), status=error.status)
 
 
 @web.middleware
 async def text_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Refuse text no name can contain before it reaches a query: a clear 400, never a 500."""
     if unstorable(request.path) or any(unstorable(k) or unstorable(v) for k, v in request.query.items()):
-        raise ApiError(
-            400,
-            "InvalidParametersError",
-            "The path or the query contains a NUL or an invalid character; names use printable text only.",
+        raise invalid_parameters(
+            "The path or the query contains a NUL or an invalid character; names use printable text only."
         )
     return await handler(request)
 
@@ -251,4 +245,5 @@ def build_app(settings: RestSettings) -> web.Application:
                     app.router.add_route(route.method, prefix + route.path, route.handler)
     vc_routes.register(app, PREFIXES)
     events_proxy.register(app, PREFIXES)  # live events and webhooks, when a gateway is named
+    accept_trailing_slash(app)  # last: only what no route matched
     return app

@@ -34,7 +34,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.rest.adapters import accounts
-from services.rest.errors import forbidden, unauthorized
+from services.rest.errors import APPLICATION_TOKEN, BAD_TOKEN, GUEST, NON_ADMIN
 
 log = structlog.get_logger(__name__)
 
@@ -209,8 +209,8 @@ def require_user(request: web.Request) -> Principal:
     principal: Principal | None = request.get(PRINCIPAL)
     if principal is None:
         if request.headers.get("Authorization"):
-            raise unauthorized("The token is invalid, expired or revoked; log in again.")
-        raise unauthorized()
+            raise BAD_TOKEN("The token is expired, revoked or not from this cluster; log in again.")
+        raise GUEST("Send Authorization: Bearer <token>; POST /api/v2/authn/basic/login gives one.")
     return principal
 
 
@@ -218,12 +218,12 @@ def require_interactive(request: web.Request) -> Principal:
     """A caller with a login token: application tokens serve job operations only."""
     principal = require_user(request)
     if principal.application:
-        raise forbidden("An application token may only be used for job operations; log in with a password.")
+        raise APPLICATION_TOKEN("Application tokens serve job operations only; log in with a password.")
     return principal
 
 
 def require_admin(request: web.Request) -> Principal:
     principal = require_interactive(request)
     if not principal.admin:
-        raise forbidden("Only an admin may do this operation.")
+        raise NON_ADMIN()
     return principal

@@ -29,13 +29,13 @@ from limits.aio.strategies import FixedWindowRateLimiter
 from limits.util import WindowStats
 
 from services.rest.auth import PRINCIPAL
+from services.rest.errors import TOO_MANY_REQUESTS
 from services.rest.settings import RestSettings, rate_limit_storage
 
 log = structlog.get_logger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-TOO_MANY = "TooManyRequestsError"
 # Set by the inner (per-user) limit so the outer (per-address) one leaves its fields alone.
 COUNTED = web.RequestKey("rate_limit_counted", bool)
 
@@ -145,8 +145,9 @@ class RateLimits:
 
 def refusal(limit: Limit, who: str, fields: dict[str, str]) -> web.Response:
     retry = fields["RateLimit-Reset"]
-    message = f"Too many {limit.counts} {who}: the limit is {limit.described()}. Retry in {retry} s."
-    response = web.json_response({"code": TOO_MANY, "message": message}, status=429)
+    hint = f"Too many {limit.counts} {who}: the limit is {limit.described()}. Retry in {retry} s."
+    refused = TOO_MANY_REQUESTS(hint)
+    response = web.json_response(refused.body(), status=refused.status)
     response.headers.update(fields)
     response.headers["Retry-After"] = retry
     return response

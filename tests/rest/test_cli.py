@@ -113,7 +113,7 @@ def test_a_refused_job_lists_its_problems_with_paths(cli_env: Path, tmp_path: Pa
     job_file.write_text(job_yaml("bad").replace("instances: 2", "instances: -1"))
     code, output = pai("job", "submit", str(job_file))
     assert code == 2
-    assert "InvalidParametersError" in output
+    assert "InvalidProtocolError" in output
     assert "  - taskRoles.worker.instances:" in output
     assert "Traceback" not in output
 

@@ -16,7 +16,8 @@ async def test_oidc_routes_name_basic_login_when_oidc_is_not_configured(
     assert response.status == 404
     body = await response.json()
     assert body["code"] == "NoApiError"
-    assert "basic login" in body["message"]
-    assert "PAI_OIDC_ISSUER" in body["message"]
+    assert body["message"] == f"API /api/v2/authn/oidc/{route} is not found."
+    assert "basic login" in body["hint"]
+    assert "PAI_OIDC_ISSUER" in body["hint"]
     info = await (await api.get("/api/v2/info")).json()
     assert info["authnMethod"] == "basic"

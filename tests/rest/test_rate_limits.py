@@ -63,7 +63,8 @@ async def assert_refused(response: Any, *, limit: str, figure: str, setting: str
     assert response.status == 429, await response.text()
     body = await response.json()
     assert body["code"] == "TooManyRequestsError"
-    message = body["message"]
+    assert body["message"] == "Too many requests, please try again later."
+    message = body["hint"]
     for part in (limit, who, figure, setting):
         assert part in message, message
     retry = int(response.headers["Retry-After"])
@@ -189,7 +190,7 @@ async def test_a_limit_recovers_when_its_window_ends(rest_settings: RestSettings
         refused = await api.get("/api/v2/jobs", headers=alice)
         assert refused.status == 429
         assert int(refused.headers["Retry-After"]) <= 2
-        assert "1 per 2 s" in (await refused.json())["message"]
+        assert "1 per 2 s" in (await refused.json())["hint"]
 
         async def listing() -> int:
             return (await api.get("/api/v2/jobs", headers=alice)).status

@@ -68,6 +68,44 @@ async def test_stopping_a_finished_job_changes_nothing(
     assert await messages(bus) == before
 
 
+async def test_start_is_accepted_in_every_state_and_changes_nothing(
+    api: Client, admin_headers: dict[str, str], bus: Bus
+) -> None:
+    """OpenPAI's rest-server answers START with 202 whatever the state and runs nothing again."""
+    start = {"value": "START"}
+    job_id = await submit(api, admin_headers, "again")
+    path = "/rest-server/api/v2/jobs/admin~again/executionType"
+    waiting = await api.put(path, json=start, headers=admin_headers)
+    assert (waiting.status, await waiting.json()) == (202, {"message": "execute job again successfully"})
+    assert (await api.put(path, json=STOP, headers=admin_headers)).status == 202
+    stopping = await eventually(lambda: _status(api, "admin~again"), lambda st: st["state"] == "STOPPING")
+    await publish_event(bus.js, JobCompleted(job_id=job_id, attempt=0, state=JobState.STOPPED, exit_code=-1))
+    await eventually(lambda: _status(api, "admin~again"), lambda st: st["state"] == "STOPPED")
+    before = await messages(bus)
+    for _ in range(2):
+        stopped = await api.put(path, json=start, headers=admin_headers)
+        assert (stopped.status, await stopped.json()) == (202, {"message": "execute job again successfully"})
+    assert await messages(bus) == before  # no event: nothing is started again
+    status = await _status(api, "admin~again")
+    assert (status["state"], status["executionType"], status["attemptId"]) == ("STOPPED", "STOP", 0)
+    assert stopping["executionType"] == "STOP"
+    eve = await _user(api, "eve")
+    refused = await api.put(path, json=start, headers=eve)
+    assert await refused.json() == {
+        "code": "ForbiddenUserError",
+        "message": "User eve is not allowed to execute job admin~again.",
+    }
+    missing = await api.put("/api/v2/jobs/admin~none/executionType", json=start, headers=admin_headers)
+    assert (missing.status, (await missing.json())["code"]) == (404, "NoJobError")
+
+
+async def _user(api: Client, name: str) -> dict[str, str]:
+    await accounts.create_user(api.app[ENGINE], name, hash_password(f"{name}-password"))
+    form = {"username": name, "password": f"{name}-password"}
+    login = await api.post("/api/v2/authn/basic/login", data=form)
+    return {"Authorization": f"Bearer {(await login.json())['token']}"}
+
+
 async def test_only_the_owner_or_an_admin_may_stop(api: Client, admin_headers: dict[str, str]) -> None:
     await submit(api, admin_headers, "mine")
     await accounts.create_user(api.app[ENGINE], "eve", hash_password("eve-password"))
@@ -166,8 +204,10 @@ async def test_an_orchestrator_error_is_a_missing_log(
     assert response.status == 404
     body = await response.json()
     assert body["code"] == "NoTaskLogError"
-    assert "no such log file" in body["message"]
+    assert body["message"] == "Log of task is not found."
+    assert "no such log file" in body["hint"]
     unknown = await api.get(
         LOGS.format(name="nolog").replace("taskIndex/0", "taskIndex/7"), headers=admin_headers
     )
-    assert (unknown.status, (await unknown.json())["code"]) == (404, "NoTaskError")
+    # OpenPAI's log routes answer a missing task as a missing log (its swagger documents only that).
+    assert (unknown.status, (await unknown.json())["code"]) == (404, "NoTaskLogError")

@@ -87,7 +87,7 @@ async def test_an_invalid_job_lists_every_problem_and_creates_nothing(
     response = await api.post("/api/v2/jobs", data=bad, headers={**admin_headers, **YAML})
     assert response.status == 400
     body = await response.json()
-    assert body["code"] == "InvalidParametersError"
+    assert body["code"] == "InvalidProtocolError"  # OpenPAI's code for a job config it refuses
     paths = [problem["path"] for problem in body["problems"]]
     assert "taskRoles.worker.instances" in paths
     assert "taskRoles.worker.resourcePerInstance.cpu" in paths

@@ -70,20 +70,20 @@ async def test_a_vc_the_scheduler_does_not_have_is_refused_naming_the_ones_it_ha
         status, body = await submit(api, admin_headers, "typo", "nosuch")
         assert status == 400, body
         assert body["code"] == "NoVirtualClusterError"
-        assert body["message"].startswith("defaults.virtualCluster: virtual cluster nosuch is not found")
-        assert "the virtual clusters are a, b" in body["message"]
+        assert body["message"] == "Virtual cluster nosuch is not found."
+        assert "The virtual clusters are a, b" in body["hint"]
         assert body["virtualClusters"] == ["a", "b"]
         assert (await api.get("/api/v2/jobs/admin~typo", headers=admin_headers)).status == 404
         assert await stream_messages(bus) == before  # nothing announced
 
         status, body = await submit(api, admin_headers, "unnamed", None)
         assert status == 400
-        assert body["message"].startswith("defaults.virtualCluster: virtual cluster default is not found")
+        assert body["message"] == "Virtual cluster default is not found."
 
         bob = await user_headers(api, "bob")  # the default group grants VC "default" only
         status, body = await submit(api, bob, "typo", "nosuch")
         assert status == 400
-        assert body["message"].endswith(
+        assert body["hint"].endswith(
             "Set defaults.virtualCluster to one of them (ask an admin to grant you one)."
         )
         status, body = await submit(api, bob, "not-mine", "a")  # exists, but not bob's: the access check

@@ -163,12 +163,19 @@ async def create_user(
 
 
 async def update_user(engine: AsyncEngine, username: str, **changes: Any) -> bool:
-    """Change any of password_hash, email, extension, admin, virtual_clusters; False if no user."""
+    """Change any of password_hash, email, extension, admin, virtual_clusters; False if no user.
+
+    The extension given is merged into the stored one key by key (a key given replaces its
+    value, the others stay), in the same transaction as the read.
+    """
     plain = {k: changes[k] for k in ("password_hash", "email", "extension") if changes.get(k) is not None}
     async with engine.begin() as conn:
-        found = await conn.scalar(select(users.c.username).where(users.c.username == username))
-        if found is None:
+        query = select(users.c.username, users.c.extension).where(users.c.username == username)
+        row = (await conn.execute(query)).first()
+        if row is None:
             return False
+        if "extension" in plain:
+            plain["extension"] = {**dict(row.extension or {}), **plain["extension"]}
         if plain:
             await conn.execute(update(users).where(users.c.username == username).values(**plain))
         if changes.get("admin") is not None or changes.get("virtual_clusters") is not None:

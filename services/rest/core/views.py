@@ -26,6 +26,7 @@ def retry_details(job: Row) -> dict[str, int]:
 def job_summary(job: Row) -> dict[str, Any]:
     """One item of GET /api/v2/jobs."""
     return {
+        "protocolVersion": "2",  # every job here is written in the job protocol v2
         "debugId": framework_name(job["username"], job["name"]),
         "name": job["name"],
         "username": job["username"],
@@ -126,6 +127,39 @@ def _waiting_task(job: Row, job_attempt: int, role: str, index: int) -> dict[str
         "exit_diagnostics": None,
         "note": None,
     }
+
+
+def first_attempt(job: Row) -> dict[str, Any]:
+    """Attempt 0 as the job row tells it, for a job no scheduling event has reached yet.
+
+    A submission answers 202 once its job row is stored; the attempt's own row is written when
+    the scheduler's decision is projected. Clients poll ``attempts/0`` and its tasks right
+    after the 202, so until then attempt 0 is read from the job row (waiting, or stopped if it
+    was stopped while queued). The first projected event writes the real row, which wins.
+    """
+    return {
+        "job_id": job["id"],
+        "attempt": 0,
+        "state": job["state"],
+        "sub_state": job["sub_state"],
+        "created_time": None,
+        "launched_time": None,
+        "completed_time": job["completed_time"],
+        "exit_code": job["exit_code"],
+        "exit_spec": job["exit_spec"],
+        "exit_diagnostics": job["exit_diagnostics"],
+        "exit_trigger_message": job["exit_trigger_message"],
+        "exit_trigger_role": job["exit_trigger_role"],
+        "exit_trigger_index": job["exit_trigger_index"],
+    }
+
+
+def waiting_task(job: Row, job_attempt: int, role: str, index: int) -> dict[str, Any] | None:
+    """A task of the config not placed yet, as a WAITING row; None if the config has no such task."""
+    spec = ((job["config"] or {}).get("taskRoles") or {}).get(role)
+    if spec is None or not 0 <= index < int((spec or {}).get("instances", 1) or 1):
+        return None
+    return _waiting_task(job, job_attempt, role, index)
 
 
 def task_roles(job: Row, job_attempt: int, tasks: Iterable[Row]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from aiohttp import web
 from services.rest.adapters import accounts
 from services.rest.auth import require_interactive, verify_password
 from services.rest.bodies import read_json
-from services.rest.errors import incorrect_password, invalid_parameters, no_user
+from services.rest.errors import INCORRECT_PASSWORD, NO_USER, invalid_parameters
 from services.rest.keys import ENGINE, SETTINGS, TOKENS
 from services.rest.routes.common import int_param
 
@@ -42,9 +42,9 @@ async def basic_login(request: web.Request) -> web.Response:
     )
     user = await accounts.get_user(request.app[ENGINE], username)
     if user is None:
-        raise no_user(username)
+        raise NO_USER(user=username)
     if not verify_password(user["password_hash"], password):
-        raise incorrect_password()
+        raise INCORRECT_PASSWORD()
     token = await request.app[TOKENS].issue(username, bool(user["admin"]), expiration)
     return web.json_response({"token": token, "user": username, "admin": bool(user["admin"])})
 

@@ -7,7 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from services.rest.adapters.jobs_store import find_job
-from services.rest.errors import invalid_parameters, no_job
+from services.rest.errors import NO_JOB, invalid_parameters
 from services.rest.keys import READ_ENGINE
 
 # A job is addressed as {user}~{job}; user names never contain "~", job names may.
@@ -20,7 +20,7 @@ async def job_from_path(request: web.Request) -> dict[str, Any]:
     user, name = request.match_info["user"], request.match_info["job"]
     job = await find_job(request.app[READ_ENGINE], user, name)
     if job is None:
-        raise no_job(user, name)
+        raise NO_JOB(job=f"{user}~{name}")
     return job
 
 

@@ -25,7 +25,7 @@ from libs.backbone.topology import FAILURE_RULES
 from libs.failures import RuleError, check_rules, default_rules, default_rules_text, load_rules
 from services.rest.auth import Principal, require_interactive, require_user
 from services.rest.availability import connected_bus
-from services.rest.errors import forbidden, invalid_parameters, unavailable
+from services.rest.errors import NON_ADMIN, invalid_parameters, unavailable
 
 RULES_KEY = "current"
 VERSION_HEADER = "X-Failure-Rules-Version"
@@ -38,7 +38,7 @@ routes = web.RouteTableDef()
 def _require_admin(request: web.Request, action: str) -> Principal:
     principal = require_interactive(request)  # an application token serves job operations only
     if not principal.admin:
-        raise forbidden(f"Only an administrator may {action} the failure rules; ask one to do it.")
+        raise NON_ADMIN(f"Only an administrator may {action} the failure rules; ask one to do it.")
     return principal
 
 

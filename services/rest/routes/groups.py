@@ -15,7 +15,7 @@ from aiohttp import web
 
 from services.rest.adapters import accounts
 from services.rest.auth import require_admin, require_user
-from services.rest.errors import ApiError, forbidden, invalid_parameters
+from services.rest.errors import BUILT_IN_GROUP, CONFLICT_GROUP, NO_GROUP, ApiError, invalid_parameters
 from services.rest.keys import ENGINE
 from services.rest.routes.users import field, json_body
 
@@ -35,7 +35,7 @@ def group_info(group: dict[str, Any]) -> dict[str, Any]:
 
 
 def no_group(groupname: str) -> ApiError:
-    return ApiError(404, "NoGroupError", f"Group {groupname} is not found.")
+    return NO_GROUP(group=groupname)
 
 
 def checked_extension(extension: dict[str, Any]) -> dict[str, Any]:
@@ -82,7 +82,7 @@ async def create_group(request: web.Request) -> web.Response:
             checked_extension(field(body, "extension", dict) or {}),
         )
     except accounts.DuplicateError:
-        raise ApiError(409, "ConflictGroupError", f"Group name {groupname} already exists.") from None
+        raise CONFLICT_GROUP(group=groupname) from None
     return web.json_response({"message": "group is created successfully"}, status=201)
 
 
@@ -128,7 +128,7 @@ async def delete_group(request: web.Request) -> web.Response:
     require_admin(request)
     groupname = request.match_info["group"]
     if groupname in PROTECTED:
-        raise forbidden(f"Group {groupname} is built in and cannot be removed.")
+        raise BUILT_IN_GROUP("Every user's default rights hang on it.", group=groupname)
     if await accounts.get_group(request.app[ENGINE], groupname) is None:
         raise no_group(groupname)
     await accounts.delete_group(request.app[ENGINE], groupname)
@@ -137,10 +137,12 @@ async def delete_group(request: web.Request) -> web.Response:
 
 @routes.get("/v2/groups/{group}/userlist")
 async def group_members(request: web.Request) -> web.Response:
-    """The members of a group."""
-    require_user(request)
+    """The members of a group (admin only); a group nobody belongs to has none.
+
+    As OpenPAI's rest-server (controllers/v2/group.js getGroupUserList): admins only, and the
+    users whose grouplist names the group, without checking that the group exists.
+    """
+    require_admin(request)
     groupname = request.match_info["group"]
-    if await accounts.get_group(request.app[ENGINE], groupname) is None:
-        raise no_group(groupname)
     members = await accounts.group_members(request.app[ENGINE], groupname)
     return web.json_response([{"username": m["username"], "clusterAdmin": bool(m["admin"])} for m in members])

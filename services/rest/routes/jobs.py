@@ -36,7 +36,19 @@ from services.rest.bodies import read_json
 from services.rest.core import views
 from services.rest.core.states import FINAL, epoch_ms, framework_name
 from services.rest.core.totals import job_row_from_config
-from services.rest.errors import ApiError, conflict_job, forbidden, invalid_parameters, no_task
+from services.rest.errors import (
+    CONFLICT_JOB,
+    INVALID_PROTOCOL,
+    NO_JOB_ATTEMPT,
+    NO_TAG,
+    NO_TASK,
+    NO_VIRTUAL_CLUSTER_FOR_JOB,
+    NOT_IN_VIRTUAL_CLUSTER,
+    NOT_JOB_EXECUTOR,
+    NOT_TAG_ADDER,
+    NOT_TAG_REMOVER,
+    invalid_parameters,
+)
 from services.rest.keys import ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS
 from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int
 from services.rest.vc_names import VC_NAMES
@@ -55,14 +67,11 @@ async def require_existing_vc(request: web.Request, principal: Principal, name: 
     known = await request.app[VC_NAMES].names(name)
     if known is None or name in known:
         return
-    message = (
-        f"defaults.virtualCluster: virtual cluster {name} is not found; the virtual clusters are "
-        f"{', '.join(sorted(known))}. Set defaults.virtualCluster to one of them"
-    )
+    hint = f"The virtual clusters are {', '.join(sorted(known))}. Set defaults.virtualCluster to one of them"
     if not principal.admin:
         mine = sorted(vc for vc in known if principal.may_use(vc))
-        message += f" that you may use ({', '.join(mine)})" if mine else " (ask an admin to grant you one)"
-    raise ApiError(400, "NoVirtualClusterError", message + ".", virtualClusters=sorted(known))
+        hint += f" that you may use ({', '.join(mine)})" if mine else " (ask an admin to grant you one)"
+    raise NO_VIRTUAL_CLUSTER_FOR_JOB(hint + ".", vc=name, virtualClusters=sorted(known))
 
 
 @routes.post("/v2/jobs")
@@ -76,10 +85,16 @@ async def submit_job(request: web.Request) -> web.Response:
     except JobProtocolError as exc:
         problems = [problem.model_dump() for problem in exc.problems]
         summary = "; ".join(str(problem) for problem in exc.problems)
-        raise invalid_parameters(f"The job config is invalid: {summary}", problems=problems) from None
+        raise INVALID_PROTOCOL(
+            "Each problem names its YAML path; fix them and submit again.", reason=summary, problems=problems
+        ) from None
     await require_existing_vc(request, principal, job.virtual_cluster)
     if not principal.may_use(job.virtual_cluster):  # VC access granted by the user's groups
-        raise forbidden(f"User {principal.username} is not allowed to do operation in {job.virtual_cluster}.")
+        raise NOT_IN_VIRTUAL_CLUSTER(
+            "An admin grants virtual clusters through a group's acls.",
+            user=principal.username,
+            vc=job.virtual_cluster,
+        )
     engine, bus = request.app[ENGINE], connected_bus(request, "Submitting a job")
     job_id = uuid.uuid4().hex
     event = JobSubmitted(
@@ -96,7 +111,9 @@ async def submit_job(request: web.Request) -> web.Response:
     try:
         await request.app[JOB_INSERTER].insert(row)
     except DuplicateJobError:
-        raise conflict_job(principal.username, job.name) from None
+        raise CONFLICT_JOB(
+            "Choose another name in the job config.", job=f"{principal.username}~{job.name}"
+        ) from None
     try:
         if job.secrets:
             await bus.put_secrets(job_id, dict(job.secrets))
@@ -164,10 +181,15 @@ async def list_all_jobs(request: web.Request) -> web.Response:
     return web.json_response(items)
 
 
+async def _attempts(request: web.Request, job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The job's attempts, newest first; attempt 0 from the job row until its own row is projected."""
+    return await attempts_of(request.app[READ_ENGINE], job["id"]) or [views.first_attempt(job)]
+
+
 async def _detail(request: web.Request, attempt_id: int | None) -> dict[str, Any]:
     job = await job_from_path(request)
     engine = request.app[READ_ENGINE]
-    attempts = await attempts_of(engine, job["id"])
+    attempts = await _attempts(request, job)
     if attempt_id is None:
         attempt_id = (
             job["attempt"] if job["attempt"] is not None else (attempts[0]["attempt"] if attempts else None)
@@ -176,7 +198,7 @@ async def _detail(request: web.Request, attempt_id: int | None) -> dict[str, Any
     else:
         chosen = next((a for a in attempts if a["attempt"] == attempt_id), None)
         if chosen is None:
-            raise no_task(f"Attempt {attempt_id} of job {job['username']}~{job['name']} is not found.")
+            raise NO_JOB_ATTEMPT(attempt=attempt_id, job=f"{job['username']}~{job['name']}")
     tasks = await tasks_of(engine, job["id"], attempt_id) if attempt_id is not None else []
     detail = views.job_detail(job, chosen, tasks)
     declared = request.app[SETTINGS].simulated_gpus
@@ -210,6 +232,7 @@ async def get_job_config(request: web.Request) -> web.Response:
 
 @routes.put(JOB_PATH + "/executionType")
 async def set_execution_type(request: web.Request) -> web.Response:
+    """Stop a job (STOP), or OpenPAI's START, which changes nothing (see below)."""
     principal = require_user(request)
     body = await read_json(request, '{"value": "STOP"}')
     value = body.get("value") if isinstance(body, dict) else None
@@ -217,10 +240,15 @@ async def set_execution_type(request: web.Request) -> web.Response:
         raise invalid_parameters(f'value must be "STOP" (or "START"), got {value!r}.')
     job = await job_from_path(request)
     if job["username"] != principal.username and not principal.admin:
-        raise forbidden(f"Only {job['username']} or an admin may stop job {job['username']}~{job['name']}.")
-    if value == "START":
-        raise invalid_parameters("A job cannot be started again; submit it under a new name instead.")
-    if job["state"] not in FINAL:
+        raise NOT_JOB_EXECUTOR(user=principal.username, job=f"{job['username']}~{job['name']}")
+    # START follows OpenPAI's rest-server exactly (controllers/v2/job.js `execute`, then
+    # models/v2/job/k8s.js `execute`): it merge-patches the framework's spec.executionType to
+    # "Start" and answers 202 in every state, without looking at the state. A framework not yet
+    # completed already runs with Start (the rest-server creates every framework so), and
+    # FrameworkController never restarts a completed framework, so the patch changes nothing:
+    # OpenPAI accepts START as a no-op. So do we: 202 whatever the state, no event, no new
+    # attempt (a stopped or finished job is run again by submitting it under a new name).
+    if value == "STOP" and job["state"] not in FINAL:
         # A fixed event id per job: repeated stop requests collapse into one on the bus.
         event_id = uuid.uuid5(uuid.NAMESPACE_URL, f"pai:stop:{job['id']}").hex
         event = JobStopRequested(job_id=job["id"], by=principal.username, event_id=event_id)
@@ -235,7 +263,7 @@ async def set_execution_type(request: web.Request) -> web.Response:
 async def get_job_attempts(request: web.Request) -> web.Response:
     job = await job_from_path(request)
     engine = request.app[READ_ENGINE]
-    attempts = await attempts_of(engine, job["id"])
+    attempts = await _attempts(request, job)
     result = []
     for index, attempt in enumerate(attempts):
         tasks = await tasks_of(engine, job["id"], attempt["attempt"])
@@ -248,12 +276,12 @@ async def get_job_attempt(request: web.Request) -> web.Response:
     job = await job_from_path(request)
     engine = request.app[READ_ENGINE]
     wanted = path_int(request, "attempt")
-    attempts = await attempts_of(engine, job["id"])
+    attempts = await _attempts(request, job)
     for index, attempt in enumerate(attempts):
         if attempt["attempt"] == wanted:
             tasks = await tasks_of(engine, job["id"], wanted)
             return web.json_response(views.job_attempt(job, attempt, tasks, latest=index == 0))
-    raise no_task(f"Attempt {wanted} of job {job['username']}~{job['name']} is not found.")
+    raise NO_JOB_ATTEMPT(attempt=wanted, job=f"{job['username']}~{job['name']}")
 
 
 @routes.get(JOB_PATH + "/attempts/{attempt}/taskRoles/{role}/taskIndex/{index}/attempts")
@@ -264,14 +292,20 @@ async def get_task(request: web.Request) -> web.Response:
         request.match_info["role"],
         path_int(request, "index"),
     )
+    engine = request.app[READ_ENGINE]
     tasks = [
         task
-        for task in await tasks_of(request.app[READ_ENGINE], job["id"], attempt)
+        for task in await tasks_of(engine, job["id"], attempt)
         if task["role"] == role and task["task_index"] == index
     ]
+    if not tasks and any(found["attempt"] == attempt for found in await _attempts(request, job)):
+        # Not placed yet: the task shows WAITING, as the job detail shows it.
+        waiting = views.waiting_task(job, attempt, role, index)
+        tasks = [waiting] if waiting is not None else []
     if not tasks:
-        raise no_task(
-            f"Task {role}[{index}] of attempt {attempt} of job {job['username']}~{job['name']} is not found."
+        raise NO_TASK(
+            f"Attempt {attempt} of job {job['username']}~{job['name']} has no such task.",
+            task=f"{role}[{index}]",
         )
     latest = tasks[-1]
     status = views.task_status(job, latest)
@@ -292,7 +326,7 @@ async def get_task(request: web.Request) -> web.Response:
 
 
 # Tags: the job's owner or an admin adds and removes them (OpenPAI 2.2.1).
-async def _tag_request(request: web.Request) -> tuple[dict[str, Any], str]:
+async def _tag_request(request: web.Request, *, add: bool) -> tuple[dict[str, Any], str]:
     principal = require_user(request)
     body = await read_json(request, '{"value": "my-tag"}')
     value = body.get("value") if isinstance(body, dict) else None
@@ -300,9 +334,8 @@ async def _tag_request(request: web.Request) -> tuple[dict[str, Any], str]:
         raise invalid_parameters('value must be a non-empty string, as in {"value": "my-tag"}.')
     job = await job_from_path(request)
     if job["username"] != principal.username and not principal.admin:
-        raise forbidden(
-            f"Only {job['username']} or an admin may change the tags of {job['username']}~{job['name']}."
-        )
+        refused = NOT_TAG_ADDER if add else NOT_TAG_REMOVER
+        raise refused(user=principal.username, job=f"{job['username']}~{job['name']}")
     return job, value.strip()
 
 
@@ -318,7 +351,7 @@ async def _publish_tag(request: web.Request, job: dict[str, Any], tag: str, *, r
 @routes.put(JOB_PATH + "/tag")
 async def add_tag(request: web.Request) -> web.Response:
     """Add a tag to a job (its owner or an admin)."""
-    job, tag = await _tag_request(request)
+    job, tag = await _tag_request(request, add=True)
     limits = request.app[SETTINGS].job_limits()
     if len(tag) > limits.tag_length:
         raise invalid_parameters(
@@ -339,9 +372,9 @@ async def add_tag(request: web.Request) -> web.Response:
 @routes.delete(JOB_PATH + "/tag")
 async def delete_tag(request: web.Request) -> web.Response:
     """Remove a tag from a job (its owner or an admin)."""
-    job, tag = await _tag_request(request)
+    job, tag = await _tag_request(request, add=False)
     if tag not in (job.get("tags") or []):
-        raise ApiError(404, "NoTagError", f"Tag {tag} is not found on job {job['username']}~{job['name']}.")
+        raise NO_TAG(tag=tag, job=f"{job['username']}~{job['name']}")
     await _publish_tag(request, job, tag, removed=True)
     await change_tag(request.app[ENGINE], job["id"], tag, add=False)
     return web.json_response({"message": f"Delete tag {tag} from job {job['name']} successfully."})

@@ -13,7 +13,7 @@ from services.rest.adapters.bus import LogsUnavailableError
 from services.rest.adapters.jobs_store import tasks_of
 from services.rest.auth import require_user
 from services.rest.availability import connected_bus
-from services.rest.errors import invalid_parameters, no_task, no_task_log, unavailable
+from services.rest.errors import NO_TASK_LOG, invalid_parameters, unavailable
 from services.rest.keys import READ_ENGINE, SETTINGS
 from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int
 
@@ -40,9 +40,9 @@ async def _task(request: web.Request) -> tuple[dict[str, object], int, str, int]
     if not any(
         t["role"] == role and t["task_index"] == index and t["task_attempt"] == task_attempt for t in tasks
     ):
-        raise no_task(
-            f"Task {role}[{index}] (attempt {attempt}.{task_attempt}) of job "
-            f"{job['username']}~{job['name']} is not found."
+        raise NO_TASK_LOG(
+            f"Job {job['username']}~{job['name']} has no task {role}[{index}] "
+            f"in attempt {attempt}.{task_attempt}."
         )
     return job, attempt, role, index
 
@@ -91,7 +91,7 @@ async def task_log_content(request: web.Request) -> web.Response:
             "check that it is running and retry."
         ) from None
     if "error" in answer:
-        raise no_task_log(f"Log of task {role}[{index}] is not available: {answer['error']}")
+        raise NO_TASK_LOG(f"Task {role}[{index}]: {answer['error']}")
     content = str(answer.get("content", ""))
     start = int(answer.get("offset", 0))
     return web.json_response(

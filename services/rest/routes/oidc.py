@@ -29,7 +29,7 @@ from aiohttp import web
 from services.rest.adapters import accounts, contacts
 from services.rest.adapters.oidc import OidcConfig, OidcError, OidcProvider
 from services.rest.auth import PRINCIPAL, Principal
-from services.rest.errors import ApiError, invalid_parameters
+from services.rest.errors import NO_API, SIGN_IN_REFUSED, ApiError, invalid_parameters, unavailable
 from services.rest.keys import BUS, ENGINE, SETTINGS, TOKENS
 from services.rest.settings import RestSettings
 
@@ -60,18 +60,17 @@ def _config(settings: RestSettings) -> OidcConfig | None:
 def _provider(request: web.Request) -> OidcProvider:
     config = _config(request.app[SETTINGS])
     if config is None:
-        raise ApiError(
-            404,
-            "NoApiError",
+        raise NO_API(
             "This cluster signs in with basic login (POST /api/v2/authn/basic/login); OpenID Connect is "
             "not configured (an admin sets PAI_OIDC_ISSUER, PAI_OIDC_CLIENT_ID and PAI_OIDC_CLIENT_SECRET).",
+            url=request.path_qs,
         )
     return PROVIDERS.setdefault(config, OidcProvider(config))
 
 
 def _unreachable(exc: OidcError) -> ApiError:
     log.warning("oidc provider failed", error=str(exc))
-    return ApiError(503, "UnknownError", f"The sign-in provider cannot be used now ({exc}); retry later.")
+    return unavailable(f"The sign-in provider cannot be used now ({exc}); retry later.")
 
 
 def _redirect_uri(request: web.Request) -> str:
@@ -161,7 +160,7 @@ async def oidc_return(request: web.Request) -> web.Response:
         claims = await provider.verify(str(answer["id_token"]), str(sealed["nonce"]))
     except OidcError as exc:
         log.warning("oidc sign-in refused", error=str(exc))
-        raise ApiError(401, "UnauthorizedUserError", f"Sign-in refused: {exc}.") from None
+        raise SIGN_IN_REFUSED(reason=str(exc)) from None
     settings = request.app[SETTINGS]
     username = username_of(claims, settings.oidc_username_claim)
     engine = request.app[ENGINE]
@@ -173,7 +172,7 @@ async def oidc_return(request: web.Request) -> web.Response:
         await contacts.share_contact(engine, request.app[BUS].bus.js, username)
     user = await accounts.get_user(engine, username)
     if user is None:
-        raise ApiError(503, "UnknownError", "The user could not be stored; retry the sign-in.")
+        raise unavailable("The user could not be stored; retry the sign-in.")
     token = await request.app[TOKENS].issue(username, bool(user["admin"]), settings.token_ttl_seconds)
     target = {"user": username, "token": token, "admin": "true" if user["admin"] else "false"}
     separator = "&" if "?" in settings.oidc_portal_url else "?"

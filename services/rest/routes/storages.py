@@ -17,7 +17,7 @@ from aiohttp import web
 from services.rest.adapters import accounts
 from services.rest.auth import require_user
 from services.rest.core.storages import Storage, StorageConfigError, granted, parse_storages
-from services.rest.errors import ApiError, forbidden, invalid_parameters
+from services.rest.errors import NO_STORAGE, NOT_STORAGE_USER, invalid_parameters, unavailable
 from services.rest.keys import READ_ENGINE, SETTINGS
 
 routes = web.RouteTableDef()
@@ -39,8 +39,8 @@ async def _storages(request: web.Request) -> list[Storage]:
         return await asyncio.to_thread(_read, path)
     except (StorageConfigError, yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
         # The operator's file, not the caller's input: say what to fix without showing the file.
-        raise ApiError(
-            503, "UnknownError", f"The cluster's storage configuration (PAI_STORAGES_FILE) is invalid: {exc}"
+        raise unavailable(
+            f"The cluster's storage configuration (PAI_STORAGES_FILE) is invalid: {exc}"
         ) from None
 
 
@@ -74,9 +74,10 @@ async def get_storage(request: web.Request) -> web.Response:
     for storage in await _storages(request):
         if storage.name == name:
             if not granted([storage], admin, names):
-                raise forbidden(
-                    f"User {principal.username} is not allowed to access {name}; "
-                    "an admin grants storages through a group's acls.storageConfigs."
+                raise NOT_STORAGE_USER(
+                    "An admin grants storages through a group's acls.storageConfigs.",
+                    user=principal.username,
+                    storage=name,
                 )
             return web.json_response(storage.detail())
-    raise ApiError(404, "NoStorageError", f"Storage {name} is not found.")
+    raise NO_STORAGE(storage=name)

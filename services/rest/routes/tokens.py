@@ -11,7 +11,7 @@ from aiohttp import web
 
 from services.rest.adapters import accounts
 from services.rest.auth import require_interactive
-from services.rest.errors import forbidden, invalid_parameters
+from services.rest.errors import NOT_TOKEN_OWNER, invalid_parameters
 from services.rest.keys import ENGINE, TOKENS
 
 routes = web.RouteTableDef()
@@ -41,6 +41,6 @@ async def revoke_token(request: web.Request) -> web.Response:
     if claims is None:
         raise invalid_parameters("token is not a token this cluster issued; copy it from GET /api/v2/tokens.")
     if claims["sub"] != principal.username:
-        raise forbidden("A token can be revoked only by its owner.")
+        raise NOT_TOKEN_OWNER()
     await accounts.revoke_token(request.app[ENGINE], str(claims["jti"]))
     return web.json_response({"message": "revoke successfully"})

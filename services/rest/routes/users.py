@@ -22,7 +22,18 @@ from services.rest.auth import (
     verify_password,
 )
 from services.rest.bodies import read_json
-from services.rest.errors import ApiError, forbidden, incorrect_password, invalid_parameters, no_user
+from services.rest.errors import (
+    CONFLICT_USER,
+    INCORRECT_PASSWORD,
+    NO_GROUP_TO_JOIN,
+    NO_GROUPS_TO_JOIN,
+    NO_USER,
+    NO_USER_TO_UPDATE,
+    OTHER_USERS_DATA,
+    REMOVE_ADMIN,
+    OpenPaiError,
+    invalid_parameters,
+)
 from services.rest.keys import BUS, ENGINE
 
 routes = web.RouteTableDef()
@@ -82,10 +93,13 @@ async def _share(request: web.Request, username: str) -> None:
     await contacts.share_contact(request.app[ENGINE], request.app[BUS].bus.js, username)
 
 
-async def _existing(request: web.Request, username: str) -> dict[str, Any]:
+async def _existing(
+    request: web.Request, username: str, missing: OpenPaiError = NO_USER_TO_UPDATE
+) -> dict[str, Any]:
+    """The stored user; OpenPAI answers a read of an unknown user with 400, a change with 404."""
     user = await accounts.get_user(request.app[ENGINE], username)
     if user is None:
-        raise no_user(username)
+        raise missing(user=username)
     return user
 
 
@@ -109,7 +123,7 @@ async def create_user(request: web.Request) -> web.Response:
             extension=field(body, "extension", dict) or {},
         )
     except accounts.DuplicateError:
-        raise ApiError(409, "ConflictUserError", f"User name {username} already exists.") from None
+        raise CONFLICT_USER(user=username) from None
     await _share(request, username)
     return web.json_response({"message": "User is created successfully"}, status=201)
 
@@ -121,20 +135,22 @@ async def list_users(request: web.Request) -> web.Response:
     return web.json_response([user_info(user) for user in await accounts.list_users(request.app[ENGINE])])
 
 
+# PATCH_FOLLOWS: OpenPAI's rest-server, not its swagger's prose. The swagger says that with
+# `patch: false` every field (email, password, extension, ...) is required; the rest-server's
+# handlers (controllers/v2/user.js basicAdminUserUpdate for PUT /users, basicUserUpdate for
+# PUT /users/me) never read `patch`: each field present in `data` is changed, each absent one
+# is kept, and `extension` is merged key by key into the stored one. Clients such as OpenPAI's
+# JavaScript SDK send `patch: false` without an extension and expect 201, so we do the same.
+
+
 @routes.put("/v2/users")
 async def update_user(request: web.Request) -> web.Response:
     """Change a user's password, email, admin right, virtual clusters or extension (admin only)."""
     require_admin(request)
     body = await json_body(request)
     data = field(body, "data", dict, required=True)
-    patch = bool(field(body, "patch", bool))
+    field(body, "patch", bool)  # read by OpenPAI's clients' contract only: see PATCH_FOLLOWS below
     username = field(data, "username", str, required=True)
-    if not patch:
-        absent = [
-            name for name in ("email", "virtualCluster", "admin", "extension") if data.get(name) is None
-        ]
-        if absent:
-            raise invalid_parameters(f"{', '.join(absent)} required unless patch is true.")
     password = data.get("password")
     changes = {
         "email": field(data, "email", str),
@@ -144,7 +160,7 @@ async def update_user(request: web.Request) -> web.Response:
         "password_hash": hash_password(checked_password(password)) if password is not None else None,
     }
     if not await accounts.update_user(request.app[ENGINE], username, **changes):
-        raise no_user(username)
+        raise NO_USER_TO_UPDATE(user=username)
     await _share(request, username)
     return web.json_response({"message": f"Update user {username} successfully."}, status=201)
 
@@ -153,7 +169,7 @@ async def update_user(request: web.Request) -> web.Response:
 async def who_am_i(request: web.Request) -> web.Response:
     """The caller's own user info."""
     principal = require_user(request)
-    return web.json_response(user_info(await _existing(request, principal.username)))
+    return web.json_response(user_info(await _existing(request, principal.username, NO_USER)))
 
 
 @routes.put("/v2/users/me")
@@ -162,20 +178,18 @@ async def update_self(request: web.Request) -> web.Response:
     principal = require_interactive(request)
     body = await json_body(request)
     data = field(body, "data", dict, required=True)
-    patch = bool(field(body, "patch", bool))
+    field(body, "patch", bool)  # see PATCH_FOLLOWS: present fields change, whatever patch says
     username = field(data, "username", str) or principal.username
     if username != principal.username:
-        raise forbidden(f"Only {username} may change this profile; admins use PUT /api/v2/users.")
-    if not patch:
-        absent = [name for name in ("email", "newPassword", "extension") if data.get(name) is None]
-        if absent:
-            raise invalid_parameters(f"{', '.join(absent)} required unless patch is true.")
+        raise OTHER_USERS_DATA(
+            f"This profile is {principal.username}'s; admins change others with PUT /api/v2/users."
+        )
     password_hash = None
     if data.get("newPassword") is not None:
         new = checked_password(data["newPassword"], "newPassword")
         user = await _existing(request, username)
         if not verify_password(user["password_hash"], str(data.get("oldPassword") or "")):
-            raise incorrect_password()
+            raise INCORRECT_PASSWORD("oldPassword must be the current password.")
         password_hash = hash_password(new)
     await accounts.update_user(
         request.app[ENGINE],
@@ -192,7 +206,7 @@ async def update_self(request: web.Request) -> web.Response:
 async def get_user(request: web.Request) -> web.Response:
     """A user's info."""
     require_user(request)
-    return web.json_response(user_info(await _existing(request, request.match_info["user"])))
+    return web.json_response(user_info(await _existing(request, request.match_info["user"], NO_USER)))
 
 
 @routes.delete("/v2/users/{user}")
@@ -201,10 +215,8 @@ async def delete_user(request: web.Request) -> web.Response:
     require_admin(request)
     user = await _existing(request, request.match_info["user"])
     if user["admin"]:
-        raise ApiError(
-            403,
-            "RemoveAdminError",
-            f"Admin {user['username']} cannot be removed; remove the admin right first.",
+        raise REMOVE_ADMIN(
+            "Remove the admin right first (PUT /api/v2/users with admin false).", user=user["username"]
         )
     await accounts.delete_user(request.app[ENGINE], user["username"])
     await _share(request, user["username"])
@@ -214,7 +226,7 @@ async def delete_user(request: web.Request) -> web.Response:
 async def _groupname(request: web.Request) -> str:
     groupname = field(await json_body(request), "groupname", str, required=True)
     if await accounts.missing_groups(request.app[ENGINE], [groupname]):
-        raise ApiError(404, "NoGroupError", f"Group {groupname} is not found.")
+        raise NO_GROUP_TO_JOIN(group=groupname)
     return str(groupname)
 
 
@@ -247,13 +259,12 @@ async def replace_grouplist(request: web.Request) -> web.Response:
     user = await _existing(request, request.match_info["user"])
     grouplist = field(await json_body(request), "grouplist", list, required=True)
     if missing := await accounts.missing_groups(request.app[ENGINE], grouplist):
-        raise ApiError(404, "NoGroupError", f"Group {missing[0]} is not found.")
+        raise NO_GROUPS_TO_JOIN(groups=",".join(missing))
     await accounts.set_grouplist(request.app[ENGINE], user["username"], grouplist)
     return web.json_response({"message": "update user grouplist successfully."}, status=201)
 
 
-# OpenPAI's paths end in a slash; clients send them with and without it.
-for _suffix in ("", "/"):
-    routes.put("/v2/users/{user}/group" + _suffix)(add_to_group)
-    routes.delete("/v2/users/{user}/group" + _suffix)(remove_from_group)
-    routes.put("/v2/users/{user}/grouplist" + _suffix)(replace_grouplist)
+# OpenPAI writes these paths with a trailing slash; every route accepts one (trailing_slash.py).
+routes.put("/v2/users/{user}/group")(add_to_group)
+routes.delete("/v2/users/{user}/group")(remove_from_group)
+routes.put("/v2/users/{user}/grouplist")(replace_grouplist)

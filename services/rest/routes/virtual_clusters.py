@@ -25,7 +25,14 @@ from libs.protocol.subjects import RECONFIGURE_RPC, VC_STATUS_RPC
 from libs.protocol.yamlsource import YamlTooLargeError, safe_load_bounded
 from services.rest.auth import require_interactive, require_user
 from services.rest.availability import connected_bus
-from services.rest.errors import ApiError, forbidden, invalid_parameters, unavailable
+from services.rest.errors import (
+    CONFLICT_VIRTUAL_CLUSTER,
+    NO_VIRTUAL_CLUSTER,
+    NON_ADMIN,
+    ApiError,
+    invalid_parameters,
+    unavailable,
+)
 
 routes = web.RouteTableDef()
 
@@ -116,11 +123,7 @@ def openpai_vc(vc: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
 
 
 def no_vc(name: str, known: list[str]) -> ApiError:
-    return ApiError(
-        404,
-        "NoVirtualClusterError",
-        f"Virtual cluster {name} is not found; known: {', '.join(known) or 'none yet'}.",
-    )
+    return NO_VIRTUAL_CLUSTER(f"The virtual clusters are: {', '.join(known) or 'none yet'}.", vc=name)
 
 
 @routes.get("/v2/virtual-clusters")
@@ -166,7 +169,7 @@ async def set_config(request: web.Request) -> web.Response:
     """Replace VCs, cells or per-user limits (admin only), refused if it harms running jobs."""
     principal = require_interactive(request)  # an application token serves job operations only
     if not principal.admin:
-        raise forbidden(f"User {principal.username} is not an admin; only admins change virtual clusters.")
+        raise NON_ADMIN("Only admins change virtual clusters.")
     force = request.query.get("force", "").lower() in ("1", "true", "yes")
     text = await request.text()
     try:
@@ -187,7 +190,7 @@ async def set_config(request: web.Request) -> web.Response:
     if error == "invalid":
         raise invalid_parameters(str(answer.get("message")))
     if error == "conflict":
-        raise ApiError(409, "ConflictVirtualClusterError", str(answer.get("message")), **details)
+        raise CONFLICT_VIRTUAL_CLUSTER(reason=str(answer.get("message")), **details)
     if error is not None:
         raise unavailable(str(answer.get("message")))
     harmed = len(details["killed"]) + len(details["downgraded"])
