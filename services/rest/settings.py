@@ -99,6 +99,11 @@ class RestSettings(BackboneSettings):
     # Proxies in front of the service whose X-Forwarded-For hop is believed (1 behind an ingress).
     rate_limit_trusted_proxies: int = Field(default=0, ge=0)
 
+    # Who reads a job's detail, attempts, events, config and logs: false (the default on a new
+    # cluster) means its owner and admins only; true is OpenPAI's behaviour (detail, attempts and
+    # events for anyone, config and logs for any signed-in user). The job list is for any
+    # signed-in user either way, as in OpenPAI.
+    job_detail_public: bool = False
     # Job limits (libs/protocol/limits.py says why each default): PAI_LIMIT_TASKS_PER_JOB, ...
     limit_tasks_per_job: int = Field(default=DEFAULT_LIMITS.tasks_per_job, ge=1)
     limit_instances_per_task_role: int = Field(default=DEFAULT_LIMITS.instances_per_task_role, ge=1)

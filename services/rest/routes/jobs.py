@@ -36,7 +36,7 @@ from services.rest.core.states import FINAL, epoch_ms, framework_name
 from services.rest.core.totals import job_row_from_config
 from services.rest.errors import ApiError, conflict_job, forbidden, invalid_parameters, no_task, unavailable
 from services.rest.keys import BUS, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS
-from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int
+from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int, readable_job
 from services.rest.vc_names import VC_NAMES
 
 routes = web.RouteTableDef()
@@ -163,7 +163,7 @@ async def list_all_jobs(request: web.Request) -> web.Response:
 
 
 async def _detail(request: web.Request, attempt_id: int | None) -> dict[str, Any]:
-    job = await job_from_path(request)
+    job = await readable_job(request)
     engine = request.app[READ_ENGINE]
     attempts = await attempts_of(engine, job["id"])
     if attempt_id is None:
@@ -191,8 +191,7 @@ async def get_job_attempt_detail(request: web.Request) -> web.Response:
 
 @routes.get(JOB_PATH + "/config")
 async def get_job_config(request: web.Request) -> web.Response:
-    require_user(request)
-    job = await job_from_path(request)
+    job = await readable_job(request, signed_in=True)
     text = yaml.safe_dump(job["config"] or {}, sort_keys=False, allow_unicode=True)
     return web.Response(text=text, content_type="text/yaml")
 
@@ -222,7 +221,7 @@ async def set_execution_type(request: web.Request) -> web.Response:
 
 @routes.get(JOB_PATH + "/job-attempts")
 async def get_job_attempts(request: web.Request) -> web.Response:
-    job = await job_from_path(request)
+    job = await readable_job(request)
     engine = request.app[READ_ENGINE]
     attempts = await attempts_of(engine, job["id"])
     result = []
@@ -234,7 +233,7 @@ async def get_job_attempts(request: web.Request) -> web.Response:
 
 @routes.get(JOB_PATH + "/job-attempts/{attempt}")
 async def get_job_attempt(request: web.Request) -> web.Response:
-    job = await job_from_path(request)
+    job = await readable_job(request)
     engine = request.app[READ_ENGINE]
     wanted = path_int(request, "attempt")
     attempts = await attempts_of(engine, job["id"])
@@ -247,7 +246,7 @@ async def get_job_attempt(request: web.Request) -> web.Response:
 
 @routes.get(JOB_PATH + "/attempts/{attempt}/taskRoles/{role}/taskIndex/{index}/attempts")
 async def get_task(request: web.Request) -> web.Response:
-    job = await job_from_path(request)
+    job = await readable_job(request)
     attempt, role, index = (
         path_int(request, "attempt"),
         request.match_info["role"],

@@ -14,7 +14,7 @@ from services.rest.adapters.jobs_store import tasks_of
 from services.rest.auth import require_user
 from services.rest.errors import invalid_parameters, no_task, no_task_log, unavailable
 from services.rest.keys import BUS, READ_ENGINE, SETTINGS
-from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int
+from services.rest.routes.common import JOB_PATH, int_param, path_int, readable_job
 
 routes = web.RouteTableDef()
 
@@ -26,7 +26,7 @@ MAX_LOG_LIMIT = 4 * 1024 * 1024
 
 
 async def _task(request: web.Request) -> tuple[dict[str, object], int, str, int]:
-    job = await job_from_path(request)
+    job = await readable_job(request, signed_in=True)
     attempt, role, index = (
         path_int(request, "attempt"),
         request.match_info["role"],
@@ -55,10 +55,10 @@ async def task_log_locations(request: web.Request) -> web.Response:
 @routes.get(TASK_LOGS + "/{file}")
 async def task_log_content(request: web.Request) -> web.Response:
     require_user(request)
+    job, attempt, role, index = await _task(request)  # access first: a bad name tells a stranger nothing
     file = request.match_info["file"]
     if file not in LOG_FILES:
         raise invalid_parameters(f"log {file!r} is not one of: {', '.join(LOG_FILES)}.")
-    job, attempt, role, index = await _task(request)
     limit = int_param(
         request.query.get("limit"), "limit", default=DEFAULT_LOG_LIMIT, minimum=1, maximum=MAX_LOG_LIMIT
     )
