@@ -277,6 +277,12 @@ def _prepare(world: World) -> None:
     world.secrets = [JOB_SECRET, ADMIN_PASSWORD, USER_PASSWORD, "$argon2", signing_key]
 
 
+def _filled(path: str) -> str:
+    """The path with its parameters naming things that exist (or "x" where nothing is known)."""
+    known = _known(path)
+    return re.sub(r"\{(\w+)\}", lambda match: str(known.get(match[1], "x")), path)
+
+
 def _hostile_bodies(world: World, document: dict[str, Any]) -> list[str]:
     """Bytes that are not UTF-8, and a body over the size limit, to every operation with a body.
 
@@ -294,10 +300,7 @@ def _hostile_bodies(world: World, document: dict[str, Any]) -> list[str]:
         for method, operation in item.items():
             if "requestBody" not in operation:
                 continue
-            known = _known(path)
-            url = world.server.url + re.sub(
-                r"\{(\w+)\}", lambda m, known=known: str(known.get(m[1], "x")), path
-            )
+            url = world.server.url + _filled(path)
             for caller in ("anonymous", "admin"):
                 for kind, (body, expected) in bodies.items():
                     response = world.session.request(
