@@ -28,6 +28,7 @@ from libs.cli.client import (
     save_login,
     saved_login,
 )
+from libs.cli.validating import JobFile
 
 FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 
@@ -115,7 +116,14 @@ def submit(
     server: str | None = ServerOption,
 ) -> None:
     """Submit a job; prints USER~NAME and the job id."""
-    text = file.read_text()
+    job_file = JobFile(str(file))
+    if job_file.text is None:
+        for problem in job_file.problems:
+            _error_console().print(f"error: {file}: {problem.message} ({problem.hint})", markup=False)
+        raise typer.Exit(1)
+    for warning in job_file.warnings:
+        _error_console().print(f"warning: {file}: {warning}", markup=False)
+    text = job_file.text
     client, _ = _client(server)
     with _friendly_errors(), client:
         answer = client.submit(text)

@@ -15,7 +15,7 @@ from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from libs.backbone.settings import BackboneSettings
-from libs.protocol.limits import DEFAULT_LIMITS, JobLimits
+from libs.protocol.limits import DEFAULT_BODY_BYTES, DEFAULT_LIMITS, JobLimits
 
 DEFAULT_PORT = 9186
 
@@ -119,7 +119,7 @@ class RestSettings(BackboneSettings):
     limit_name_length: int = Field(default=DEFAULT_LIMITS.name_length, ge=1)
     limit_text_length: int = Field(default=DEFAULT_LIMITS.text_length, ge=1)
     # Request bodies: larger is 413 before anything reads it (OpenPAI's job YAMLs are a few KB).
-    limit_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    limit_body_bytes: int = Field(default=DEFAULT_BODY_BYTES, ge=1024)
 
     @field_validator("rate_limit_storage_uri")
     @classmethod
