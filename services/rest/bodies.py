@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -95,6 +96,25 @@ async def read_json(request: web.Request, example: str) -> Any:
             f"send for example {example}."
         )
     try:
-        return json.loads(text)
+        return json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+    except _NotFinite as exc:
+        raise invalid_parameters(
+            f"The JSON body holds the number {exc}, which no field can store; use a finite number."
+        ) from None
     except ValueError:
         raise invalid_parameters(f"The body must be JSON such as {example}.") from None
+
+
+class _NotFinite(ValueError):
+    pass
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999: JSON columns (PostgreSQL's above all) cannot hold it
+        raise _NotFinite(text)
+    return value
+
+
+def _no_constant(text: str) -> Any:
+    raise _NotFinite(text)  # NaN, Infinity: not JSON at all, though Python's decoder reads them
