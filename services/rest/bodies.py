@@ -11,6 +11,7 @@ loaders (yamlsource.py), which check depth and alias expansion the same way.
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 import math
 import re
@@ -25,8 +26,9 @@ from services.rest.keys import SETTINGS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-# Strings first (brackets inside them do not nest), then every bracket in order.
-_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def too_large(limit: int) -> ApiError:
@@ -73,18 +75,16 @@ async def body_middleware(request: web.Request, handler: Handler) -> web.StreamR
 
 
 def json_depth(text: str) -> int:
-    """How deeply JSON text nests (the most brackets open at once), without recursing."""
+    """How deep `text` nests (the most brackets open at once), measured without recursing.
+
+    Strings are dropped (their brackets do not nest) and so is everything but brackets, with
+    regular expressions; the running count is summed by itertools in C, so a 1 MiB body costs
+    milliseconds whatever its shape.
+    """
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return 0  # cannot reach the limit; the common case costs two counts
-    depth = deepest = 0
-    for match in _JSON_TOKENS.finditer(text):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif token in "]}":
-            depth -= 1
-    return deepest
+    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
 async def read_json(request: web.Request, example: str) -> Any:
