@@ -34,8 +34,7 @@ from sqlalchemy import insert, update
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rest_list_bench import _fill, _job_rows, _users  # the script beside this one
-
+from bench.rest_list_bench import _fill, _job_rows, _users  # the script beside this one
 from libs.backbone.logging import configure_logging
 from libs.backbone.natsserver import EmbeddedNats
 from libs.protocol.events import JobSubmitted

@@ -30,6 +30,7 @@ from libs.cli.client import (
 )
 from libs.cli.following import FINAL_STATES, LogFollower, LogTarget
 from libs.cli.output import console
+from libs.cli.validating import JobFile
 
 LOG_FILES = ("all", "stdout", "stderr")
 
@@ -117,7 +118,14 @@ def submit(
     server: str | None = ServerOption,
 ) -> None:
     """Submit a job; prints USER~NAME and the job id."""
-    text = file.read_text()
+    job_file = JobFile(str(file))
+    if job_file.text is None:
+        for problem in job_file.problems:
+            _error_console().print(f"error: {file}: {problem.message} ({problem.hint})", markup=False)
+        raise typer.Exit(1)
+    for warning in job_file.warnings:
+        _error_console().print(f"warning: {file}: {warning}", markup=False)
+    text = job_file.text
     if not text.strip():
         _error_console().print(
             f"error: {file} is empty: there is no job to submit. Write one in the OpenPAI job "

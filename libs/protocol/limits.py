@@ -30,6 +30,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from libs.protocol.errors import Problem, format_path
 
+# The largest request body the REST API reads by default (PAI_LIMIT_BODY_BYTES); `pai job
+# validate` warns about a job file larger than this.
+DEFAULT_BODY_BYTES = 1024 * 1024
 # The largest whole number a JavaScript number (OpenPAI's reading of a job) holds exactly.
 MAX_SAFE_NUMBER = 2**53
 

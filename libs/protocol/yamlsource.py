@@ -154,6 +154,29 @@ def check_nesting(text: str, loader_class: type[yaml.SafeLoader] = _BaseLoader) 
         loader.dispose()
 
 
+def count_values(root: Node) -> int:
+    """The values a node tree holds with every alias expanded; YamlTooLargeError past MAX_VALUES.
+
+    Iterative and cheap (no Python objects are built), so an alias bomb is refused before any
+    construction starts.
+    """
+    budget = MAX_VALUES
+    stack: list[Node] = [root]
+    while stack:
+        node = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise YamlTooLargeError(
+                f"the document holds more than {MAX_VALUES} values after expanding aliases (the limit)"
+            )
+        if isinstance(node, SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, MappingNode):
+            for key, value in node.value:
+                stack.extend((key, value))
+    return MAX_VALUES - budget
+
+
 def safe_load_bounded(text: str) -> Any:
     """`yaml.safe_load` within MAX_DEPTH levels and MAX_VALUES values, aliases expanded.
 
@@ -167,20 +190,7 @@ def safe_load_bounded(text: str) -> Any:
         root = loader.get_single_node()
         if root is None:
             return None
-        budget = MAX_VALUES
-        stack: list[Node] = [root]
-        while stack:
-            node = stack.pop()
-            budget -= 1
-            if budget < 0:
-                raise YamlTooLargeError(
-                    f"the document holds more than {MAX_VALUES} values after expanding aliases (the limit)"
-                )
-            if isinstance(node, SequenceNode):
-                stack.extend(node.value)
-            elif isinstance(node, MappingNode):
-                for key, value in node.value:
-                    stack.extend((key, value))
+        count_values(root)
         return loader.construct_document(root)
     finally:
         loader.dispose()
@@ -211,6 +221,7 @@ def load_yaml(text: str) -> Source:
             return Source(data=None, lines={})
         builder = _Builder(loader)
         try:
+            count_values(root)  # an alias bomb is refused before anything is built
             data = builder.build(root, ())
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
@@ -218,7 +229,7 @@ def load_yaml(text: str) -> Source:
             raise JobProtocolError(
                 [_problem(f"malformed YAML: {reason}", mark, "fix or remove that value")]
             ) from None
-        except (_TooBig, RecursionError):
+        except (_TooBig, YamlTooLargeError, RecursionError):
             raise JobProtocolError(
                 [
                     Problem(

@@ -68,6 +68,8 @@ NOT_IN_VIRTUAL_CLUSTER = OpenPaiError(
     403, "ForbiddenUserError", "User {user} is not allowed to do operation in {vc}"
 )
 NOT_JOB_EXECUTOR = OpenPaiError(403, "ForbiddenUserError", "User {user} is not allowed to execute job {job}.")
+# Not OpenPAI's (its job details are public): a private cluster's refusal of another user's job.
+NOT_JOB_READER = OpenPaiError(403, "ForbiddenUserError", "User {user} is not allowed to read job {job}.")
 NOT_TAG_ADDER = OpenPaiError(403, "ForbiddenUserError", "User {user} is not allowed to add tag to job {job}.")
 NOT_TAG_REMOVER = OpenPaiError(
     403, "ForbiddenUserError", "User {user} is not allowed to delete tag from job {job}."

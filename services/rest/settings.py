@@ -15,7 +15,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from libs.backbone.settings import BackboneSettings
-from libs.protocol.limits import DEFAULT_LIMITS, JobLimits
+from libs.protocol.limits import DEFAULT_BODY_BYTES, DEFAULT_LIMITS, JobLimits
 
 DEFAULT_PORT = 9186
 
@@ -109,6 +109,11 @@ class RestSettings(BackboneSettings):
     # Proxies in front of the service whose X-Forwarded-For hop is believed (1 behind an ingress).
     rate_limit_trusted_proxies: int = Field(default=0, ge=0)
 
+    # Who reads a job's detail, attempts, events, config and logs: false (the default on a new
+    # cluster) means its owner and admins only; true is OpenPAI's behaviour (detail, attempts and
+    # events for anyone, config and logs for any signed-in user). The job list is for any
+    # signed-in user either way, as in OpenPAI.
+    job_detail_public: bool = False
     # Job limits (libs/protocol/limits.py says why each default): PAI_LIMIT_TASKS_PER_JOB, ...
     limit_tasks_per_job: int = Field(default=DEFAULT_LIMITS.tasks_per_job, ge=1)
     limit_instances_per_task_role: int = Field(default=DEFAULT_LIMITS.instances_per_task_role, ge=1)
@@ -124,7 +129,7 @@ class RestSettings(BackboneSettings):
     limit_name_length: int = Field(default=DEFAULT_LIMITS.name_length, ge=1)
     limit_text_length: int = Field(default=DEFAULT_LIMITS.text_length, ge=1)
     # Request bodies: larger is 413 before anything reads it (OpenPAI's job YAMLs are a few KB).
-    limit_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    limit_body_bytes: int = Field(default=DEFAULT_BODY_BYTES, ge=1024)
 
     @field_validator("rate_limit_storage_uri")
     @classmethod

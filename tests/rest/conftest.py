@@ -87,6 +87,9 @@ def rest_settings(tmp_path: Path, nats_server: EmbeddedNats, database_url: str) 
         admin_password=ADMIN_PASSWORD,
         logs_timeout_seconds=0.5,
         log_format="console",
+        # These tests read job details without signing in, as OpenPAI allows; the private default
+        # of a new cluster is what test_authz_matrix.py and tests/security/test_job_privacy.py check.
+        job_detail_public=True,
     )
 
 

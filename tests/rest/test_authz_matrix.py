@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 
+from services.rest.settings import RestSettings
 from tests.rest.jobs import job_yaml
 from tests.rest.test_list_and_auth import submit
 from tests.rest.test_tokens import application_token, bearer
@@ -23,6 +25,9 @@ ANYONE = (OK, OK, OK, OK, OK)
 SIGNED_IN = (401, OK, OK, OK, OK)
 NO_APP = (401, OK, OK, 403, OK)
 OWNER = (401, OK, 403, OK, OK)
+# A job's detail, attempts, events, config and logs: its owner and admins (PAI_JOB_DETAIL_PUBLIC
+# is false by default; tests/security/test_job_privacy.py has the public setting).
+PRIVATE = OWNER
 ADMIN = (401, 403, 403, 403, OK)
 CALLERS = ("anonymous", "user", "other user", "application token", "admin")
 
@@ -39,17 +44,17 @@ MATRIX: list[tuple[str, str, str, dict[str, Any], tuple[int, ...]]] = [
     ("GET", "/api/v2/info", "", {}, ANYONE),
     ("POST", "/api/v2/jobs", "", {"data": ""}, SIGNED_IN),
     ("GET", "/api/v2/jobs", "", {}, SIGNED_IN),
-    ("GET", JOB, "", {}, ANYONE),
-    ("GET", JOB + "/attempts/{attempt}", "/api/v2/jobs/bob~mine/attempts/0", {}, ANYONE),
-    ("GET", JOB + "/config", "", {}, SIGNED_IN),
+    ("GET", JOB, "", {}, PRIVATE),
+    ("GET", JOB + "/attempts/{attempt}", "/api/v2/jobs/bob~mine/attempts/0", {}, PRIVATE),
+    ("GET", JOB + "/config", "", {}, PRIVATE),
     ("PUT", JOB + "/executionType", "", {"json": {"value": "STOP"}}, OWNER),
-    ("GET", JOB + "/job-attempts", "", {}, ANYONE),
-    ("GET", JOB + "/job-attempts/{attempt}", "/api/v2/jobs/bob~mine/job-attempts/0", {}, ANYONE),
-    ("GET", TASK, TASK_AT.format(user="bob", job="mine"), {}, ANYONE),
+    ("GET", JOB + "/job-attempts", "", {}, PRIVATE),
+    ("GET", JOB + "/job-attempts/{attempt}", "/api/v2/jobs/bob~mine/job-attempts/0", {}, PRIVATE),
+    ("GET", TASK, TASK_AT.format(user="bob", job="mine"), {}, PRIVATE),
     ("PUT", JOB + "/tag", "", {"json": {"value": "t"}}, OWNER),
     ("DELETE", JOB + "/tag", "", {"json": {"value": "absent"}}, OWNER),
-    ("GET", LOGS, TASK_AT.format(user="bob", job="mine") + "/0/logs", {}, SIGNED_IN),
-    ("GET", LOGS + "/{file}", TASK_AT.format(user="bob", job="mine") + "/0/logs/none", {}, SIGNED_IN),
+    ("GET", LOGS, TASK_AT.format(user="bob", job="mine") + "/0/logs", {}, PRIVATE),
+    ("GET", LOGS + "/{file}", TASK_AT.format(user="bob", job="mine") + "/0/logs/none", {}, PRIVATE),
     ("GET", "/api/v2/failure-rules", "", {}, SIGNED_IN),
     ("PUT", "/api/v2/failure-rules", "", {"data": "not: [yaml"}, ADMIN),
     ("DELETE", "/api/v2/failure-rules", "", {}, ADMIN),
@@ -96,13 +101,19 @@ MATRIX: list[tuple[str, str, str, dict[str, Any], tuple[int, ...]]] = [
     ("GET", "/api/v2/authn/oidc/logout", "", {"allow_redirects": False}, ANYONE),
     ("GET", "/api/v2/storages", "", {}, SIGNED_IN),
     ("GET", "/api/v2/storages/{storage}", "/api/v2/storages/none", {}, SIGNED_IN),
-    ("GET", JOB + "/events", "", {}, ANYONE),
+    ("GET", JOB + "/events", "", {}, PRIVATE),
     ("GET", JOB + "/job-attempts/healthz", "", {}, ANYONE),
     ("GET", "/api/v2/kubernetes/nodes", "", {}, ADMIN),
     ("GET", "/api/v2/kubernetes/pods", "", {}, ADMIN),
     # Last: it revokes the token each caller used.
     ("DELETE", "/api/v2/authn/basic/logout", "", {}, NO_APP),
 ]
+
+
+@pytest.fixture
+def rest_settings(rest_settings: RestSettings) -> RestSettings:
+    """A new cluster's default: job details private to their owners and admins."""
+    return rest_settings.model_copy(update={"job_detail_public": False})
 
 
 def served_routes(api: Client) -> set[tuple[str, str]]:

@@ -7,7 +7,9 @@ Schemathesis generates from the document: valid (positive), invalid (negative), 
 with path parameters naming things that exist (the user's job with its secrets, its task,
 a group, a virtual cluster), so handlers are reached past their "not found" answers.
 
-Every answer must be below 500 and must not contain a secret: the job's secret values, the
+Every operation with a body is also sent bytes that are not UTF-8 and a body over the size
+limit: each must be refused as 400 or 413 in OpenPAI's JSON error shape. Every answer must be
+below 500 and must not contain a secret: the job's secret values, the
 callers' passwords, a password hash, the token signing key. The platform around the service
 is real where the routes ask it something (a scheduler over NATS), or a small responder
 standing in for the alerter and the orchestrator's log reader.
@@ -266,13 +268,54 @@ def _prepare(world: World) -> None:
     assert submitted.status_code == 202, submitted.text
 
     async def placed() -> int:
-        async with httpx.AsyncClient(base_url=url) as client:
+        async with httpx.AsyncClient(base_url=url, headers=world.headers["user"]) as client:
             task = f"/api/v2/jobs/{USER}~{JOB}/attempts/0/taskRoles/worker/taskIndex/0/attempts"
             return (await client.get(task)).status_code
 
     world.server.run(eventually(placed, lambda status: status == 200))  # the scheduler placed it
     signing_key = world.server.settings.resolved_jwt_secret_file().read_text().strip()
     world.secrets = [JOB_SECRET, ADMIN_PASSWORD, USER_PASSWORD, "$argon2", signing_key]
+
+
+def _filled(path: str) -> str:
+    """The path with its parameters naming things that exist (or "x" where nothing is known)."""
+    known = _known(path)
+    return re.sub(r"\{(\w+)\}", lambda match: str(known.get(match[1], "x")), path)
+
+
+def _hostile_bodies(world: World, document: dict[str, Any]) -> list[str]:
+    """Bytes that are not UTF-8, and a body over the size limit, to every operation with a body.
+
+    Schemathesis only generates bodies its schemas describe, which are always valid text of a
+    sane size; these are what a broken client or an attacker sends. Each must be refused in
+    OpenPAI's JSON error shape: 400 naming the byte offset, 413 naming the limit.
+    """
+    limit = world.server.settings.limit_body_bytes
+    bodies = {
+        "not UTF-8": (b"\xff\xfe\x00bad \xc3\x28", 400),
+        "oversize": (b"#" * (limit + 1), 413),
+    }
+    problems: list[str] = []
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if "requestBody" not in operation:
+                continue
+            url = world.server.url + _filled(path)
+            for caller in ("anonymous", "admin"):
+                for kind, (body, expected) in bodies.items():
+                    response = world.session.request(
+                        method.upper(),
+                        url,
+                        data=body,
+                        headers={**world.headers.get(caller, {}), "Content-Type": "text/yaml"},
+                    )
+                    answer = response.json() if "json" in response.headers.get("content-type", "") else {}
+                    if response.status_code != expected or not {"code", "message"} <= set(answer):
+                        text = response.content.decode("utf-8", "replace")[:200]
+                        problems.append(
+                            f"{method.upper()} {path} as {caller}, {kind}: {response.status_code} {text}"
+                        )
+    return problems
 
 
 # Hypothesis warns when the global `random` state moves while a case is drawn, taking it for a
@@ -301,6 +344,7 @@ def test_fuzzing_every_documented_operation_finds_no_server_error_and_no_secret(
                 for caller in CALLERS
                 if (problem := _fuzz(world, operation, caller)) is not None
             ]
+            problems += _hostile_bodies(world, raw)
             assert not problems, "\n\n".join(problems)
             assert world.reached == {operation.label for operation in operations}
     finally:

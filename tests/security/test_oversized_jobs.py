@@ -96,6 +96,11 @@ async def test_huge_numbers_in_json_bodies_and_queries_are_400s(api: httpx.Async
         assert error_of(response)[0] == 400
     listing = await api.get("/api/v2/jobs", params={"offset": str(10**30)})
     assert error_of(listing)[0] == 400
+    for number in ("1e999", "NaN", "-Infinity"):
+        body = '{"username": "numbers", "password": "numbers-password-1", "extension": {"x": ' + number + "}}"
+        status, error = error_of(await api.post("/api/v2/users", content=body))
+        assert status == 400, error
+        assert f"the number {number}" in error["message"]
 
 
 def test_the_limits_in_force_are_shown_by_the_info_route_and_apply(tmp_path: Path) -> None:

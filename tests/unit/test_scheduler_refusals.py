@@ -42,7 +42,8 @@ def test_a_billion_instance_job_fails_with_a_reason_in_bounded_memory_and_a_smal
     assert isinstance(refused, JobCompleted)
     assert (refused.job_id, refused.state, refused.exit_code) == ("huge", JobState.FAILED, REFUSED_EXIT_CODE)
     assert "1,000,000,000 tasks" in refused.diagnostics
-    assert refused.failure is not None and refused.failure.type == "permanent"
+    assert refused.failure is not None
+    assert refused.failure.type == "permanent"
     assert core.decide() == [], "told once"
     core.apply(refused)  # read back from the stream
     core.apply(submitted("small", 1))

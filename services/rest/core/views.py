@@ -129,6 +129,19 @@ def _waiting_task(job: Row, job_attempt: int, role: str, index: int) -> dict[str
     }
 
 
+# At most this many not-yet-placed tasks are listed per role: a job from before the limits may
+# ask for a billion, and its detail must still be one bounded answer.
+MAX_WAITING_LISTED = 10_000
+
+
+def _placeholders(instances: Any) -> int:
+    try:
+        count = int(instances or 1)
+    except (TypeError, ValueError, OverflowError):
+        return 1
+    return max(1, min(count, MAX_WAITING_LISTED))
+
+
 def first_attempt(job: Row) -> dict[str, Any]:
     """Attempt 0 as the job row tells it, for a job no scheduling event has reached yet.
 
@@ -175,7 +188,7 @@ def task_roles(job: Row, job_attempt: int, tasks: Iterable[Row]) -> dict[str, An
     roles: dict[str, int] = {}
     config_roles = (job["config"] or {}).get("taskRoles") or {}
     for role, spec in config_roles.items():
-        roles[role] = int((spec or {}).get("instances", 1) or 1)
+        roles[role] = _placeholders((spec or {}).get("instances", 1))
     for role, index in latest:
         roles[role] = max(roles.get(role, 0), index + 1)
     result: dict[str, Any] = {}

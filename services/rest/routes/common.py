@@ -7,8 +7,9 @@ from typing import Any
 from aiohttp import web
 
 from services.rest.adapters.jobs_store import find_job
-from services.rest.errors import NO_JOB, invalid_parameters
-from services.rest.keys import READ_ENGINE
+from services.rest.auth import PRINCIPAL, Principal, require_user
+from services.rest.errors import NO_JOB, NOT_JOB_READER, invalid_parameters
+from services.rest.keys import READ_ENGINE, SETTINGS
 
 # A job is addressed as {user}~{job}; user names never contain "~", job names may.
 JOB_PATH = "/v2/jobs/{user:[^~/]+}~{job:[^/]+}"
@@ -21,6 +22,28 @@ async def job_from_path(request: web.Request) -> dict[str, Any]:
     job = await find_job(request.app[READ_ENGINE], user, name)
     if job is None:
         raise NO_JOB(job=f"{user}~{name}")
+    return job
+
+
+async def readable_job(request: web.Request, *, signed_in: bool = False) -> dict[str, Any]:
+    """The job a path names, if the caller may read its detail, attempts, events, config or logs.
+
+    Private (the default, `PAI_JOB_DETAIL_PUBLIC=false`): only the job's owner and admins; an
+    anonymous caller gets 401 before the job is even looked up, so names do not leak. Public
+    (OpenPAI's behaviour): anyone, or any signed-in user where `signed_in` asks for one.
+    """
+    public = request.app[SETTINGS].job_detail_public
+    principal: Principal | None = request.get(PRINCIPAL)
+    if signed_in or not public:
+        principal = require_user(request)
+    job = await job_from_path(request)
+    if not public and principal is not None and not principal.admin and job["username"] != principal.username:
+        raise NOT_JOB_READER(
+            "On this cluster only a job's owner and admins read its details, attempts, events, config "
+            "and logs (PAI_JOB_DETAIL_PUBLIC=false).",
+            user=principal.username,
+            job=f"{job['username']}~{job['name']}",
+        )
     return job
 
 

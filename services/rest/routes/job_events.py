@@ -1,9 +1,10 @@
 """A job's events and the job-history health check.
 
 Events are read from the job's facts on ``PAI_JOBS`` (the stream keeps them), mapped into
-OpenPAI's event shape by ``core/job_events.py``. Like a job's detail, they are readable by
-anyone who can name the job. ``job-attempts/healthz`` tells OpenPAI clients whether attempt
-history is served: it always is here, the read model keeps every attempt.
+OpenPAI's event shape by ``core/job_events.py``. Like a job's detail, they are readable by its
+owner and admins, or by anyone when job details are public (``PAI_JOB_DETAIL_PUBLIC``).
+``job-attempts/healthz`` tells OpenPAI clients whether attempt history is served: it always is
+here, the read model keeps every attempt.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from services.rest.adapters.history import HistoryUnavailableError, read_events
 from services.rest.availability import connected_bus
 from services.rest.core.job_events import TYPES, job_events
 from services.rest.errors import invalid_parameters, unavailable
-from services.rest.routes.common import JOB_PATH, job_from_path
+from services.rest.routes.common import JOB_PATH, readable_job
 
 routes = web.RouteTableDef()
 
@@ -26,7 +27,7 @@ async def get_job_events(request: web.Request) -> web.Response:
     wanted = request.query.get("type") or None
     if wanted is not None and wanted not in TYPES:
         raise invalid_parameters(f"type must be one of {', '.join(TYPES)}, got {wanted!r}.")
-    job = await job_from_path(request)
+    job = await readable_job(request)
     try:
         history = await read_events(
             connected_bus(request, "Reading job events").bus.js, JOBS_STREAM, job_subject(job["id"], ">")

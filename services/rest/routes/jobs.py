@@ -50,7 +50,7 @@ from services.rest.errors import (
     invalid_parameters,
 )
 from services.rest.keys import ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS
-from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int
+from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int, readable_job
 from services.rest.vc_names import VC_NAMES
 
 log = structlog.get_logger(__name__)
@@ -187,7 +187,7 @@ async def _attempts(request: web.Request, job: dict[str, Any]) -> list[dict[str,
 
 
 async def _detail(request: web.Request, attempt_id: int | None) -> dict[str, Any]:
-    job = await job_from_path(request)
+    job = await readable_job(request)
     engine = request.app[READ_ENGINE]
     attempts = await _attempts(request, job)
     if attempt_id is None:
@@ -224,8 +224,7 @@ async def get_job_attempt_detail(request: web.Request) -> web.Response:
 
 @routes.get(JOB_PATH + "/config")
 async def get_job_config(request: web.Request) -> web.Response:
-    require_user(request)
-    job = await job_from_path(request)
+    job = await readable_job(request, signed_in=True)
     text = yaml.safe_dump(job["config"] or {}, sort_keys=False, allow_unicode=True)
     return web.Response(text=text, content_type="text/yaml")
 
@@ -261,7 +260,7 @@ async def set_execution_type(request: web.Request) -> web.Response:
 
 @routes.get(JOB_PATH + "/job-attempts")
 async def get_job_attempts(request: web.Request) -> web.Response:
-    job = await job_from_path(request)
+    job = await readable_job(request)
     engine = request.app[READ_ENGINE]
     attempts = await _attempts(request, job)
     result = []
@@ -273,7 +272,7 @@ async def get_job_attempts(request: web.Request) -> web.Response:
 
 @routes.get(JOB_PATH + "/job-attempts/{attempt}")
 async def get_job_attempt(request: web.Request) -> web.Response:
-    job = await job_from_path(request)
+    job = await readable_job(request)
     engine = request.app[READ_ENGINE]
     wanted = path_int(request, "attempt")
     attempts = await _attempts(request, job)
@@ -286,7 +285,7 @@ async def get_job_attempt(request: web.Request) -> web.Response:
 
 @routes.get(JOB_PATH + "/attempts/{attempt}/taskRoles/{role}/taskIndex/{index}/attempts")
 async def get_task(request: web.Request) -> web.Response:
-    job = await job_from_path(request)
+    job = await readable_job(request)
     attempt, role, index = (
         path_int(request, "attempt"),
         request.match_info["role"],

@@ -15,7 +15,7 @@ from services.rest.auth import require_user
 from services.rest.availability import connected_bus
 from services.rest.errors import NO_TASK_LOG, invalid_parameters, unavailable
 from services.rest.keys import READ_ENGINE, SETTINGS
-from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int
+from services.rest.routes.common import JOB_PATH, int_param, path_int, readable_job
 
 routes = web.RouteTableDef()
 
@@ -29,7 +29,7 @@ ORCHESTRATOR_LOG_LIMIT = 1024 * 1024
 
 
 async def _task(request: web.Request) -> tuple[dict[str, object], int, str, int]:
-    job = await job_from_path(request)
+    job = await readable_job(request, signed_in=True)
     attempt, role, index = (
         path_int(request, "attempt"),
         request.match_info["role"],
@@ -58,10 +58,10 @@ async def task_log_locations(request: web.Request) -> web.Response:
 @routes.get(TASK_LOGS + "/{file}")
 async def task_log_content(request: web.Request) -> web.Response:
     require_user(request)
+    job, attempt, role, index = await _task(request)  # access first: a bad name tells a stranger nothing
     file = request.match_info["file"]
     if file not in LOG_FILES:
         raise invalid_parameters(f"log {file!r} is not one of: {', '.join(LOG_FILES)}.")
-    job, attempt, role, index = await _task(request)
     limit = min(
         int_param(
             request.query.get("limit"), "limit", default=DEFAULT_LOG_LIMIT, minimum=1, maximum=MAX_LOG_LIMIT
