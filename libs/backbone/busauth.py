@@ -30,6 +30,9 @@ from typing import Any
 from libs.protocol.subjects import ROOT
 
 SECRETS_BUCKET = "PAI_SECRETS"
+# Services that never connect to the bus get no user at all (the portal is a client of the
+# public API only).
+OFF_THE_BUS = frozenset({"portal"})
 ADMIN_USER = "admin"
 CREDENTIALS_FILE = "nats-credentials.json"
 

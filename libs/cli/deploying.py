@@ -33,6 +33,7 @@ from cryptography.fernet import Fernet
 
 from libs.backbone.busauth import (
     ADMIN_USER,
+    OFF_THE_BUS,
     authorization_config_from_env,
     new_password,
     password_variable,
@@ -208,7 +209,7 @@ def bus_users(objects: list[dict[str, Any]]) -> list[str]:
         if obj.get("kind") == "Deployment":
             for container in _containers(obj):
                 service = _env_value(container, "PAI_SERVICE_NAME")
-                if service:
+                if service and service not in OFF_THE_BUS:
                     users.add(service)
     return sorted(users)
 
@@ -233,7 +234,11 @@ def secure_bus(objects: list[dict[str, Any]]) -> None:
             for container in _containers(obj):
                 service = _env_value(container, "PAI_SERVICE_NAME")
                 env = container.get("env") or []
-                if service and not any(item.get("name") == "PAI_NATS_USER" for item in env):
+                if (
+                    service
+                    and service not in OFF_THE_BUS
+                    and not any(item.get("name") == "PAI_NATS_USER" for item in env)
+                ):
                     env.append({"name": "PAI_NATS_USER", "value": service})
                     env.append(_secret_env("PAI_NATS_PASSWORD", secret_key(service)))
 

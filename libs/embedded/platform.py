@@ -23,7 +23,13 @@ import httpx
 import psutil
 import structlog
 
-from libs.backbone.busauth import ADMIN_USER, CREDENTIALS_FILE, authorization_config, load_credentials
+from libs.backbone.busauth import (
+    ADMIN_USER,
+    CREDENTIALS_FILE,
+    OFF_THE_BUS,
+    authorization_config,
+    load_credentials,
+)
 from libs.backbone.natsserver import EmbeddedNats
 from libs.embedded.supervising import Child, NatsChild, Supervised, Supervisor, die_with_parent
 
@@ -36,8 +42,6 @@ DEFAULT_PORTAL_PORT = 9187
 DEFAULT_EVENTS_PORT = 9188
 API_START_TIMEOUT = 60.0
 SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "portal")
-# Services that never connect to the bus (the portal is a client of the public API).
-OFF_THE_BUS = frozenset({"portal"})
 # One person's machine: no per-user submission limit (OpenPAI's cluster default is 60 an
 # hour, which a 100-job sweep exceeds). Each applies unless the environment sets it already,
 # under our name or OpenPAI's; Kubernetes keeps OpenPAI's defaults.
