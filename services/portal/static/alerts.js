@@ -18,6 +18,13 @@ function alertTable(label, alerts, last) {
     })));
 }
 
+function wait(seconds) {
+  if (!seconds) return "at once";
+  if (seconds % 3600 === 0) return `${seconds / 3600} h`;
+  if (seconds % 60 === 0) return `${seconds / 60} min`;
+  return `${seconds} s`;
+}
+
 function ruleTable(rules) {
   return el("table", { "aria-label": "Alerting rules" },
     el("thead", {}, el("tr", {}, ["Rule", "Severity", "Condition", "For", "Summary"].map((h) => el("th", { scope: "col" }, h)))),
@@ -25,7 +32,7 @@ function ruleTable(rules) {
       el("th", { scope: "row" }, r.alert),
       el("td", {}, (r.labels || {}).severity || "–"),
       el("td", {}, el("code", {}, r.expr)),
-      el("td", { class: "num" }, r.for ? `${r.for} s` : "at once"),
+      el("td", { class: "num" }, wait(r.for)),
       el("td", {}, (r.annotations || {}).summary || "")))));
 }
 

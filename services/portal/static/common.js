@@ -180,19 +180,21 @@ export function barChart(items, { title, unit = "" } = {}) {
 const LINE_COLOURS = ["#1f5fbf", "#1b7a3d", "#b3541e", "#7a3db3", "#a01f4f", "#3d7a7a", "#6b6b1f", "#444"];
 const LINE_DASHES = ["", "6 3", "2 3", "8 3 2 3"];
 
-function clock(seconds) {
-  return new Date(seconds * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+function clock(seconds, withSeconds) {
+  return new Date(seconds * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", ...(withSeconds ? { second: "2-digit" } : {}) });
 }
 
-// A line chart over time in SVG: series [{label, points: [[seconds, value], ...]}] from `from` to
-// `to` (seconds); values against `max` (grown to the largest value), with a legend and a
-// time axis. A series of one point shows as a dot.
-export function lineChart(series, { title, from, to, max = 100, unit = "%" } = {}) {
+// A line chart over time in SVG: series [{label, points: [[seconds, value], ...]}] up to `to`
+// (seconds), starting at `from` or, when the history is shorter, at its first point (at least a
+// minute shown); values against `max` (grown to the largest value), with a caption, a legend and a
+// time axis. A series of one point shows as a dot; `empty` says why there is no line at all.
+export function lineChart(series, { title, from, to, max = 100, unit = "%", empty = "no samples yet" } = {}) {
   const width = 640, height = 210, left = 44, right = 12, top = 28, bottom = 26;
   const plotW = width - left - right, plotH = height - top - bottom;
   const all = series.flatMap((s) => s.points);
-  const start = from ?? Math.min(...all.map((p) => p[0]));
-  const end = Math.max(to ?? 0, ...all.map((p) => p[0]), start + 60);
+  const end = Math.max(to ?? 0, ...all.map((p) => p[0]));
+  const first = all.length ? Math.min(...all.map((p) => p[0])) : end - 60;
+  const start = Math.min(Math.max(from ?? first, first), end - 60);
   const top_ = Math.max(max, ...all.map((p) => p[1]));
   const x = (t) => left + (plotW * (t - start)) / (end - start);
   const y = (v) => top + plotH - (plotH * v) / top_;
@@ -204,7 +206,7 @@ export function lineChart(series, { title, from, to, max = 100, unit = "%" } = {
     label.textContent = `${Math.round(v)}${unit}`; root.append(label);
   }
   for (const [t, anchor] of [[start, "start"], [(start + end) / 2, "middle"], [end, "end"]]) {
-    const label = svg("text", { x: x(t), y: height - 8, "text-anchor": anchor }); label.textContent = clock(t); root.append(label);
+    const label = svg("text", { x: x(t), y: height - 8, "text-anchor": anchor }); label.textContent = clock(t, end - start < 600); root.append(label);
   }
   let legendX = left;
   series.forEach((s, i) => {
@@ -217,22 +219,23 @@ export function lineChart(series, { title, from, to, max = 100, unit = "%" } = {
     root.append(svg("line", { ...attrs, x1: legendX, x2: legendX + 18, y1: 12, y2: 12 }));
     const last = s.points.length ? s.points[s.points.length - 1][1] : null;
     const label = svg("text", { x: legendX + 22, y: 16 });
-    label.textContent = last === null ? s.label : `${s.label} (${Math.round(last)}${unit})`;
+    label.textContent = last === null ? `${s.label} (none reported)` : `${s.label} (${Math.round(last)}${unit})`;
     root.append(label);
     legendX += 34 + 7 * label.textContent.length;
   });
   if (all.length === 0) {
     const none = svg("text", { x: left + plotW / 2, y: top + plotH / 2, "text-anchor": "middle" });
-    none.textContent = "no samples yet"; root.append(none);
+    none.textContent = empty; root.append(none);
   }
-  return el("div", { class: "chart", "data-series-count": String(series.length) }, root);
+  return el("figure", { class: "chart line-chart", "data-series-count": String(series.length) },
+    title ? el("figcaption", {}, title) : "", root);
 }
 
 // The chart of one metric from a metrics history answer: one line per node or per task.
-export function historyChart(answer, metric, { title, sinceSeconds, key, unit = "%", max = 100, scale = 1 }) {
+export function historyChart(answer, metric, { title, sinceSeconds, key, unit = "%", max = 100, empty }) {
   const rows = (answer.nodes || answer.tasks || []).filter((r) => r.metric === metric);
-  const series = rows.map((r) => ({ label: key(r), points: r.points.map(([t, v]) => [t, v * scale]) }));
-  return lineChart(series, { title, from: sinceSeconds, to: answer.now, unit, max });
+  const series = rows.map((r) => ({ label: key(r), points: r.points }));
+  return lineChart(series, { title, from: sinceSeconds, to: answer.now, unit, max, empty });
 }
 
 // ---------------------------------------------------------------- every page

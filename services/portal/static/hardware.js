@@ -57,7 +57,8 @@ async function history() {
   catch (error) { showError($("#use-error"), error); return; }
   fill($("#use-error"));
   const key = (r) => r.node;
-  fill($("#gpu-history"), historyChart(answer, "gpu", { title: "GPU utilisation per node (mean of its GPUs)", sinceSeconds: since, key }));
+  fill($("#gpu-history"), historyChart(answer, "gpu", { title: "GPU utilisation per node (mean of its GPUs)", sinceSeconds: since, key,
+    empty: "no GPU utilisation reported (no node has a GPU the monitor can read)" }));
   fill($("#cpu-history"), historyChart(answer, "cpu", { title: "CPU use per node", sinceSeconds: since, key }));
   fill($("#memory-history"), historyChart(answer, "memory", { title: "Memory use per node", sinceSeconds: since, key }));
   document.body.dataset.history = "true";

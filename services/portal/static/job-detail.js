@@ -171,7 +171,8 @@ async function taskUse() {
   const key = (r) => `${r.role}[${r.index}]`;
   const submitted = detail && detail.jobStatus && detail.jobStatus.createdTime ? detail.jobStatus.createdTime / 1000 : undefined;
   const since = Math.max(submitted || 0, (answer.now || Date.now() / 1000) - answer.keep);
-  fill($("#task-gpu"), historyChart(answer, "gpu", { title: "GPU use per task", sinceSeconds: since, key }));
+  fill($("#task-gpu"), historyChart(answer, "gpu", { title: "GPU use per task", sinceSeconds: since, key,
+    empty: "no GPU use reported (the tasks hold no GPU the monitor can read)" }));
   fill($("#task-cpu"), historyChart(answer, "cpu", { title: "CPU use per task (100% is one core)", sinceSeconds: since, key }));
   document.body.dataset.history = "true";
   if (detail && FINAL.has(detail.jobStatus.state) && useTimer) { clearInterval(useTimer); useTimer = null; }
