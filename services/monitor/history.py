@@ -11,7 +11,7 @@ restarted monitor starts a new history, which the portal's charts show as a shor
 from __future__ import annotations
 
 import math
-from collections import deque
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,21 +28,46 @@ TASK_METRICS = {"task_cpu_percent": "cpu", "task_mem_usage_byte": "memory", "tas
 SeriesKey = tuple[str, ...]  # ("node", node, metric) or ("task", job_id, role, index, metric)
 
 
-@dataclass
 class _Series:
-    points: deque[list[float]]  # [bucket start, sum, count]
-    last: float = 0.0
+    """A ring of closed points (two arrays of doubles: 16 bytes a point) and the step still open."""
+
+    __slots__ = ("capacity", "count", "head", "last", "open_at", "open_count", "open_sum", "times", "values")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.times = array("d")
+        self.values = array("d")
+        self.head = 0  # where the next closed point goes once the ring is full
+        self.open_at = -math.inf
+        self.open_sum = 0.0
+        self.open_count = 0
+        self.last = 0.0
+
+    def _close(self) -> None:
+        if not self.open_count or self.capacity < 2:
+            return
+        point = (self.open_at, self.open_sum / self.open_count)
+        if len(self.times) < self.capacity - 1:  # one place stays for the open step
+            self.times.append(point[0])
+            self.values.append(point[1])
+        else:
+            self.times[self.head], self.values[self.head] = point
+            self.head = (self.head + 1) % len(self.times)
 
     def add(self, bucket: float, value: float, now: float) -> None:
-        if self.points and self.points[-1][0] == bucket:
-            self.points[-1][1] += value
-            self.points[-1][2] += 1
-        else:
-            self.points.append([bucket, value, 1])
+        if bucket != self.open_at:
+            self._close()
+            self.open_at, self.open_sum, self.open_count = bucket, 0.0, 0
+        self.open_sum += value
+        self.open_count += 1
         self.last = now
 
     def since(self, since: float) -> list[list[float]]:
-        return [[t, round(total / count, 2)] for t, total, count in self.points if t >= since]
+        order = list(range(self.head, len(self.times))) + list(range(self.head))
+        points = [[self.times[i], round(self.values[i], 2)] for i in order if self.times[i] >= since]
+        if self.open_count and self.open_at >= since:
+            points.append([self.open_at, round(self.open_sum / self.open_count, 2)])
+        return points
 
 
 @dataclass
@@ -51,6 +76,7 @@ class MetricHistory:
     keep: float = 6 * 3600.0
     max_series: int = 20_000
     series: dict[SeriesKey, _Series] = field(default_factory=dict)
+    _pruned_at: float = -math.inf
 
     def __post_init__(self) -> None:
         if self.step <= 0 or self.keep < self.step:
@@ -75,11 +101,14 @@ class MetricHistory:
         for key, got in values.items():
             line = self.series.get(key)
             if line is None:
-                line = self.series[key] = _Series(deque(maxlen=self.capacity))
+                line = self.series[key] = _Series(self.capacity)
             line.add(bucket, sum(got) / len(got), now)
-        self._prune(now)
+        if now - self._pruned_at >= self.step or len(self.series) > self.max_series:
+            self._prune(now)
 
     def _prune(self, now: float) -> None:
+        """Drop silent series (once a step: it walks them all) and the stalest beyond max_series."""
+        self._pruned_at = now
         for key in [k for k, s in self.series.items() if s.last < now - self.keep]:
             del self.series[key]
         if len(self.series) > self.max_series:
