@@ -282,6 +282,18 @@ async def _points(client: httpx.AsyncClient, path: str, key: str, metric: str) -
 BUSY = "i=0; while [ $i -lt 8000000 ]; do i=$((i+1)); done; sleep 300"
 
 
+MANY_TASKS = """async () => {
+  const src = [...document.scripts].map((s) => s.src).find((s) => s.includes("/static/"));
+  const charts = await import(new URL("common.js", src));
+  const tasks = Array.from({ length: 20 }, (_, i) => (
+    { role: "w", index: i, metric: "cpu", points: [[100, i], [160, 2 * i]] }));
+  const figure = charts.historyChart(
+    { tasks, now: 200 }, "cpu", { title: "t", sinceSeconds: 0, key: (r) => r.index });
+  return [...figure.querySelectorAll("polyline")].map(
+    (p) => `${p.getAttribute("data-series")}:${p.getAttribute("points").split(" ").length}`);
+}"""
+
+
 async def test_use_over_time_is_drawn_on_home_hardware_and_job_pages(
     platform: PortalPlatform, browser: Any, artifacts: Path
 ) -> None:
@@ -307,6 +319,9 @@ async def test_use_over_time_is_drawn_on_home_hardware_and_job_pages(
         assert len((await line.get_attribute("points") or "").split()) >= 3
         assert "main[0]" in (await page.text_content("#task-cpu svg") or "")
         await page.locator("#task-cpu").screenshot(path=str(artifacts / "job-detail-task-use.png"))
+        # A job of many tasks is drawn as their mean, lowest and highest, not as a line each.
+        drawn = await page.evaluate(MANY_TASKS)
+        assert drawn == ["mean of 20:2", "lowest:2", "highest:2"]
         await page.context.close()
     finally:
         await alice.aclose()

@@ -232,9 +232,24 @@ export function lineChart(series, { title, from, to, max = 100, unit = "%", empt
 }
 
 // The chart of one metric from a metrics history answer: one line per node or per task.
+// Up to MAX_LINES lines are drawn one per node or task; more are drawn as their mean, lowest and
+// highest at each time, so a job of a thousand tasks stays a picture.
+export const MAX_LINES = 8;
+
 export function historyChart(answer, metric, { title, sinceSeconds, key, unit = "%", max = 100, empty }) {
   const rows = (answer.nodes || answer.tasks || []).filter((r) => r.metric === metric);
-  const series = rows.map((r) => ({ label: key(r), points: r.points }));
+  let series = rows.map((r) => ({ label: key(r), points: r.points }));
+  if (series.length > MAX_LINES) {
+    const at = new Map();
+    for (const row of rows) for (const [t, v] of row.points) (at.get(t) || at.set(t, []).get(t)).push(v);
+    const times = [...at.keys()].sort((a, b) => a - b);
+    const of = (f) => times.map((t) => [t, f(at.get(t))]);
+    series = [
+      { label: `mean of ${rows.length}`, points: of((vs) => vs.reduce((a, b) => a + b, 0) / vs.length) },
+      { label: "lowest", points: of((vs) => Math.min(...vs)) },
+      { label: "highest", points: of((vs) => Math.max(...vs)) },
+    ];
+  }
   return lineChart(series, { title, from: sinceSeconds, to: answer.now, unit, max, empty });
 }
 
