@@ -173,7 +173,9 @@ async function taskUse() {
   const since = Math.max(submitted || 0, (answer.now || Date.now() / 1000) - answer.keep);
   fill($("#task-gpu"), historyChart(answer, "gpu", { title: "GPU use per task", sinceSeconds: since, key,
     empty: "no GPU use reported (the tasks hold no GPU the monitor can read)" }));
-  fill($("#task-cpu"), historyChart(answer, "cpu", { title: "CPU use per task (100% is one core)", sinceSeconds: since, key }));
+  const ended = detail && FINAL.has(detail.jobStatus.state);
+  fill($("#task-cpu"), historyChart(answer, "cpu", { title: "CPU use per task (100% is one core)", sinceSeconds: since, key,
+    empty: ended ? "no sample of its tasks (they ran between two samples, or before the history kept)" : "no samples yet" }));
   document.body.dataset.history = "true";
   if (detail && FINAL.has(detail.jobStatus.state) && useTimer) { clearInterval(useTimer); useTimer = null; }
 }
