@@ -56,7 +56,11 @@ GRANTS: Mapping[str, Grant] = {
         subscribe=(f"{ROOT}.rpc.orchestrator.>",),
         secrets=True,
     ),
-    "monitor": Grant(publish=(f"{ROOT}.node.>", f"{ROOT}.metrics.*"), subscribe=(f"{ROOT}.health.*",)),
+    # every node's samples make the metrics history it serves on its rpc subject
+    "monitor": Grant(
+        publish=(f"{ROOT}.node.>", f"{ROOT}.metrics.*"),
+        subscribe=(f"{ROOT}.health.*", f"{ROOT}.metrics.*", f"{ROOT}.rpc.monitor.>"),
+    ),
     "alerter": Grant(
         # alerts, and its actions: job.stop_requested, job.tagged, node.cordoned
         publish=(f"{ROOT}.alert.>", f"{ROOT}.job.>", f"{ROOT}.node.>"),

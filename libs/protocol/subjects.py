@@ -66,3 +66,8 @@ LOGS_RPC = f"{ROOT}.rpc.orchestrator.logs"
 VC_STATUS_RPC = f"{ROOT}.rpc.scheduler.virtual-clusters"
 RECONFIGURE_RPC = f"{ROOT}.rpc.scheduler.reconfigure"
 ALERTS_RPC = f"{ROOT}.rpc.alerter.alerts"
+# Alerts resolved lately, and the alerting rules in effect (the alerter keeps both).
+RECENT_ALERTS_RPC = f"{ROOT}.rpc.alerter.recent"
+ALERT_RULES_RPC = f"{ROOT}.rpc.alerter.rules"
+# The use of nodes and tasks over the last hours (every monitor keeps it; one answers).
+METRICS_HISTORY_RPC = f"{ROOT}.rpc.monitor.metrics"

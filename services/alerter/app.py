@@ -40,7 +40,15 @@ from libs.backbone.provisioning import ensure_kv
 from libs.backbone.settings import BackboneSettings
 from libs.backbone.topology import USER_CONTACTS, ensure_topology, publish_event
 from libs.protocol.events import AlertFired, AlertResolved, Event, NodeReported
-from libs.protocol.subjects import ALERTS_RPC, JOB_SUBJECTS, JOBS_STREAM, NODE_SUBJECTS, NODES_STREAM
+from libs.protocol.subjects import (
+    ALERT_RULES_RPC,
+    ALERTS_RPC,
+    JOB_SUBJECTS,
+    JOBS_STREAM,
+    NODE_SUBJECTS,
+    NODES_STREAM,
+    RECENT_ALERTS_RPC,
+)
 from libs.protocol.telemetry import HEALTH_SUBJECTS, METRICS_SUBJECTS, Heartbeat, MetricBatch
 from services.alerter.adapters.actions import BusActions, JobActions
 from services.alerter.adapters.contacts import ContactsWatch
@@ -111,6 +119,7 @@ class Alerter:
             stored = await self._rules.load()
             if stored is not None:
                 self.engine.set_config(stored)
+                self.engine.stored_config = True
         self._nflog = await NotificationLog.open(js)
         self._services = await KnownServices.open(js, every=self.remember_every)
         now = self.clock.now()
@@ -127,6 +136,8 @@ class Alerter:
             await nc.subscribe(HEALTH_SUBJECTS, cb=self._on_heartbeat),
             await nc.subscribe(METRICS_SUBJECTS, cb=self._on_metrics),
             await nc.subscribe(ALERTS_RPC, cb=self._on_alerts_request),
+            await nc.subscribe(RECENT_ALERTS_RPC, cb=self._on_recent_request),
+            await nc.subscribe(ALERT_RULES_RPC, cb=self._on_rules_request),
         ]
         self._follows = [
             await follow(js, NODES_STREAM, NODE_SUBJECTS, self._on_event),
@@ -240,8 +251,29 @@ class Alerter:
             reply = {"error": str(exc)}
         await msg.respond(json.dumps(reply).encode())
 
+    async def _on_recent_request(self, msg: Msg) -> None:
+        """``{"user": name or null, "admin": bool, "since": seconds}`` -> alerts resolved since then."""
+        reply: Any
+        try:
+            request = json.loads(msg.data or b"{}")
+            if not isinstance(request, dict):
+                raise ValueError("the request must be a JSON object")
+            user, admin, since = request.get("user"), request.get("admin", False), request.get("since", 0)
+            if (user is not None and not isinstance(user, str)) or not isinstance(admin, bool):
+                raise ValueError('send {"user": string or null, "admin": true or false, "since": seconds}')
+            if not isinstance(since, int | float) or isinstance(since, bool):
+                raise ValueError("since must be a number of seconds since the epoch")
+            reply = self.engine.resolved_since(user=user, admin=admin, since=float(since))
+        except ValueError as exc:
+            reply = {"error": str(exc)}
+        await msg.respond(json.dumps(reply).encode())
+
+    async def _on_rules_request(self, msg: Msg) -> None:
+        await msg.respond(json.dumps(self.engine.rules()).encode())
+
     def _apply_config(self, config: AlertConfig | None) -> None:
         self.engine.set_config(config or default_config())
+        self.engine.stored_config = config is not None
         self.counts["configs"] += 1
         log.info("alerting configuration applied", rules=len(self.engine.config.rules))
 

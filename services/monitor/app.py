@@ -3,7 +3,9 @@
 It reports this node (`node.reported`) on start and periodically; samples the node and the
 tasks running on it and publishes them on `pai.metrics.<node id>` for the alerter; serves them
 to Prometheus on `/metrics`; and watches every node's reports and every service's heartbeats,
-publishing `node.lost` for a node silent longer than `node_lost_after`. Several monitors (one
+publishing `node.lost` for a node silent longer than `node_lost_after`. It also keeps a bounded
+history of every node's and task's use, heard on `pai.metrics.*` (history.py), and answers
+requests for it on `pai.rpc.monitor.metrics` (one monitor of the queue group answers). Several monitors (one
 per node) may all declare a node lost: the event id is derived from the silence, so JetStream
 keeps one.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import time
 from collections.abc import Callable
@@ -37,10 +40,25 @@ from libs.protocol.events import (
     TaskStarted,
     decode_event,
 )
-from libs.protocol.subjects import JOB_SUBJECTS, JOBS_STREAM, NODE_SUBJECTS, ROOT, node_token
-from libs.protocol.telemetry import HEALTH_SUBJECTS, Heartbeat, MetricBatch, MetricSample, metrics_subject
+from libs.protocol.subjects import (
+    JOB_SUBJECTS,
+    JOBS_STREAM,
+    METRICS_HISTORY_RPC,
+    NODE_SUBJECTS,
+    ROOT,
+    node_token,
+)
+from libs.protocol.telemetry import (
+    HEALTH_SUBJECTS,
+    METRICS_SUBJECTS,
+    Heartbeat,
+    MetricBatch,
+    MetricSample,
+    metrics_subject,
+)
 from services.monitor.collecting import Collector, TaskRef
 from services.monitor.exposition import SampleCollector, build_registry, metrics_app
+from services.monitor.history import MetricHistory
 from services.monitor.inventory import detect_resources
 from services.monitor.liveness import Liveness
 
@@ -64,6 +82,9 @@ class MonitorSettings(BackboneSettings):
     heartbeat_every: float = 5.0
     # `N` or `N:MODEL`: GPUs declared on a machine that has none (`pai up --gpus`).
     simulated_gpus: str = ""
+    # The metrics history: one averaged point per step (seconds), kept this many hours.
+    metrics_history_step: float = 60.0
+    metrics_history_hours: float = 6.0
 
 
 def node_report(settings: MonitorSettings) -> NodeReported:
@@ -100,6 +121,9 @@ class Monitor:
         self.collector = Collector()
         self.exposed = SampleCollector()
         self.registry = build_registry(self.exposed)
+        self.history = MetricHistory(
+            step=settings.metrics_history_step, keep=settings.metrics_history_hours * 3600
+        )
         self.liveness = Liveness(settings.node_lost_after, settings.service_down_after)
         self.counts = {"node_events": 0, "job_events": 0, "heartbeats": 0}
         self.port: int | None = None
@@ -112,6 +136,8 @@ class Monitor:
         # Ordered consumers replay from the start each time: the stream is the monitor's memory.
         self._subs = [
             await nc.subscribe(HEALTH_SUBJECTS, cb=self._on_heartbeat),
+            await nc.subscribe(METRICS_SUBJECTS, cb=self._on_metrics),
+            await nc.subscribe(METRICS_HISTORY_RPC, queue="monitor", cb=self._on_history_request),
             await js.subscribe(
                 NODE_SUBJECTS, cb=self._on_node_event, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL
             ),
@@ -150,6 +176,31 @@ class Monitor:
             return
         self.liveness.service_seen(beat.service, self.clock())
         self.counts["heartbeats"] += 1
+
+    async def _on_metrics(self, msg: Msg) -> None:
+        try:
+            batch = MetricBatch.model_validate_json(msg.data)
+        except ValueError:
+            return
+        self.history.record(batch.node, batch.samples, self.clock())
+
+    async def _on_history_request(self, msg: Msg) -> None:
+        """``{"since": seconds, "node": name or null, "job_id": id or null}`` -> the history's answer."""
+        reply: Any
+        try:
+            request = json.loads(msg.data or b"{}")
+            if not isinstance(request, dict):
+                raise ValueError("the request must be a JSON object")
+            since, node, job_id = request.get("since", 0), request.get("node"), request.get("job_id")
+            if not isinstance(since, int | float) or isinstance(since, bool):
+                raise ValueError("since must be a number of seconds since the epoch")
+            if not all(v is None or isinstance(v, str) for v in (node, job_id)):
+                raise ValueError("node and job_id must be strings or null")
+            reply = self.history.query(since=float(since), node=node, job_id=job_id)
+            reply["now"] = self.clock()
+        except ValueError as exc:
+            reply = {"error": str(exc)}
+        await msg.respond(json.dumps(reply).encode())
 
     async def _on_node_event(self, msg: Msg) -> None:
         try:

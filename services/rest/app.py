@@ -34,6 +34,7 @@ from services.rest.core.text import unstorable
 from services.rest.errors import NO_API, UNKNOWN, ApiError, invalid_parameters
 from services.rest.keys import BUS, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS, TOKENS
 from services.rest.projection import Projector, projection_handler
+from services.rest.routes import alert_history as alert_history_routes
 from services.rest.routes import alerts as alert_routes
 from services.rest.routes import auth as auth_routes
 from services.rest.routes import cluster as cluster_routes
@@ -43,6 +44,7 @@ from services.rest.routes import groups as group_routes
 from services.rest.routes import job_events as job_event_routes
 from services.rest.routes import jobs as job_routes
 from services.rest.routes import logs as log_routes
+from services.rest.routes import metrics as metric_routes
 from services.rest.routes import oidc as oidc_routes
 from services.rest.routes import openapi as openapi_routes
 from services.rest.routes import storages as storage_routes
@@ -232,6 +234,8 @@ def build_app(settings: RestSettings) -> web.Application:
             log_routes.routes,
             failure_rule_routes.routes,
             alert_routes.routes,
+            alert_history_routes.routes,
+            metric_routes.routes,
             user_routes.routes,
             group_routes.routes,
             token_routes.routes,

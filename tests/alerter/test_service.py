@@ -14,7 +14,7 @@ from libs.backbone.connecting import Bus
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.topology import publish_event
 from libs.protocol.events import JobCompleted, JobState, JobSubmitted, decode_event
-from libs.protocol.subjects import ALERTS_RPC
+from libs.protocol.subjects import ALERT_RULES_RPC, ALERTS_RPC, RECENT_ALERTS_RPC
 from libs.protocol.telemetry import MetricBatch, MetricSample, metrics_subject
 from services.alerter.app import Alerter
 from services.alerter.core.timing import FakeClock
@@ -103,6 +103,11 @@ async def _alerts(bus: Bus, **request: object) -> list[dict[str, Any]]:
     return answer
 
 
+async def _ask(bus: Bus, subject: str, **request: object) -> Any:
+    reply = await bus.nc.request(subject, json.dumps(request).encode(), timeout=5)
+    return json.loads(reply.data)
+
+
 async def test_a_service_whose_heartbeats_stop_is_reported_down_then_up(bus: Bus) -> None:
     clock = FakeClock()
     events: list[Any] = []
@@ -132,6 +137,19 @@ async def test_a_service_whose_heartbeats_stop_is_reported_down_then_up(bus: Bus
         await beats
         assert [a.labels["service"] for a in resolved] == ["scheduler"]
         assert await _alerts(bus, user=None, admin=True) == []
+        # Resolved, it is listed among the recent alerts with its end, for admins only.
+        recent = await _ask(bus, RECENT_ALERTS_RPC, user=None, admin=True, since=clock.now() - 3600)
+        assert [(a["labels"]["alertname"], a["status"]) for a in recent] == [("PaiServiceDown", "resolved")]
+        assert recent[0]["endsAt"] >= recent[0]["startsAt"] > "2000"
+        assert await _ask(bus, RECENT_ALERTS_RPC, user="alice", admin=False, since=0) == []
+        assert await _ask(bus, RECENT_ALERTS_RPC, user=None, admin=True, since=clock.now() + 1) == []
+        refused = await _ask(bus, RECENT_ALERTS_RPC, admin="yes")
+        assert "admin" in refused["error"]
+        rules = await _ask(bus, ALERT_RULES_RPC)
+        assert rules["source"] == "built-in"
+        assert [(r["alert"], r["for"], r["labels"]) for r in rules["rules"]] == [
+            ("PaiServiceDown", 0.0, {"severity": "error"})
+        ]
     await eventually(lambda: _types(events), lambda kinds: kinds == ["alert.fired", "alert.resolved"])
     await sub.unsubscribe()
 

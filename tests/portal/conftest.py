@@ -66,6 +66,9 @@ async def platform(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Po
             "PAI_RATE_LIMIT_LIST_JOB_PER_MIN": "10000000",
             "PAI_PORTAL_POLL_SECONDS": "0.25",
             "PAI_PORTAL_LIST_POLL_SECONDS": "0.5",
+            # The charts need a few points of history within a test's time.
+            "PAI_METRICS_EVERY": "1",
+            "PAI_METRICS_HISTORY_STEP": "2",
         },
     )
     try:

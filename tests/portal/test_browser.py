@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 from libs.embedded.platform import SERVICES
 from tests.portal.conftest import ADMIN_PASSWORD, AXE, ROOT, USER, USER_PASSWORD, PortalPlatform
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
 
@@ -144,7 +146,9 @@ async def portal_client(platform: PortalPlatform, user: str, password: str) -> h
     return client
 
 
-async def submit_as(platform: PortalPlatform, user: str, password: str, name: str, gpu: int = 0) -> None:
+async def submit_as(
+    platform: PortalPlatform, user: str, password: str, name: str, gpu: int = 0, command: str | None = None
+) -> None:
     login = await platform.admin.post(
         "/api/v2/authn/basic/login", json={"username": user, "password": password}
     )
@@ -155,6 +159,8 @@ async def submit_as(platform: PortalPlatform, user: str, password: str, name: st
         .replace("hello-pai", name)
         .replace("gpu: 0", f"gpu: {gpu}")
     )
+    if command is not None:
+        text = text.split("    commands:")[0] + f"    commands:\n      - {json.dumps(command)}\n"
     answer = await platform.admin.post(
         "/api/v2/jobs",
         content=text,
@@ -263,6 +269,115 @@ async def test_a_waiting_job_shows_its_reason_and_the_list_updates_live(
     page.on("dialog", lambda dialog: dialog.accept())
     await page.click("#stop")
     await page.wait_for_selector("body[data-state=STOPPED]", timeout=30_000)
+    await page.context.close()
+
+
+async def _points(client: httpx.AsyncClient, path: str, key: str, metric: str) -> int:
+    answer = await client.get(path)
+    assert answer.status_code == 200, answer.text
+    return max((len(r["points"]) for r in answer.json()[key] if r["metric"] == metric), default=0)
+
+
+# Busy for a few seconds (a CPU line worth seeing), then idle until stopped.
+BUSY = "i=0; while [ $i -lt 8000000 ]; do i=$((i+1)); done; sleep 300"
+
+
+MANY_TASKS = """async () => {
+  const src = [...document.scripts].map((s) => s.src).find((s) => s.includes("/static/"));
+  const charts = await import(new URL("common.js", src));
+  const tasks = Array.from({ length: 20 }, (_, i) => (
+    { role: "w", index: i, metric: "cpu", points: [[100, i], [160, 2 * i]] }));
+  const figure = charts.historyChart(
+    { tasks, now: 200 }, "cpu", { title: "t", sinceSeconds: 0, key: (r) => r.index });
+  return [...figure.querySelectorAll("polyline")].map(
+    (p) => `${p.getAttribute("data-series")}:${p.getAttribute("points").split(" ").length}`);
+}"""
+
+
+async def test_use_over_time_is_drawn_on_home_hardware_and_job_pages(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    await submit_as(platform, USER, USER_PASSWORD, "busy", command=BUSY)
+    await submit_as(platform, "admin", ADMIN_PASSWORD, "admins-measured")
+    alice = await portal_client(platform, USER, USER_PASSWORD)
+    try:
+        # The monitor's history through REST, under the bus's per-service permissions.
+        await eventually(
+            lambda: _points(platform.admin, "/api/v2/cluster/metrics", "nodes", "cpu"), lambda n: n >= 3
+        )
+        await eventually(
+            lambda: _points(alice, "/api/v2/jobs/alice~busy/metrics", "tasks", "cpu"), lambda n: n >= 3
+        )
+        assert (await alice.get("/api/v2/cluster/metrics")).status_code == 403
+        assert (await alice.get("/api/v2/jobs/admin~admins-measured/metrics")).status_code == 403
+        # The owner's job page draws each task's CPU over time.
+        page = await signed_in(browser, platform, USER, USER_PASSWORD)
+        await page.goto(platform.url + "/job-detail.html?username=alice&jobName=busy")
+        await page.wait_for_selector("body[data-history=true]")
+        line = page.locator('#task-cpu polyline[data-series="main[0]"]')
+        assert await line.count() == 1
+        assert len((await line.get_attribute("points") or "").split()) >= 3
+        assert "main[0]" in (await page.text_content("#task-cpu svg") or "")
+        await page.locator("#task-cpu").screenshot(path=str(artifacts / "job-detail-task-use.png"))
+        # A job of many tasks is drawn as their mean, lowest and highest, not as a line each.
+        drawn = await page.evaluate(MANY_TASKS)
+        assert drawn == ["mean of 20:2", "lowest:2", "highest:2"]
+        await page.context.close()
+    finally:
+        await alice.aclose()
+    admin = await signed_in(browser, platform, "admin", ADMIN_PASSWORD)
+    await admin.wait_for_selector("body[data-history=true]")
+    assert await admin.locator('#use polyline[data-series="CPU"]').count() == 1
+    await admin.screenshot(path=str(artifacts / "home-admin.png"), full_page=True)
+    await admin.goto(platform.url + "/cluster-view/hardware.html")
+    await admin.wait_for_selector("body[data-history=true]")
+    history = (await platform.admin.get("/api/v2/cluster/metrics")).json()
+    nodes = {r["node"] for r in history["nodes"] if r["metric"] == "cpu"}
+    assert nodes
+    for node in nodes:
+        assert await admin.locator(f'#cpu-history polyline[data-series="{node}"]').count() == 1
+    assert await admin.locator("#memory-history polyline").count() >= 1
+    await admin.screenshot(path=str(artifacts / "hardware-history.png"), full_page=True)
+    await platform.admin.put("/api/v2/jobs/alice~busy/executionType", json={"value": "STOP"})
+    await admin.context.close()
+
+
+async def test_alerts_show_firing_recent_and_rules_and_a_group_is_edited(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    page = await signed_in(browser, platform, "admin", ADMIN_PASSWORD)
+    await page.goto(platform.url + "/alerts.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    # The built-in rules, from the alerter that evaluates them.
+    assert await page.locator('#rules tr[data-rule="NodeNotReady"]').count() == 1
+    assert "built in" in (await page.text_content("#rules-source") or "")
+    recent = await platform.admin.get("/api/v2/alerts/recent")
+    assert recent.status_code == 200, recent.text
+    shown = await page.text_content("#recent") or ""
+    assert shown.startswith("No alert resolved") if recent.json() == [] else "Resolved" in shown
+    await page.screenshot(path=str(artifacts / "alerts.png"), full_page=True)
+
+    await page.goto(platform.url + "/group-view.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.fill("#g-name", "editors")
+    await page.fill("#g-desc", "first words")
+    await page.click("#add-group button[type=submit]")
+    row = page.locator('tr[data-group="editors"]')
+    await row.wait_for()
+    await row.locator("button[data-edit]").click()
+    assert await page.input_value("#e-desc") == "first words"
+    await page.fill("#e-desc", "second words")
+    await page.fill("#e-vcs", "default")
+    await page.check("#e-admin")
+    await page.click("#edit-group button[type=submit]")
+    await page.wait_for_function(
+        "() => document.querySelector('tr[data-group=editors]')?.textContent.includes('second words')"
+    )
+    assert await page.locator("#edit-panel.hidden").count() == 1
+    stored = (await platform.admin.get("/api/v2/groups/editors")).json()
+    assert stored["description"] == "second words"
+    assert stored["extension"]["acls"] == {"admin": True, "virtualClusters": ["default"]}
+    await page.screenshot(path=str(artifacts / "group-edited.png"), full_page=True)
     await page.context.close()
 
 

@@ -105,6 +105,10 @@ MATRIX: list[tuple[str, str, str, dict[str, Any], tuple[int, ...]]] = [
     ("GET", JOB + "/job-attempts/healthz", "", {}, ANYONE),
     ("GET", "/api/v2/kubernetes/nodes", "", {}, ADMIN),
     ("GET", "/api/v2/kubernetes/pods", "", {}, ADMIN),
+    ("GET", "/api/v2/cluster/metrics", "", {}, ADMIN),
+    ("GET", JOB + "/metrics", "", {}, OWNER),
+    ("GET", "/api/v2/alerts/recent", "", {}, ADMIN),
+    ("GET", "/api/v2/alerts/rules", "", {}, ADMIN),
     # Last: it revokes the token each caller used.
     ("DELETE", "/api/v2/authn/basic/logout", "", {}, NO_APP),
 ]

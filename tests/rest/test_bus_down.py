@@ -59,6 +59,10 @@ async def test_reads_answer_and_bus_writes_are_refused_with_503_while_the_bus_is
             await api.put(JOB + "/executionType", json={"value": "STOP"}, headers=headers),
             await api.get("/api/v2/virtual-clusters", headers=headers),
             await api.get("/api/v2/alerts", headers=headers),
+            await api.get("/api/v2/alerts/recent", headers=headers),
+            await api.get("/api/v2/alerts/rules", headers=headers),
+            await api.get("/api/v2/cluster/metrics", headers=headers),
+            await api.get(JOB + "/metrics", headers=headers),
         ]
         for response in refused:
             body = await response.json()

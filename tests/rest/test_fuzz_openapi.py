@@ -12,7 +12,7 @@ limit: each must be refused as 400 or 413 in OpenPAI's JSON error shape. Every a
 below 500 and must not contain a secret: the job's secret values, the
 callers' passwords, a password hash, the token signing key. The platform around the service
 is real where the routes ask it something (a scheduler over NATS), or a small responder
-standing in for the alerter and the orchestrator's log reader.
+standing in for the alerter, the monitor's history and the orchestrator's log reader.
 
 Generation is bounded (``EXAMPLES`` per operation and caller) and reproducible: each
 operation and caller has its own fixed seed, so data differs between operations and a
@@ -44,7 +44,13 @@ from schemathesis.core.result import Ok
 
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.topology import ensure_topology, publish_event
-from libs.protocol.subjects import ALERTS_RPC, VC_STATUS_RPC
+from libs.protocol.subjects import (
+    ALERT_RULES_RPC,
+    ALERTS_RPC,
+    METRICS_HISTORY_RPC,
+    RECENT_ALERTS_RPC,
+    VC_STATUS_RPC,
+)
 from services.rest.adapters.accounts import ADMIN_GROUP, DEFAULT_GROUP
 from services.rest.settings import RestSettings
 from tests.rest.conftest import ADMIN_PASSWORD
@@ -231,12 +237,22 @@ async def _platform(server: ServerThread, tmp_path: Path) -> AsyncIterator[None]
     async def alerter(msg: Msg) -> None:
         await msg.respond(b"[]")
 
+    async def rules(msg: Msg) -> None:
+        await msg.respond(b'{"source": "built-in", "rules": [], "settings": {}}')
+
+    async def monitor(msg: Msg) -> None:
+        rows = "tasks" if json.loads(msg.data).get("job_id") else "nodes"
+        await msg.respond(json.dumps({"step": 60, "keep": 21600, "now": 0, rows: []}).encode())
+
     async def log_reader(msg: Msg) -> None:
         query = json.loads(msg.data)
         await msg.respond(json.dumps({"content": "hello\n", "offset": query["offset"], "size": 6}).encode())
 
     subscriptions = [
         await bus.nc.subscribe(ALERTS_RPC, cb=alerter),
+        await bus.nc.subscribe(RECENT_ALERTS_RPC, cb=alerter),
+        await bus.nc.subscribe(ALERT_RULES_RPC, cb=rules),
+        await bus.nc.subscribe(METRICS_HISTORY_RPC, cb=monitor),
         await bus.nc.subscribe(LOGS_RPC, cb=log_reader),
     ]
     try:

@@ -11,17 +11,21 @@ group says again what it said) and the alerts then firing (so none is announced 
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from libs.protocol.events import Event
-from services.alerter.core.config import AlertConfig
+from services.alerter.core.config import AlertConfig, dump_config
 from services.alerter.core.dispatching import Dispatcher, Notification, NotifiedRecord, targets
 from services.alerter.core.evaluating import Alert, RuleEvaluator
 from services.alerter.core.observing import Observer
-from services.alerter.core.payloads import api_alert
+from services.alerter.core.payloads import alert_json, api_alert
 from services.alerter.core.series import SeriesStore
+
+# Resolved alerts remembered for the alerts page ("recent"): at most this many, newest last.
+RECENT_KEPT = 500
 
 
 @dataclass
@@ -40,6 +44,8 @@ class AlertEngine:
         self.observer = Observer(self.store, keep=config.settings.status_change_keep, contacts=contacts)
         self.evaluator = RuleEvaluator()
         self.dispatcher = Dispatcher(config)
+        self.recent: deque[Alert] = deque(maxlen=RECENT_KEPT)
+        self.stored_config = False  # True once a configuration from `pai alert-rules set` applies
 
     def restore(self, *, records: Iterable[NotifiedRecord], firing: Iterable[Alert], now: float) -> None:
         """What the previous instance knew; alerts it had firing get one `sample_ttl` to be met again."""
@@ -72,6 +78,7 @@ class AlertEngine:
         transitions = self.evaluator.evaluate(self.config.rules, samples, now)
         for alert in transitions.restored + transitions.fired + transitions.resolved:
             self.dispatcher.receive(alert, now)
+        self.recent.extend(transitions.resolved)
         self.observer.prune(now)
         return StepResult(
             transitions.fired, transitions.resolved, self.dispatcher.flush(now), transitions.restored
@@ -90,3 +97,23 @@ class AlertEngine:
                 api_alert(alert, receivers=receivers, inhibited_by=self.dispatcher.inhibited(alert), now=now)
             )
         return shown
+
+    def resolved_since(self, *, user: str | None, admin: bool, since: float) -> list[dict[str, Any]]:
+        """Alerts resolved at ``since`` or later, newest first; a user sees only their own."""
+        shown = []
+        for alert in reversed(self.recent):
+            if alert.ends_at is None or alert.ends_at < since:
+                continue
+            if not admin and (user is None or alert.labels.get("user") != user):
+                continue
+            shown.append(alert_json(alert))
+        return shown
+
+    def rules(self) -> dict[str, Any]:
+        """The rules in effect, as configured, and whether they are stored or built in."""
+        dumped = dump_config(self.config)
+        return {
+            "source": "stored" if self.stored_config else "built-in",
+            "rules": dumped["rules"],
+            "settings": dumped["settings"],
+        }

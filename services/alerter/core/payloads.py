@@ -32,7 +32,7 @@ def common(mappings: list[Mapping[str, str]]) -> dict[str, str]:
     return {k: v for k, v in first.items() if all(m.get(k) == v for m in mappings[1:])}
 
 
-def _alert_json(alert: Alert) -> dict[str, Any]:
+def alert_json(alert: Alert) -> dict[str, Any]:
     return {
         "status": "resolved" if alert.resolved else "firing",
         "labels": dict(alert.labels),
@@ -62,7 +62,7 @@ def webhook_payload(
         "commonLabels": common([a.labels for a in alerts]),
         "commonAnnotations": common([a.annotations for a in alerts]),
         "externalURL": external_url,
-        "alerts": [_alert_json(a) for a in shown],
+        "alerts": [alert_json(a) for a in shown],
     }
 
 

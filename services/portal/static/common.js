@@ -176,6 +176,83 @@ export function barChart(items, { title, unit = "" } = {}) {
   return el("div", { class: "chart" }, root);
 }
 
+// Colours of lines, told apart also by their dash (for readers who do not see colours).
+const LINE_COLOURS = ["#1f5fbf", "#1b7a3d", "#b3541e", "#7a3db3", "#a01f4f", "#3d7a7a", "#6b6b1f", "#444"];
+const LINE_DASHES = ["", "6 3", "2 3", "8 3 2 3"];
+
+function clock(seconds, withSeconds) {
+  return new Date(seconds * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", ...(withSeconds ? { second: "2-digit" } : {}) });
+}
+
+// A line chart over time in SVG: series [{label, points: [[seconds, value], ...]}] up to `to`
+// (seconds), starting at `from` or, when the history is shorter, at its first point (at least a
+// minute shown); values against `max` (grown to the largest value), with a caption, a legend and a
+// time axis. A series of one point shows as a dot; `empty` says why there is no line at all.
+export function lineChart(series, { title, from, to, max = 100, unit = "%", empty = "no samples yet" } = {}) {
+  const width = 640, height = 210, left = 44, right = 12, top = 28, bottom = 26;
+  const plotW = width - left - right, plotH = height - top - bottom;
+  const all = series.flatMap((s) => s.points);
+  const end = Math.max(to ?? 0, ...all.map((p) => p[0]));
+  const first = all.length ? Math.min(...all.map((p) => p[0])) : end - 60;
+  const start = Math.min(Math.max(from ?? first, first), end - 60);
+  const top_ = Math.max(max, ...all.map((p) => p[1]));
+  const x = (t) => left + (plotW * (t - start)) / (end - start);
+  const y = (v) => top + plotH - (plotH * v) / top_;
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": title || "chart" });
+  if (title) { const t = svg("title"); t.textContent = title; root.append(t); }
+  for (const v of [0, top_ / 2, top_]) {
+    root.append(svg("line", { class: "axis", x1: left, x2: width - right, y1: y(v), y2: y(v) }));
+    const label = svg("text", { x: left - 6, y: y(v) + 4, "text-anchor": "end" });
+    label.textContent = `${Math.round(v)}${unit}`; root.append(label);
+  }
+  for (const [t, anchor] of [[start, "start"], [(start + end) / 2, "middle"], [end, "end"]]) {
+    const label = svg("text", { x: x(t), y: height - 8, "text-anchor": anchor }); label.textContent = clock(t, end - start < 600); root.append(label);
+  }
+  let legendX = left;
+  series.forEach((s, i) => {
+    const colour = LINE_COLOURS[i % LINE_COLOURS.length], dash = LINE_DASHES[Math.floor(i / LINE_COLOURS.length) % LINE_DASHES.length];
+    const attrs = { fill: "none", stroke: colour, "stroke-width": 2, "stroke-dasharray": dash };
+    if (s.points.length > 1) root.append(svg("polyline", { ...attrs, "data-series": s.label, points: s.points.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ") }));
+    for (const [t, v] of s.points.length > 40 ? [s.points[s.points.length - 1]] : s.points) {
+      root.append(svg("circle", { cx: x(t).toFixed(1), cy: y(v).toFixed(1), r: 2.5, fill: colour }));
+    }
+    root.append(svg("line", { ...attrs, x1: legendX, x2: legendX + 18, y1: 12, y2: 12 }));
+    const last = s.points.length ? s.points[s.points.length - 1][1] : null;
+    const label = svg("text", { x: legendX + 22, y: 16 });
+    label.textContent = last === null ? `${s.label} (none reported)` : `${s.label} (${Math.round(last)}${unit})`;
+    root.append(label);
+    legendX += 34 + 7 * label.textContent.length;
+  });
+  if (all.length === 0) {
+    const none = svg("text", { x: left + plotW / 2, y: top + plotH / 2, "text-anchor": "middle" });
+    none.textContent = empty; root.append(none);
+  }
+  return el("figure", { class: "chart line-chart", "data-series-count": String(series.length) },
+    title ? el("figcaption", {}, title) : "", root);
+}
+
+// The chart of one metric from a metrics history answer: one line per node or per task.
+// Up to MAX_LINES lines are drawn one per node or task; more are drawn as their mean, lowest and
+// highest at each time, so a job of a thousand tasks stays a picture.
+export const MAX_LINES = 8;
+
+export function historyChart(answer, metric, { title, sinceSeconds, key, unit = "%", max = 100, empty }) {
+  const rows = (answer.nodes || answer.tasks || []).filter((r) => r.metric === metric);
+  let series = rows.map((r) => ({ label: key(r), points: r.points }));
+  if (series.length > MAX_LINES) {
+    const at = new Map();
+    for (const row of rows) for (const [t, v] of row.points) (at.get(t) || at.set(t, []).get(t)).push(v);
+    const times = [...at.keys()].sort((a, b) => a - b);
+    const of = (f) => times.map((t) => [t, f(at.get(t))]);
+    series = [
+      { label: `mean of ${rows.length}`, points: of((vs) => vs.reduce((a, b) => a + b, 0) / vs.length) },
+      { label: "lowest", points: of((vs) => Math.min(...vs)) },
+      { label: "highest", points: of((vs) => Math.max(...vs)) },
+    ];
+  }
+  return lineChart(series, { title, from: sinceSeconds, to: answer.now, unit, max, empty });
+}
+
 // ---------------------------------------------------------------- every page
 
 function wireLogout() {

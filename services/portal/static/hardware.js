@@ -1,5 +1,7 @@
 // Hardware (admin): every node with its CPU, memory and GPU, and what the running tasks take.
-import { $, api, barChart, el, fill, live, showError } from "./common.js";
+import { $, api, barChart, el, fill, historyChart, live, showError } from "./common.js";
+
+const HOURS = 6;
 
 function quantity(value) {
   const text = String(value ?? "0");
@@ -47,5 +49,22 @@ async function refresh() {
   document.body.dataset.ready = "true";
 }
 
+// GPU, CPU and memory use per node over the last hours, from the monitors' history.
+async function history() {
+  const since = Math.floor(Date.now() / 1000) - HOURS * 3600;
+  let answer;
+  try { answer = await api("/cluster/metrics?" + new URLSearchParams({ since: String(since) })); }
+  catch (error) { showError($("#use-error"), error); return; }
+  fill($("#use-error"));
+  const key = (r) => r.node;
+  fill($("#gpu-history"), historyChart(answer, "gpu", { title: "GPU utilisation per node (mean of its GPUs)", sinceSeconds: since, key,
+    empty: "no GPU utilisation reported (no node has a GPU the monitor can read)" }));
+  fill($("#cpu-history"), historyChart(answer, "cpu", { title: "CPU use per node", sinceSeconds: since, key }));
+  fill($("#memory-history"), historyChart(answer, "memory", { title: "Memory use per node", sinceSeconds: since, key }));
+  document.body.dataset.history = "true";
+}
+
 refresh();
+history();
 live({}, refresh);
+setInterval(history, 30000);

@@ -1,8 +1,30 @@
 // Home: my jobs by state, my recent jobs, my VCs' GPUs, and for admins the jobs that need a look.
-import { $, api, barChart, el, fill, fmtDuration, fmtTime, jobLink, live, session, stateBadge } from "./common.js";
+import { $, api, barChart, showError, el, fill, fmtDuration, fmtTime, jobLink, lineChart, live, session, stateBadge } from "./common.js";
 
 const STATES = ["WAITING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"];
 const LONG_WAIT_MS = 60 * 60 * 1000;
+const HOURS = 6;
+
+// The cluster's mean GPU and CPU use over time (admins: the metrics history is a cluster route).
+async function clusterUse() {
+  const since = Math.floor(Date.now() / 1000) - HOURS * 3600;
+  let answer;
+  try { answer = await api("/cluster/metrics?" + new URLSearchParams({ since: String(since) })); }
+  catch (error) { showError($("#use-error"), error); return; }
+  fill($("#use-error"));
+  const mean = (metric) => {
+    const at = new Map();
+    for (const row of answer.nodes.filter((r) => r.metric === metric)) {
+      for (const [t, v] of row.points) { const a = at.get(t) || [0, 0]; at.set(t, [a[0] + v, a[1] + 1]); }
+    }
+    return [...at.entries()].sort((a, b) => a[0] - b[0]).map(([t, [sum, n]]) => [t, sum / n]);
+  };
+  fill($("#use"), lineChart([{ label: "GPU", points: mean("gpu") }, { label: "CPU", points: mean("cpu") }],
+    { title: "Mean GPU and CPU use of the cluster's nodes", from: since, to: answer.now }));
+  document.body.dataset.history = "true";
+}
+
+let clusterUseTimer = null;
 
 async function refresh() {
   const me = await session();
@@ -32,6 +54,11 @@ async function refresh() {
         el("td", { class: "num" }, String(vc.waitingJobs ?? 0)))))),
   ]);
   if (me.admin) await abnormal();
+  if (me.admin && !clusterUseTimer) {
+    $("#use-panel").classList.remove("hidden");
+    clusterUse();
+    clusterUseTimer = setInterval(clusterUse, 30000);
+  }
   document.body.dataset.ready = "true";
 }
 

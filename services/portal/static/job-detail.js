@@ -1,5 +1,5 @@
 // A job's page: status, exit and failure analysis, tasks, live logs, config; updated live.
-import { $, api, el, fill, fmtDuration, fmtTime, live, showError, stateBadge } from "./common.js";
+import { $, api, el, fill, fmtDuration, fmtTime, historyChart, live, showError, stateBadge } from "./common.js";
 
 const params = new URLSearchParams(location.search);
 const user = params.get("username");
@@ -161,6 +161,25 @@ function show() {
   document.body.dataset.state = detail.jobStatus.state;
 }
 
+// Each task's GPU and CPU use over time, from the monitors' history (kept for the last hours).
+let useTimer = null;
+async function taskUse() {
+  let answer;
+  try { answer = await api(`${base}/metrics`); }
+  catch (error) { showError($("#use-error"), error); return; }
+  fill($("#use-error"));
+  const key = (r) => `${r.role}[${r.index}]`;
+  const submitted = detail && detail.jobStatus && detail.jobStatus.createdTime ? detail.jobStatus.createdTime / 1000 : undefined;
+  const since = Math.max(submitted || 0, (answer.now || Date.now() / 1000) - answer.keep);
+  fill($("#task-gpu"), historyChart(answer, "gpu", { title: "GPU use per task", sinceSeconds: since, key,
+    empty: "no GPU use reported (the tasks hold no GPU the monitor can read)" }));
+  const ended = detail && FINAL.has(detail.jobStatus.state);
+  fill($("#task-cpu"), historyChart(answer, "cpu", { title: "CPU use per task (100% is one core)", sinceSeconds: since, key,
+    empty: ended ? "no sample of its tasks (they ran between two samples, or before the history kept)" : "no samples yet" }));
+  document.body.dataset.history = "true";
+  if (detail && FINAL.has(detail.jobStatus.state) && useTimer) { clearInterval(useTimer); useTimer = null; }
+}
+
 async function start() {
   await refresh();
   showAttempts();
@@ -186,6 +205,8 @@ async function start() {
     else refresh();
     showAttempts();
   });
+  taskUse();
+  useTimer = setInterval(taskUse, 15000);
   document.body.dataset.ready = "true";
 }
 
