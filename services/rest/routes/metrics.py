@@ -24,7 +24,7 @@ from aiohttp import web
 from libs.protocol.subjects import METRICS_HISTORY_RPC
 from services.rest.auth import require_admin, require_user
 from services.rest.availability import RETRY_AFTER_SECONDS, connected_bus
-from services.rest.errors import ApiError, forbidden, invalid_parameters
+from services.rest.errors import NOT_JOB_READER, ApiError, invalid_parameters
 from services.rest.routes.common import JOB_PATH, job_from_path
 
 HISTORY_TIMEOUT = 3.0
@@ -84,7 +84,11 @@ async def job_metrics(request: web.Request) -> web.Response:
     principal = require_user(request)
     job = await job_from_path(request)
     if not principal.admin and principal.username != job["username"]:
-        raise forbidden(f"Only {job['username']} or an administrator may read the metrics of this job.")
+        raise NOT_JOB_READER(
+            "Only the job's owner or an administrator reads its metrics.",
+            user=principal.username,
+            job=f"{job['username']}~{job['name']}",
+        )
     query = {"since": _since(request), "node": None, "job_id": str(job["id"])}
     answer = await ask_history(request, "Reading the job's metrics", query)
     return web.json_response(answer | {"jobName": f"{job['username']}~{job['name']}"})
