@@ -220,6 +220,9 @@ async def run(
             "PAI_RATE_LIMIT_API_PER_MIN": "0",
             "PAI_RATE_LIMIT_LIST_JOB_PER_MIN": "0",
             "PAI_LOG_LEVEL": "warning",
+            # The tasks write their markers into the caller's folder, which an unprivileged task
+            # user may not enter: they run as the platform's user here.
+            "PAI_TASK_USER": "none",
         },
     )
     started = time.monotonic()
@@ -233,7 +236,14 @@ async def run(
     async def quiet(exc: Exception) -> None:
         return None  # the bench kills the bus on purpose; its reconnects are expected
 
-    nc = await nats.connect(info.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.2, error_cb=quiet)
+    nc = await nats.connect(
+        info.nats_url,
+        user=info.nats_user,  # the bus is private: the operator's account
+        password=info.nats_password,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.2,
+        error_cb=quiet,
+    )
     await nc.subscribe("pai.job.*.task.started", cb=on_started)
     try:
         await client.login()
