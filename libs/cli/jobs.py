@@ -111,13 +111,9 @@ def login(
     )
 
 
-def submit(
-    file: Path = typer.Argument(
-        ..., exists=True, dir_okay=False, readable=True, help="job YAML (protocol v2)"
-    ),
-    server: str | None = ServerOption,
-) -> None:
-    """Submit a job; prints USER~NAME and the job id."""
+def read_job_file(file: Path) -> str:
+    """The text of a job file the CLI is about to send, checked first (encoding, size, emptiness);
+    a problem is printed and ends the command, so nothing is sent."""
     job_file = JobFile(str(file))
     if job_file.text is None:
         for problem in job_file.problems:
@@ -133,10 +129,7 @@ def submit(
             markup=False,
         )
         raise typer.Exit(2)
-    client, _ = _client(server)
-    with _friendly_errors(), client:
-        answer = client.submit(text)
-    _console().print(f"submitted {answer['username']}~{answer['name']} (id {answer['jobId']})", markup=False)
+    return text
 
 
 def _ms(value: Any) -> str:

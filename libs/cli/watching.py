@@ -56,7 +56,9 @@ def submit(
     server: str | None = ServerOption,
 ) -> None:
     """Submit a job; prints USER~NAME and the job id (with --wait, then its progress)."""
-    text = file.read_text()
+    from libs.cli.jobs import read_job_file  # jobs registers this command: imported when it runs
+
+    text = read_job_file(file)
     client, _ = _client(server)
     with _friendly_errors(), client:
         answer = client.submit(text)

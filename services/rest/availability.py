@@ -14,7 +14,7 @@ import nats.errors
 from aiohttp import web
 
 from services.rest.adapters.bus import PublishFailedError, RestBus
-from services.rest.errors import ApiError
+from services.rest.errors import SERVICE_UNAVAILABLE, ApiError
 from services.rest.keys import BUS
 
 # The embedded bus is back within a second of a crash; a client retrying after this many
@@ -33,10 +33,8 @@ def bus_down(doing: str, detail: str | None = None) -> ApiError:
         if detail
         else "the message bus is down or restarting (reads such as job lists still answer)"
     )
-    error = ApiError(
-        503,
-        "ServiceUnavailableError",
-        f"{doing} was not done: {why}; nothing was changed. Retry in {RETRY_AFTER_SECONDS} s.",
+    error = SERVICE_UNAVAILABLE(
+        reason=f"{doing} was not done: {why}; nothing was changed. Retry in {RETRY_AFTER_SECONDS} s.",
     )
     error.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return error

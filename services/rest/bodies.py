@@ -21,7 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from libs.protocol.yamlsource import MAX_DEPTH
-from services.rest.errors import ApiError, invalid_parameters
+from services.rest.errors import REQUEST_TOO_LARGE, ApiError, invalid_parameters
 from services.rest.keys import SETTINGS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -32,10 +32,8 @@ _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def too_large(limit: int) -> ApiError:
-    return ApiError(
-        413,
-        "RequestEntityTooLargeError",
-        f"The request body is larger than the limit of {limit:,} bytes (PAI_LIMIT_BODY_BYTES); "
+    return REQUEST_TOO_LARGE(
+        reason=f"The request body is larger than the limit of {limit:,} bytes (PAI_LIMIT_BODY_BYTES); "
         "send less, or ask the admin to raise the limit.",
         limit=limit,
     )

@@ -126,6 +126,10 @@ UNKNOWN = OpenPaiError(500, "UnknownError", "{reason}")
 # This platform's own: a dependency (the bus, the scheduler, the alerter) did not answer.
 # OpenPAI has no code for it; UnknownError is its catch-all, 503 says a retry may work.
 UNAVAILABLE = OpenPaiError(503, "UnknownError", "{reason}")
+# This platform's own too: a part it needs is down or restarting (the bus, the events gateway,
+# the monitor, the alerter), said so, with Retry-After; and a body over the admin's size limit.
+SERVICE_UNAVAILABLE = OpenPaiError(503, "ServiceUnavailableError", "{reason}")
+REQUEST_TOO_LARGE = OpenPaiError(413, "RequestEntityTooLargeError", "{reason}")
 
 TABLE: tuple[OpenPaiError, ...] = tuple(
     value for value in globals().values() if isinstance(value, OpenPaiError)

@@ -83,7 +83,8 @@ def test_by_default_only_the_owner_and_admins_read_a_job(private: dict[str, http
         assert (status, body["code"]) == (401, "UnauthorizedUserError"), path
         status, body = error_of(private["mallory"].get(path))
         assert (status, body["code"]) == (403, "ForbiddenUserError"), path
-        assert "only a job's owner and admins" in body["message"]
+        assert body["message"] == "User mallory is not allowed to read job alice~diary."
+        assert "only a job's owner and admins" in body["hint"]
         assert past_authorisation(private["alice"].get(path)), path
         assert past_authorisation(private["admin"].get(path)), path
     assert private["alice"].get(JOB).json()["name"] == "diary"

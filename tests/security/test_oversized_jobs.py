@@ -46,7 +46,7 @@ async def test_a_billion_instances_is_refused_naming_the_limit_and_a_one_task_jo
 ) -> None:
     status, body = await submit(api, one_role_job("huge", instances=1_000_000_000))
     assert status == 400, body
-    assert body["code"] == "InvalidParametersError"
+    assert body["code"] == "InvalidProtocolError"  # OpenPAI's code for a job config it refuses
     assert "taskRoles.worker.instances" in body["message"]
     assert "limit of 10,000 instances per task role" in body["message"]
     status, body = await submit(api, one_role_job("small"))

@@ -81,7 +81,8 @@ def test_one_gpu_and_one_node_are_counted_in_the_singular() -> None:
     core = core_with(node(gpus=0), submitted("j1", config(worker=(1, 1, 1))))
     [decision] = core.decide()
     assert isinstance(decision, JobPending)
-    assert decision.reason.endswith("needs 1 GPU")
+    assert "needs 1 GPU " in decision.reason
+    assert "1 GPUs" not in decision.reason
     core = core_with(node(cpu=4), submitted("j2", config(worker=(1, 8, 0))))
     [decision] = core.decide()
     assert isinstance(decision, JobPending)

@@ -21,7 +21,7 @@ from aiohttp import web
 from libs.protocol.subjects import ALERT_RULES_RPC, RECENT_ALERTS_RPC
 from services.rest.auth import require_admin
 from services.rest.availability import RETRY_AFTER_SECONDS, connected_bus
-from services.rest.errors import ApiError, invalid_parameters
+from services.rest.errors import SERVICE_UNAVAILABLE, ApiError, invalid_parameters
 
 ALERTER_TIMEOUT = 3.0
 RECENT_HOURS = 6
@@ -30,10 +30,8 @@ routes = web.RouteTableDef()
 
 
 def alerter_silent(doing: str) -> ApiError:
-    error = ApiError(
-        503,
-        "ServiceUnavailableError",
-        f"{doing} was not done: the alerter did not answer within {ALERTER_TIMEOUT:g}s; check that "
+    error = SERVICE_UNAVAILABLE(
+        reason=f"{doing} was not done: the alerter did not answer within {ALERTER_TIMEOUT:g}s; check that "
         f"it is running (`pai up` starts it). Retry in {RETRY_AFTER_SECONDS} s.",
     )
     error.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 from aiohttp import web
 
-from services.rest.errors import ApiError
+from services.rest.errors import SERVICE_UNAVAILABLE
 from services.rest.keys import EVENTS_SESSION, SETTINGS
 
 PASSED_HEADERS = ("Authorization", "Last-Event-ID", "Content-Type", "Accept")
@@ -39,9 +39,7 @@ async def pass_on(request: web.Request) -> web.StreamResponse:
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
         )
     except aiohttp.ClientError:
-        raise ApiError(
-            503, "ServiceUnavailableError", "The events gateway does not answer; retry shortly."
-        ) from None
+        raise SERVICE_UNAVAILABLE(reason="The events gateway does not answer; retry shortly.") from None
     async with upstream:
         response = web.StreamResponse(
             status=upstream.status,

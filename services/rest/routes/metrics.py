@@ -24,7 +24,7 @@ from aiohttp import web
 from libs.protocol.subjects import METRICS_HISTORY_RPC
 from services.rest.auth import require_admin, require_user
 from services.rest.availability import RETRY_AFTER_SECONDS, connected_bus
-from services.rest.errors import NOT_JOB_READER, ApiError, invalid_parameters
+from services.rest.errors import NOT_JOB_READER, SERVICE_UNAVAILABLE, ApiError, invalid_parameters
 from services.rest.routes.common import JOB_PATH, job_from_path
 
 HISTORY_TIMEOUT = 3.0
@@ -48,10 +48,8 @@ def _since(request: web.Request) -> float:
 
 
 def monitor_silent(doing: str) -> ApiError:
-    error = ApiError(
-        503,
-        "ServiceUnavailableError",
-        f"{doing} was not done: no monitor answered within {HISTORY_TIMEOUT:g}s; check that the "
+    error = SERVICE_UNAVAILABLE(
+        reason=f"{doing} was not done: no monitor answered within {HISTORY_TIMEOUT:g}s; check that the "
         f"monitor is running (`pai up` starts it). Retry in {RETRY_AFTER_SECONDS} s.",
     )
     error.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
