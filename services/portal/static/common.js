@@ -82,11 +82,12 @@ export function live(params, onChange) {
     }
   };
   source.addEventListener("change", (event) => fire(JSON.parse(event.data)));
-  let readies = 0;
   source.addEventListener("ready", (event) => {
     document.body.dataset.live = JSON.parse(event.data).source;
-    // Connected again (or switched to the event stream): what happened meanwhile is fetched.
-    if (readies++ > 0) fire({});
+    // Connected (the first time too: a change between the page's first read and the stream's
+    // start would otherwise be missed), again, or switched to the event stream: what happened
+    // meanwhile is fetched.
+    fire({});
   });
   return source;
 }
