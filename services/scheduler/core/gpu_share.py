@@ -315,7 +315,7 @@ class SharePlacer:
         whole_used = (chosen & (ordered == MILLI)).sum(axis=1)
         ratio = (np.where(chosen, ordered, 0) * 100 // MILLI).sum(axis=1)
         third, half = MAX_SCORE // 3, MAX_SCORE // 2
-        return np.where(
+        scores: IntArray = np.where(
             free_node,
             np.maximum(third - whole, whole),
             np.where(
@@ -324,6 +324,7 @@ class SharePlacer:
                 np.maximum(MAX_SCORE - ratio // 10, half),
             ),
         )
+        return scores
 
     def _score_bestfit(self, demand: ShareDemand, idx: IntArray) -> IntArray:
         left = (
