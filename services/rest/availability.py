@@ -10,11 +10,15 @@ error boundary (``app.py``) through ``BUS_ERRORS``.
 
 from __future__ import annotations
 
+import json
+import math
+from typing import Any
+
 import nats.errors
 from aiohttp import web
 
 from services.rest.adapters.bus import PublishFailedError, RestBus
-from services.rest.errors import SERVICE_UNAVAILABLE, ApiError
+from services.rest.errors import SERVICE_UNAVAILABLE, ApiError, invalid_parameters
 from services.rest.keys import BUS
 
 # The embedded bus is back within a second of a crash; a client retrying after this many
@@ -46,3 +50,41 @@ def connected_bus(request: web.Request, doing: str) -> RestBus:
     if not bus.bus.is_connected:
         raise bus_down(doing)
     return bus
+
+
+def since_param(request: web.Request, default: float) -> float:
+    """The ``since`` query parameter: seconds since the epoch, ``default`` when absent."""
+    value = request.query.get("since", "")
+    if value == "":
+        return default
+    try:
+        since = float(value)
+    except ValueError:
+        raise invalid_parameters(
+            f"since must be a time in seconds since the epoch (e.g. 1767225600), got {value!r}."
+        ) from None
+    if not math.isfinite(since) or since < 0:
+        raise invalid_parameters(f"since must be a non-negative number of seconds, got {value!r}.")
+    return since
+
+
+async def ask_service(
+    request: web.Request, doing: str, subject: str, query: dict[str, Any], *, service: str, wait: float
+) -> Any:
+    """One question to ``service`` over request/reply: 503 with Retry-After when the bus is down
+    or no instance answers within ``wait`` seconds, 400 when the service refuses the question."""
+    nc = connected_bus(request, doing).bus.nc
+    try:
+        reply = await nc.request(subject, json.dumps(query).encode(), timeout=wait)
+    except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+        error = SERVICE_UNAVAILABLE(
+            reason=f"{doing} was not done: the {service} did not answer within {wait:g}s; check that "
+            f"it is running "
+            f"(`pai up` starts it). Retry in {RETRY_AFTER_SECONDS} s.",
+        )
+        error.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        raise error from None
+    answer = json.loads(reply.data or b"null")
+    if isinstance(answer, dict) and "error" in answer:
+        raise invalid_parameters(f"The {service} refused the question: {answer['error']}")
+    return answer

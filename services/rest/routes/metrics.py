@@ -14,17 +14,14 @@ once with 503 ServiceUnavailableError.
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any
 
-import nats.errors
 from aiohttp import web
 
 from libs.protocol.subjects import METRICS_HISTORY_RPC
 from services.rest.auth import require_admin, require_user
-from services.rest.availability import RETRY_AFTER_SECONDS, connected_bus
-from services.rest.errors import NOT_JOB_READER, SERVICE_UNAVAILABLE, ApiError, invalid_parameters
+from services.rest.availability import ask_service, since_param
+from services.rest.errors import NOT_JOB_READER, invalid_parameters
 from services.rest.routes.common import JOB_PATH, job_from_path
 
 HISTORY_TIMEOUT = 3.0
@@ -32,39 +29,12 @@ HISTORY_TIMEOUT = 3.0
 routes = web.RouteTableDef()
 
 
-def _since(request: web.Request) -> float:
-    value = request.query.get("since", "")
-    if value == "":
-        return 0.0
-    try:
-        since = float(value)
-    except ValueError:
-        raise invalid_parameters(
-            f"since must be a time in seconds since the epoch (e.g. 1767225600), got {value!r}."
-        ) from None
-    if not math.isfinite(since) or since < 0:
-        raise invalid_parameters(f"since must be a non-negative number of seconds, got {value!r}.")
-    return since
-
-
-def monitor_silent(doing: str) -> ApiError:
-    error = SERVICE_UNAVAILABLE(
-        reason=f"{doing} was not done: no monitor answered within {HISTORY_TIMEOUT:g}s; check that the "
-        f"monitor is running (`pai up` starts it). Retry in {RETRY_AFTER_SECONDS} s.",
-    )
-    error.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    return error
-
-
 async def ask_history(request: web.Request, doing: str, query: dict[str, Any]) -> dict[str, Any]:
-    nc = connected_bus(request, doing).bus.nc
-    try:
-        reply = await nc.request(METRICS_HISTORY_RPC, json.dumps(query).encode(), timeout=HISTORY_TIMEOUT)
-    except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
-        raise monitor_silent(doing) from None
-    answer = json.loads(reply.data or b"{}")
-    if not isinstance(answer, dict) or "error" in answer:
-        raise invalid_parameters(f"The monitor refused the question: {answer.get('error', answer)}")
+    answer = await ask_service(
+        request, doing, METRICS_HISTORY_RPC, query, service="monitor", wait=HISTORY_TIMEOUT
+    )
+    if not isinstance(answer, dict):
+        raise invalid_parameters(f"The monitor refused the question: {answer}")
     return answer
 
 
@@ -72,7 +42,7 @@ async def ask_history(request: web.Request, doing: str, query: dict[str, Any]) -
 async def cluster_metrics(request: web.Request) -> web.Response:
     """Per node CPU, memory and GPU use over time (admin only); ``node`` picks one node."""
     require_admin(request)
-    query = {"since": _since(request), "node": request.query.get("node") or None, "job_id": None}
+    query = {"since": since_param(request, 0.0), "node": request.query.get("node") or None, "job_id": None}
     return web.json_response(await ask_history(request, "Reading the cluster's metrics", query))
 
 
@@ -87,6 +57,6 @@ async def job_metrics(request: web.Request) -> web.Response:
             user=principal.username,
             job=f"{job['username']}~{job['name']}",
         )
-    query = {"since": _since(request), "node": None, "job_id": str(job["id"])}
+    query = {"since": since_param(request, 0.0), "node": None, "job_id": str(job["id"])}
     answer = await ask_history(request, "Reading the job's metrics", query)
     return web.json_response(answer | {"jobName": f"{job['username']}~{job['name']}"})
