@@ -23,10 +23,6 @@ from tests.support.anchors import anchor
 SWAGGER_PARTS = ("openpai", "rest-api", "swagger.yaml")
 SWAGGER = anchor(*SWAGGER_PARTS)
 URN = "urn:openpai-swagger"
-ABSENT = (
-    "the OpenPAI reference swagger is absent: ../shared/anchors/openpai/rest-api/swagger.yaml "
-    "next to this checkout (a fresh clone has no ../shared)"
-)
 
 
 def _as_json_schema(node: Any) -> Any:
