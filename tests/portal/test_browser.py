@@ -86,6 +86,7 @@ async def test_import_a_real_openpai_job_submit_and_watch_it_succeed_without_rel
     await page.wait_for_selector("body[data-ready=true]")
     await page.wait_for_function(
         "() => document.querySelector('#yaml').value.includes('portal-hello-clone-')"
+        " && document.querySelector('#f-name').value.startsWith('portal-hello-clone-')"
     )
     assert "hello from the portal" in await page.input_value("#r-taskrole-commands")
     assert (await page.input_value("#f-name")).startswith("portal-hello-clone-")
