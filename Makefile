@@ -15,9 +15,13 @@ $(STAMP): requirements.lock pyproject.toml services/portal/package-lock.json
 	$(BIN)/python -m pip install --quiet --require-hashes -r requirements.lock
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@# The portal's browser tests: Debian's Chromium, and the pinned npm packages (package-lock.json).
-	@command -v chromium >/dev/null && command -v npm >/dev/null || \
-	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium npm >/dev/null; } || \
-	  echo "chromium or npm could not be installed (needs root and apt-get); the browser tests will skip"
+	@# Only what is missing is asked for: a machine's own Node.js often carries npm and conflicts
+	@# with Debian's npm package.
+	@missing=""; command -v chromium >/dev/null || missing="chromium"; \
+	  command -v npm >/dev/null || missing="$$missing npm"; \
+	  [ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } || \
+	  echo "$$missing could not be installed (needs root and apt-get); the browser tests will skip"
 	@! command -v npm >/dev/null || npm ci --prefix services/portal --no-audit --no-fund --silent
 	@touch $(STAMP)
 
