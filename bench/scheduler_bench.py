@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -26,14 +27,14 @@ sys.path.insert(0, str(ROOT))
 from services.scheduler.core.hived_policy import HivedPolicy  # noqa: E402
 from services.scheduler.core.placements import JobDemand, NodeInventory, Placed, TaskDemand  # noqa: E402
 
-RACKS = 80
+RACKS = 80  # --racks 784: 12,544 nodes, 100,352 GPUs
 NODES_PER_RACK = 16
 VCS = 8
 SHAPES = [(1, 1), (2, 1), (4, 1), (8, 1), (8, 2), (8, 4)]  # (GPUs per task, tasks)
 WEIGHTS = [30, 15, 15, 20, 12, 8]
 
 
-def cluster() -> tuple[dict[str, Any], list[NodeInventory]]:
+def cluster(racks: int = RACKS) -> tuple[dict[str, Any], list[NodeInventory]]:
     types = {
         "SOCKET": {"childCellType": "GPU", "childCellNumber": 4},
         "NODE": {"childCellType": "SOCKET", "childCellNumber": 2, "isNodeLevel": True},
@@ -41,12 +42,18 @@ def cluster() -> tuple[dict[str, Any], list[NodeInventory]]:
     }
     cells = []
     nodes = []
-    for r in range(RACKS):
+    for r in range(racks):
         names = [f"r{r:02d}n{n:02d}" for n in range(NODES_PER_RACK)]
         cells.append({"cellType": "RACK", "cellChildren": [{"cellAddress": n} for n in names]})
         nodes += [NodeInventory(n, n, 96, 1 << 20, 8, "GPU") for n in names]
-    vcs = {f"vc{i}": {"virtualCells": [{"cellType": "RACK", "cellNumber": RACKS // VCS}]} for i in range(VCS)}
+    vcs = {f"vc{i}": {"virtualCells": [{"cellType": "RACK", "cellNumber": racks // VCS}]} for i in range(VCS)}
     return {"physicalCluster": {"cellTypes": types, "physicalCells": cells}, "virtualClusters": vcs}, nodes
+
+
+def rss_mb() -> float:
+    """This process's resident memory now (Linux), in MB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
 def demand(rng: random.Random, n: int) -> JobDemand:
@@ -65,14 +72,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--decisions", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--racks", type=int, default=RACKS, help="16-node racks, a multiple of 8")
+    parser.add_argument("--no-trace", action="store_true", help="skip the Alibaba trace replay")
     args = parser.parse_args()
+    if args.racks % VCS:
+        parser.error(
+            f"--racks: {args.racks} is not a multiple of {VCS} (one share per VC); "
+            f"try {args.racks // VCS * VCS + VCS}"
+        )
     rng = random.Random(args.seed)
-    config, nodes = cluster()
+    rss_before = rss_mb()
+    config, nodes = cluster(args.racks)
     t0 = time.perf_counter()
     policy = HivedPolicy(config)
     policy.set_nodes(nodes)
     build_s = time.perf_counter() - t0
-    total = RACKS * NODES_PER_RACK * 8
+    rss_built = rss_mb()
+    total = args.racks * NODES_PER_RACK * 8
     running: dict[str, int] = {}
     used = 0
     n = 0
@@ -111,6 +127,9 @@ def main() -> None:
         "nodes": len(nodes),
         "vcs": VCS,
         "build_s": round(build_s, 2),
+        "rss_mb_built": round(rss_built, 1),
+        "rss_mb_scheduler": round(rss_built - rss_before, 1),
+        "rss_mb_at_end": round(rss_mb(), 1),
         "load_after_fill": round(fill_load, 3),
         "load_at_end": round(used / total, 3),
         "decisions": len(latencies),
@@ -121,7 +140,7 @@ def main() -> None:
         "outcomes": outcomes,
     }
     traces = ROOT.parent / "shared" / "anchors" / "traces" / "alibaba-gpu-v2023"
-    if (traces / "openb_pod_list_default.csv").is_file():
+    if not args.no_trace and (traces / "openb_pod_list_default.csv").is_file():
         from services.scheduler.sim.simulator import load_cluster, load_trace, simulate
 
         t1 = time.perf_counter()
