@@ -13,10 +13,12 @@ Run: .venv/bin/python bench/scheduler_bench.py [--decisions 5000] [--seed 1]
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import random
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -68,18 +70,119 @@ def demand(rng: random.Random, n: int) -> JobDemand:
     )
 
 
+def fill(config: dict[str, Any], nodes: list[NodeInventory], seed: int) -> list[tuple[JobDemand, Placed]]:
+    """The jobs that run once the cluster is filled to 80% as the decisions below fill it."""
+    rng = random.Random(seed)
+    policy = HivedPolicy(config)
+    policy.set_nodes(nodes)
+    total = sum(n.gpus for n in nodes)
+    placed: list[tuple[JobDemand, Placed]] = []
+    used = n = 0
+    while used < 0.8 * total and n < 20 * total:
+        d = demand(rng, n)
+        n += 1
+        decision = policy.decide(d)
+        if isinstance(decision, Placed):
+            placed.append((d, decision))
+            used += sum(t.gpu for t in d.tasks)
+        else:
+            policy.release(d.job_id)
+    return placed
+
+
+async def rebuild(racks: int, seed: int) -> dict[str, Any]:
+    """A restarted scheduler's rebuild from the streams of a full cluster: a real nats-server
+    holding one node.reported per node and job.submitted + job.scheduled per running job; the
+    time from the service's start (its HiveD cells built from the config) to caught up."""
+    from libs.backbone.connecting import connect
+    from libs.backbone.natsserver import EmbeddedNats
+    from libs.backbone.topology import ensure_topology, publish_event
+    from libs.protocol.events import JobScheduled, JobSubmitted, NodeReported
+    from libs.protocol.events import TaskPlacement as EventPlacement
+    from services.scheduler.app import SchedulerService
+    from services.scheduler.core.queueing import SchedulerCore
+
+    config, nodes = cluster(racks)
+    jobs = fill(config, nodes, seed)
+    events: list[Any] = [
+        NodeReported(
+            node_id=n.name, name=n.name, address=n.address, cpu=n.cpu, memory_mb=n.memory_mb, gpus=n.gpus
+        )
+        for n in nodes
+    ]
+    for d, p in jobs:
+        gpus, count = d.tasks[0].gpu, len(d.tasks)
+        role = {"instances": count, "resourcePerInstance": {"cpu": 4, "memoryMB": 8192, "gpu": gpus}}
+        events.append(
+            JobSubmitted(
+                job_id=d.job_id,
+                user=d.user,
+                name=d.job_id,
+                virtual_cluster=d.virtual_cluster,
+                priority=d.priority,
+                config={"taskRoles": {"worker": role}},
+            )
+        )
+        placements = tuple(
+            EventPlacement(
+                role=t.role,
+                index=t.index,
+                node=t.node,
+                node_address=t.node_address,
+                gpu_indices=t.gpu_indices,
+            )
+            for t in p.tasks
+        )
+        events.append(JobScheduled(job_id=d.job_id, attempt=0, placements=placements))
+    with tempfile.TemporaryDirectory() as tmp:
+        async with EmbeddedNats(Path(tmp) / "nats") as server:
+            bus = await connect(server.url)
+            await ensure_topology(bus.js)
+            for start in range(0, len(events), 100):
+                batch = events[start : start + 100]
+                await asyncio.gather(*(publish_event(bus.js, e, ack_timeout=60) for e in batch))
+            began, cpu = time.perf_counter(), time.process_time()
+            core = SchedulerCore(HivedPolicy(config))
+            service = SchedulerService(bus, core)
+            stop = asyncio.Event()
+            running = asyncio.ensure_future(service.run(stop))
+            deadline = time.perf_counter() + 600
+            while service._catch_up or len(core.nodes) < len(nodes) or len(core.running()) < len(jobs):
+                assert time.perf_counter() < deadline, "the rebuild did not catch up in 10 minutes"
+                await asyncio.sleep(0.05)
+            rebuilt, rebuilt_cpu = time.perf_counter() - began, time.process_time() - cpu
+            restored = len(core.running())
+            stop.set()
+            await running
+            await bus.close()
+    return {
+        "rebuild_nodes": len(nodes),
+        "rebuild_running_jobs": len(jobs),
+        "rebuild_events": len(events),
+        "rebuild_s": round(rebuilt, 2),
+        "rebuild_cpu_s": round(rebuilt_cpu, 2),
+        "rebuild_jobs_restored": restored,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--decisions", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--racks", type=int, default=RACKS, help="16-node racks, a multiple of 8")
     parser.add_argument("--no-trace", action="store_true", help="skip the Alibaba trace replay")
+    parser.add_argument(
+        "--rebuild", action="store_true", help="time a restarted service's rebuild from the streams instead"
+    )
     args = parser.parse_args()
     if args.racks % VCS:
         parser.error(
             f"--racks: {args.racks} is not a multiple of {VCS} (one share per VC); "
             f"try {args.racks // VCS * VCS + VCS}"
         )
+    if args.rebuild:
+        print(json.dumps(asyncio.run(rebuild(args.racks, args.seed)), indent=1))
+        return
     rng = random.Random(args.seed)
     rss_before = rss_mb()
     config, nodes = cluster(args.racks)
