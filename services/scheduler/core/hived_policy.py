@@ -344,12 +344,13 @@ class HivedPolicy:
         """The VC cell level a running pod most likely used, so it keeps its guarantee."""
         if self._algo is None or demand.priority < MIN_GUARANTEED_PRIORITY:
             return tuple("" for _ in p.gpu_indices)
-        for chain, ccl in self._algo.full.items():
-            if any(leaf.nodes[0] == p.node for leaf in ccl[1]):
-                levels = self._algo.cfg.vc_preassigned.get(demand.virtual_cluster, {}).get(chain)
-                if levels:
-                    name = self._algo.cfg.level_types[chain][min(levels)]
-                    return tuple(name for _ in p.gpu_indices)
+        # The chains with a leaf on the node, in the order of `full` (node_leaves is built in that
+        # order): a look-up where a scan of every leaf cost a restart minutes at 100,000 GPUs.
+        for chain in dict.fromkeys(leaf.chain for leaf in self._algo.node_leaves.get(p.node, ())):
+            levels = self._algo.cfg.vc_preassigned.get(demand.virtual_cluster, {}).get(chain)
+            if levels:
+                name = self._algo.cfg.level_types[chain][min(levels)]
+                return tuple(name for _ in p.gpu_indices)
         return None
 
     def demoted_jobs(self) -> dict[str, str]:
