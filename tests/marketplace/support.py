@@ -86,6 +86,8 @@ def settings(
         "database_url": database_url,
         "data_dir": tmp,
         "identity_cache_seconds": 0.0,
+        # The starters are test_starters.py's; the other tests start from an empty marketplace.
+        "marketplace_seed": False,
         **overrides,
     }
     return MarketplaceSettings(**values)
