@@ -344,7 +344,8 @@ async function start() {
     editor.value = protocol;
     await check();
     config.name = `${config.name || "job"}-${Date.now().toString(36)}`;
-    fromForm();
+    editor.value = await portal("/portal/render", JSON.stringify(config), "application/json");
+    await check();
     $("#submit-status").textContent = "The job of the marketplace item: change what you need, then submit.";
   } else if (clone) {
     const [user, ...rest] = clone.split("~");
