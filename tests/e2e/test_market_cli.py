@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,25 @@ async def test_use_writes_the_job_with_its_origin_and_publish_and_star_work_by_n
         code, out, err = await cli.run("market", "star", "my-probe", "--undo")
         assert code == 0, err
         assert "it has 0 stars" in out
+
+        code, out, err = await cli.run(
+            "market", "publish", "--type", "data", "--name", "weather", "--data-type", "url",
+            "--data-url", "https://example.org/weather.csv", "--group", "default", "--tag", "csv",
+        )  # fmt: skip
+        assert code == 0, err
+        assert "visible to group default" in out
+        code, out, err = await cli.run("market", "list", "--type", "data", "--json")
+        assert code == 0, err
+        [data] = json.loads(out)
+        assert (data["name"], data["dataUrl"], data["groupList"]) == (
+            "weather",
+            "https://example.org/weather.csv",
+            ["default"],
+        )
+        code, out, err = await cli.run("market", "use", "weather")
+        assert code == 0, err
+        assert "https://example.org/weather.csv" in out
+        assert yaml.safe_load(out)["extras"]["submitFrom"] == data["id"]
 
         code, _, err = await cli.run("market", "show", "no-such-item")
         assert code == 1
