@@ -273,6 +273,11 @@ class EmbeddedPlatform:
             await self._wait_for_api(api_url)
         if "portal" in self.services:
             await self._wait_for_api(portal_url.rstrip("/"), path="/healthz", name="portal")
+        if "marketplace" in self.services:
+            # Its port opens once its tables are migrated and the starters seeded (401: ready).
+            await self._wait_for_api(
+                f"http://127.0.0.1:{marketplace_port}", path="/marketplace/api/items", name="marketplace"
+            )
         self._marker.touch()
         self.info = PlatformInfo(
             self.data_dir,

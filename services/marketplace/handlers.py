@@ -22,6 +22,7 @@ from libs.protocol.events import (
     MarketplaceItemStarred,
     MarketplaceItemUpdated,
 )
+from libs.protocol.limits import JobLimits
 from services.marketplace.adapters.asking import IdentityUnavailable
 from services.marketplace.adapters.storing import Query
 from services.marketplace.core.items import (
@@ -90,7 +91,7 @@ def _field_error(exc: FieldError) -> ApiError:
     return invalid(exc.message, exc.field, **({"problems": exc.problems} if exc.problems else {}))
 
 
-async def _limits(request: web.Request) -> Any:
+async def _limits(request: web.Request) -> JobLimits:
     try:
         return await request.app[REST].limits()
     except IdentityUnavailable as exc:

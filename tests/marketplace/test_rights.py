@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from libs.backbone.connecting import Bus
-from tests.marketplace.support import Market
+from services.marketplace.core.items import Caller, Item, may_see
+from tests.marketplace.support import USERS, Market
 from tests.support.waiting import eventually
 
 
@@ -102,3 +103,40 @@ async def test_without_a_token_the_marketplace_answers_401(market: Market) -> No
     assert response.status_code == 401
     assert response.json()["code"] == "UnauthorizedUserError"
     assert (await market.call("GET", "/items", "nobody")).status_code == 401
+
+
+async def test_the_sql_rule_and_the_core_rule_agree_on_who_sees_what(market: Market) -> None:
+    made = [
+        await market.create("alice", isPrivate=True),
+        await market.create("alice", isPrivate=False, groupList=["vision"]),
+        await market.create("alice", isPrivate=False, groupList=["default", "vision"]),
+        await market.create("alice", isPrivate=False, isPublic=True),
+        await market.create("bob", isPrivate=False, groupList=["default"]),
+        await market.create("admin", isPrivate=False, isPublic=True),
+        await market.create("admin", isPrivate=False, groupList=["speech"]),
+    ]
+    approved = await market.create("carol", isPrivate=False, isPublic=True)
+    await market.call("PUT", f"/items/{approved['id']}", "admin", json={"status": "approved"})
+    made.append((await market.call("GET", f"/items/{approved['id']}", "admin")).json())
+    for token, (user, admin, groups) in USERS.items():
+        caller = Caller(user, admin, frozenset(groups))
+        expected = {
+            item["id"]
+            for item in made
+            if may_see(
+                caller,
+                Item(
+                    id=item["id"],
+                    name=item["name"],
+                    author=item["author"],
+                    type=item["type"],
+                    is_private=item["isPrivate"],
+                    is_public=item["isPublic"],
+                    group_list=tuple(item["groupList"]),
+                    status=item["status"],
+                ),
+            )
+        }
+        listed = await market.call("GET", "/items", token)
+        assert set(await market.ids(token)) == expected, user
+        assert listed.headers["X-Total-Count"] == str(len(expected))

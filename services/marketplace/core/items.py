@@ -264,7 +264,10 @@ def read_moderation(body: Mapping[str, Any]) -> tuple[Status, str] | None:
             raise FieldError("status", "statusReason goes with status: send status 'rejected' too.")
         return None
     if status not in ("approved", "rejected", "pending"):
-        raise FieldError("status", f"status must be 'approved' or 'rejected', not {status!r}.")
+        raise FieldError(
+            "status",
+            f"status must be 'approved', 'rejected' or 'pending' (back to the queue), not {status!r}.",
+        )
     return status, (reason or "").strip()  # type: ignore[return-value]  # checked just above
 
 
