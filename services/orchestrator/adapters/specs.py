@@ -26,6 +26,7 @@ from runtime.spec import SpecError, load_spec
 from runtime.spec_model import (
     Directories,
     JobInfo,
+    PluginSpec,
     Resources,
     RoleInfo,
     RunAs,
@@ -153,6 +154,7 @@ def build_spec(
         gpu_memory_mib=placement.gpu_memory_mib if placement is not None else None,
         roles=roles,
         tasks=tasks,
+        plugins=runtime_plugins(job),
         secrets_file=directory / SECRETS_FILE if has_secrets else None,
         dirs=Directories(
             work_dir=directory / "work",
@@ -164,6 +166,23 @@ def build_spec(
         run_as=run_as,
         notice=notice,
     )
+
+
+def runtime_plugins(job: JobConfig) -> list[PluginSpec]:
+    """The job's extras."com.microsoft.pai.runtimeplugin", in its order, as the runtime reads them."""
+    entries = job.extras.runtime_plugins if job.extras is not None else None
+    specs = []
+    for entry in entries or []:
+        policy = (entry.model_extra or {}).get("failurePolicy", "fail")
+        specs.append(
+            PluginSpec(
+                plugin=entry.plugin,
+                parameters=dict(entry.parameters or {}),
+                failure_policy="ignore" if policy == "ignore" else "fail",
+                taskroles=entry.taskroles,
+            )
+        )
+    return specs
 
 
 def launch_facts(directory: Path) -> tuple[dict[str, list[int]], str | None]:
