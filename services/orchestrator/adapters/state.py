@@ -67,12 +67,14 @@ class FrameworkStore:
         return current
 
     async def save(self, job_id: str, framework: Framework, revision: int | None) -> int:
-        """Write `framework` if the key is still at `revision` (None: only if absent)."""
+        """Write `framework` if the key is still at `revision` (None: only if absent).
+
+        Returns once the write is known to be stored, waiting out a bus that is away: what the
+        caller then carries out is what KV holds. KVConflictError when another write came first.
+        """
         try:
-            if revision is None:
-                written = await self._store.create(job_id, framework)
-            else:
-                written = await self._store.update(job_id, framework, revision)
+            # Settled: an unanswered write is read back, never taken for lost (libs/backbone/kv.py).
+            written = await self._store.write(job_id, framework, revision)
         except KVConflictError:
             self._known.pop(job_id, None)
             raise
