@@ -36,6 +36,7 @@ log = structlog.get_logger(__name__)
 # A request these end was not answered: it may or may not have been stored.
 UNANSWERED: tuple[type[Exception], ...] = (
     TimeoutError,  # nats.errors.TimeoutError is one
+    ConnectionError,  # the socket went away under the request
     nats.errors.NoRespondersError,
     nats.errors.ConnectionClosedError,
     nats.errors.ConnectionReconnectingError,

@@ -1,4 +1,4 @@
-"""A state write whose answer is lost with the bus may be stored all the same: nothing it decided is lost.
+"""What the orchestrator decides or needs while nats-server is down is done once it is back.
 
 The interleaving the chaos run found (docs/architecture.md, "Crash and restart"): the last task
 of a job ends while nats-server is down. The orchestrator decides the job's completion and
@@ -6,9 +6,12 @@ writes it to KV with the job.completed event in its outbox; nats-py keeps the re
 buffer, the request times out, the server comes back, and the buffered write is stored. The
 consumer redelivers the task's completion, the stored state has seen it already, and before the
 fix nothing published job.completed: the read model kept the job RUNNING for good (only a later
-restart of the orchestrator, flushing every outbox, would have published it).
+restart of the orchestrator, flushing every outbox, would have published it). A placement met
+the same fate: its tasks were never started.
 
-Here the kill and the restart happen at exactly that point, on a real nats-server.
+Here the kill and the restart happen at exactly that point, on a real nats-server. The chaos
+run's failed jobs had another cause, also here: a task started while the bus was down could not
+read its secrets and failed the job.
 """
 
 from __future__ import annotations
@@ -19,13 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import nats.errors
+from cryptography.fernet import Fernet
 
 from libs.backbone.connecting import Bus
 from libs.backbone.natsserver import EmbeddedNats
-from libs.backbone.topology import ensure_topology
+from libs.backbone.provisioning import ensure_kv
+from libs.backbone.sealing import SecretsCipher
+from libs.backbone.topology import SECRETS, ensure_topology
 from libs.protocol.events import EventBase, JobScheduled, TaskCompleted
 from services.orchestrator.adapters.local import LocalExecutor, TaskExit
-from services.orchestrator.adapters.state import FrameworkStore
+from services.orchestrator.adapters.state import FrameworkStore, SecretsReader
 from services.orchestrator.core.frameworks import Framework, TaskKey
 from services.orchestrator.handlers import Orchestrator
 from tests.orchestrator.jobs import job_config
@@ -148,3 +154,20 @@ async def test_a_placement_decided_while_the_bus_was_down_starts_its_tasks(
     assert framework.attempts[0].tasks[0].current.pid == 4242
     await orch.apply("job1", scheduled(CONFIG))
     assert executor.started == [KEY]
+
+
+async def test_a_task_started_while_the_bus_is_down_waits_for_its_secrets(
+    nats_server: EmbeddedNats, bus: Bus, tmp_path: Path
+) -> None:
+    await ensure_kv(bus.js, SECRETS)
+    cipher = SecretsCipher(Fernet.generate_key())
+    await (await bus.js.key_value(SECRETS.bucket)).put("job1", cipher.seal({"token": "s3cret"}))
+    reader = SecretsReader(bus.nc.jetstream(timeout=REQUEST_TIMEOUT), cipher)
+
+    nats_server.kill_sync()
+    await until(lambda: not bus.nc.is_connected, "the client to see the server gone")
+    reading = asyncio.create_task(reader("job1"))
+    await asyncio.sleep(REQUEST_TIMEOUT * 2)  # a first read has timed out
+    assert not reading.done()
+    await nats_server.restart()
+    assert await asyncio.wait_for(reading, 30) == {"token": "s3cret"}
