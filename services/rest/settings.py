@@ -47,6 +47,8 @@ class RestSettings(BackboneSettings):
     # The events gateway (services/events): when set, /api/v2/events and /api/v2/webhooks are
     # passed to it, so the API's one address serves them (the embedded platform, compose).
     events_url: str | None = None
+    # The marketplace (services/marketplace): /marketplace/api/... is passed to it when set.
+    marketplace_url: str | None = None
     rest_host: str = "127.0.0.1"
     rest_port: int = DEFAULT_PORT
     # None means an embedded SQLite file in the data dir.

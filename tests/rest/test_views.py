@@ -106,6 +106,23 @@ def test_a_queued_job_lists_every_task_of_its_config_as_waiting() -> None:
     assert required <= set(detail["jobStatus"])
 
 
+def test_a_task_has_a_uid_once_it_exists_and_none_while_it_waits_for_placement() -> None:
+    placed = {
+        **views.waiting_task(job_row(), 0, "worker", 0),  # type: ignore[dict-item]
+        "placeholder": False,
+        "state": "RUNNING",
+        "created_time": 5,
+    }
+    detail = views.job_detail(job_row(), None, [placed])
+    worker = detail["taskRoles"]["worker"]["taskStatuses"]
+    assert worker[0]["taskUid"] == states.task_uid("j1", "worker", 0)
+    assert isinstance(worker[0]["taskUid"], str)
+    # Not placed yet: no uid at all, as OpenPAI's rest-server leaves out a task's undefined
+    # instanceUID (never null, never a made-up number).
+    assert "taskUid" not in worker[1]
+    assert "taskUid" not in detail["taskRoles"]["ps"]["taskStatuses"][0]
+
+
 def test_a_summary_has_every_field_openpai_requires() -> None:
     summary = views.job_summary(job_row())
     required = {"name", "username", "virtualCluster", "state", "subState", "executionType", "retries"}

@@ -94,10 +94,19 @@ def task_attempt_status(job: Row, task: Row) -> dict[str, Any]:
 
 
 def task_status(job: Row, task: Row) -> dict[str, Any]:
-    """One item of ``taskRoles.<role>.taskStatuses`` in a job detail: the task's latest attempt."""
+    """One item of ``taskRoles.<role>.taskStatuses`` in a job detail: the task's latest attempt.
+
+    ``taskUid`` names a task that exists. A task not placed yet has none, and the field is left
+    out, as OpenPAI's rest-server leaves it out (its ``instanceUID`` is undefined) for a task with
+    no instance yet. Followed: the rest-server, not either swagger: the SDK's (2.2.0) types the
+    field as an integer, OpenPAI's since 2.2.6 as a string, and the server sends a string or
+    nothing, as this platform does.
+    """
+    status: dict[str, Any] = {"taskIndex": task["task_index"]}
+    if not task.get("placeholder"):
+        status["taskUid"] = task_uid(job["id"], task["role"], task["task_index"])
     return {
-        "taskIndex": task["task_index"],
-        "taskUid": task_uid(job["id"], task["role"], task["task_index"]),
+        **status,
         "taskState": task["state"],
         "retries": task["task_attempt"],
         "accountableRetries": task["task_attempt"],
@@ -110,6 +119,7 @@ def task_status(job: Row, task: Row) -> dict[str, Any]:
 
 def _waiting_task(job: Row, job_attempt: int, role: str, index: int) -> dict[str, Any]:
     return {
+        "placeholder": True,
         "job_attempt": job_attempt,
         "role": role,
         "task_index": index,

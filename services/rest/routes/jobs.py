@@ -311,7 +311,7 @@ async def get_task(request: web.Request) -> web.Response:
     keep = ("taskIndex", "taskUid", "taskState", "retries", "accountableRetries")
     return web.json_response(
         {
-            **{key: status[key] for key in keep},
+            **{key: status[key] for key in keep if key in status},
             "createdTime": tasks[0]["created_time"],
             "launchedTime": tasks[0]["launched_time"],
             "completedTime": latest["completed_time"],
