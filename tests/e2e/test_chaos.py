@@ -12,7 +12,7 @@ import pytest
 from bench.chaos_bench import print_report, run
 from libs.embedded.platform import SERVICES
 
-# A guard only: the run takes about a minute on two cores; the settle time bounds a stuck one.
+# A guard only: the run takes 40-100 s on two shared cores; the settle time bounds a stuck one.
 pytestmark = pytest.mark.timeout(420)
 
 
