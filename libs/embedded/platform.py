@@ -113,8 +113,13 @@ class EmbeddedPlatform:
         admin_password: str | None = None,
         services: tuple[str, ...] = SERVICES,
         extra_env: dict[str, str] | None = None,
+        well_known_ports: bool = True,
     ) -> None:
         self.data_dir = data_dir.resolve()
+        # False: free ports the system picks rather than 4222, 9102, 9187-9189 when those are
+        # free, for tests and benches sharing a machine with other platforms: a port freed by a
+        # killed child is then not one another platform prefers to take meanwhile.
+        self.well_known_ports = well_known_ports
         self.requested_api_port = api_port
         self.admin_password = admin_password
         self.services = services
@@ -184,13 +189,17 @@ class EmbeddedPlatform:
         api_port = self.requested_api_port or pick_port(remembered.get("api_port"), DEFAULT_API_PORT)
         if self.requested_api_port and not port_available(api_port):
             raise OSError(f"port {api_port} is in use; choose another with --port")
-        nats_port = pick_port(remembered.get("nats_port"), DEFAULT_NATS_PORT)
-        metrics_port = pick_port(remembered.get("metrics_port"), DEFAULT_METRICS_PORT)
-        portal_port = pick_port(remembered.get("portal_port"), DEFAULT_PORTAL_PORT)
+
+        def port(name: str, default: int) -> int:
+            return pick_port(remembered.get(name), default if self.well_known_ports else None)
+
+        nats_port = port("nats_port", DEFAULT_NATS_PORT)
+        metrics_port = port("metrics_port", DEFAULT_METRICS_PORT)
+        portal_port = port("portal_port", DEFAULT_PORTAL_PORT)
         # The events gateway listens on loopback only: rest passes /api/v2/events to it.
-        events_port = pick_port(remembered.get("events_port"), DEFAULT_EVENTS_PORT)
+        events_port = port("events_port", DEFAULT_EVENTS_PORT)
         # So does the marketplace: rest passes /marketplace/api/ to it.
-        marketplace_port = pick_port(remembered.get("marketplace_port"), DEFAULT_MARKETPLACE_PORT)
+        marketplace_port = port("marketplace_port", DEFAULT_MARKETPLACE_PORT)
         # The bus is private: each service its own NATS user, passwords kept in the data dir.
         # The portal talks to the platform through the API only: it gets no bus user.
         credentials = load_credentials(
