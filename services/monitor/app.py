@@ -34,6 +34,7 @@ from libs.backbone.topology import ensure_topology, publish_event
 from libs.protocol import simulated_gpus
 from libs.protocol.events import (
     JobCompleted,
+    JobScheduled,
     NodeLost,
     NodeReported,
     TaskCompleted,
@@ -222,6 +223,10 @@ class Monitor:
             return
         if isinstance(event, TaskStarted) and event.node == self.settings.node_name and event.pid:
             self.collector.add_task(TaskRef(event.job_id, event.role, event.index, event.pid))
+        elif isinstance(event, JobScheduled):
+            for p in event.placements:
+                if p.node == self.settings.node_name and p.gpu_milli and p.gpu_indices:
+                    self.collector.set_share(event.job_id, p.role, p.index, p.gpu_indices[0], p.gpu_milli)
         elif isinstance(event, TaskCompleted):
             self.collector.remove_task(event.job_id, event.role, event.index)
         elif isinstance(event, JobCompleted):
