@@ -66,7 +66,7 @@ from services.monitor.liveness import Liveness
 log = structlog.get_logger(__name__)
 
 # The job events the monitor follows: which task processes to sample on this node.
-TASK_EVENT_TYPES = ("task.started", "task.completed", "job.completed")
+TASK_EVENT_TYPES = ("job.scheduled", "task.started", "task.completed", "job.completed")
 
 
 class MonitorSettings(BackboneSettings):
@@ -142,7 +142,7 @@ class Monitor:
             await js.subscribe(
                 NODE_SUBJECTS, cb=self._on_node_event, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL
             ),
-            # Only the job events that start or end a task on a node: a submission or a pending
+            # Only the job events that place, start or end a task on a node: a submission or a pending
             # reason (most of the stream under load) never reaches the monitor.
             await js.subscribe(
                 JOB_SUBJECTS,
