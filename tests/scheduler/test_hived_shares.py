@@ -16,6 +16,7 @@ from services.scheduler.core.placements import (
     Waiting,
 )
 from services.scheduler.core.queueing import demand_from_config
+from services.scheduler.core.user_limits import UserLimitedPolicy, VcUserLimit
 from tests.scheduler.clusters import two_rack_config
 
 
@@ -309,3 +310,12 @@ def _check(policy: HivedPolicy) -> None:
             for leaf in p
         )
         assert guaranteed <= vc.capacity_gpus
+
+
+def test_a_users_gpu_limit_counts_shares_as_the_gpus_they_add_up_to() -> None:
+    policy = UserLimitedPolicy(HivedPolicy(two_rack_config()), {"a": VcUserLimit(max_gpus_per_user=2)})
+    assert isinstance(policy.decide(shared("halves", 500, tasks=4)), Placed)  # 4 x 0.5: 2 GPUs
+    assert policy.usage() == {"a": {"alice": 2}}
+    over = policy.decide(shared("more", 100))
+    assert isinstance(over, Waiting)
+    assert "at most 2 GPUs" in over.reason
