@@ -129,3 +129,43 @@ def test_a_summary_has_every_field_openpai_requires() -> None:
     required |= {"createdTime", "completedTime", "appExitCode"}
     assert required <= set(summary)
     assert summary["debugId"] == states.framework_name("u", "n")
+
+
+def test_shared_gpus_of_a_job_say_how_much_of_each_device_its_tasks_hold() -> None:
+    def task(
+        index: int, node: str, gpus: str | None, milli: int | None, state: str = "RUNNING"
+    ) -> dict[str, Any]:
+        return {
+            "taskIndex": index,
+            "taskState": state,
+            "containerNodeName": node,
+            "containerGpus": gpus,
+            "containerGpuMilli": milli,
+        }
+
+    roles = {
+        "infer": {
+            "taskStatuses": [task(0, "n1", "0", 500), task(1, "n1", "0", 500), task(2, "n1", "1", 500)]
+        },
+        "train": {"taskStatuses": [task(0, "n1", "2,3", None)]},
+        "late": {"taskStatuses": [task(0, "", None, None, "WAITING")]},
+    }
+    assert views.shared_gpus(roles) == [
+        {
+            "node": "n1",
+            "gpu": "0",
+            "gpuMilli": 1000,
+            "tasks": [
+                {"taskRole": "infer", "taskIndex": 0, "gpuMilli": 500},
+                {"taskRole": "infer", "taskIndex": 1, "gpuMilli": 500},
+            ],
+        },
+        {
+            "node": "n1",
+            "gpu": "1",
+            "gpuMilli": 500,
+            "tasks": [{"taskRole": "infer", "taskIndex": 2, "gpuMilli": 500}],
+        },
+    ]
+    queued = views.job_detail(job_row(), None, [])
+    assert queued["sharedGpus"] == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from libs.protocol.gpu_share import gpu_shares
 from services.rest.core.states import framework_name, task_uid
 
 Row = Mapping[str, Any]
@@ -81,6 +82,8 @@ def task_attempt_status(job: Row, task: Row) -> dict[str, Any]:
         "containerNodeName": task["node"],
         "containerPorts": dict(task["ports"] or {}),
         "containerGpus": task["gpus"],
+        # An addition: the thousandths of its one GPU a task sharing it holds (extras.gpuShare).
+        "containerGpuMilli": _share_of(job, task["role"]) if task["gpus"] else None,
         "containerLog": log_path(
             job, task["job_attempt"], task["role"], task["task_index"], task["task_attempt"]
         ),
@@ -91,6 +94,27 @@ def task_attempt_status(job: Row, task: Row) -> dict[str, Any]:
         # (the local executor runs the commands on the host, not in the docker image).
         "executorNote": task.get("note"),
     }
+
+
+def _share_of(job: Row, role: str) -> int | None:
+    share = gpu_shares((job["config"] or {}).get("extras")).get(role)
+    return share.gpu_milli if share is not None else None
+
+
+def shared_gpus(roles: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The GPUs the job's tasks share, each with how much of it the job's tasks hold and which."""
+    devices: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for role, status in roles.items():
+        for task in status["taskStatuses"]:
+            if task.get("containerGpuMilli") and task.get("containerGpus") and task["taskState"] != "WAITING":
+                key = (str(task.get("containerNodeName") or ""), str(task["containerGpus"]))
+                devices.setdefault(key, []).append(
+                    {"taskRole": role, "taskIndex": task["taskIndex"], "gpuMilli": task["containerGpuMilli"]}
+                )
+    return [
+        {"node": node, "gpu": gpu, "gpuMilli": sum(t["gpuMilli"] for t in held), "tasks": held}
+        for (node, gpu), held in sorted(devices.items())
+    ]
 
 
 def task_status(job: Row, task: Row) -> dict[str, Any]:
@@ -252,7 +276,9 @@ def job_detail(job: Row, attempt: Row | None, tasks: Sequence[Row]) -> dict[str,
             "totalTaskNumber": job["total_tasks"],
             "totalTaskRoleNumber": job["total_task_roles"],
         },
-        "taskRoles": task_roles(job, attempt_id, tasks),
+        "taskRoles": (roles := task_roles(job, attempt_id, tasks)),
+        # An addition: GPUs this job's tasks share (extras.gpuShare) and how much of each they hold.
+        "sharedGpus": shared_gpus(roles),
     }
 
 

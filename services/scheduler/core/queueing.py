@@ -31,6 +31,7 @@ from libs.protocol.events import (
     NodeReported,
 )
 from libs.protocol.events import TaskPlacement as EventPlacement
+from libs.protocol.gpu_share import gpu_shares
 from services.scheduler.core.placements import (
     JobDemand,
     NodeInventory,
@@ -92,10 +93,12 @@ def demand_from_config(job_id: str, user: str, virtual_cluster: str, config: dic
     hived = (config.get("extras") or {}).get("hivedScheduler") or {}
     role_hints = hived.get("taskRoles") or {}
     priority = PRIORITY_CLASSES.get(str(hived.get("jobPriorityClass", "")), 0)
+    shares = gpu_shares(config.get("extras"))
     tasks: list[TaskDemand] = []
     for role, spec in (config.get("taskRoles") or {}).items():
         resources = spec.get("resourcePerInstance") or {}
         hint = role_hints.get(role) or {}
+        share = shares.get(role)
         for index in range(int(spec.get("instances", 1))):
             tasks.append(
                 TaskDemand(
@@ -103,10 +106,12 @@ def demand_from_config(job_id: str, user: str, virtual_cluster: str, config: dic
                     index=index,
                     cpu=int(resources.get("cpu", 1)),
                     memory_mb=int(resources.get("memoryMB", 0)),
-                    gpu=int(resources.get("gpu", 0)),
+                    gpu=1 if share is not None else int(resources.get("gpu", 0)),
                     sku_type=hint.get("skuType"),
                     pinned_cell=hint.get("pinnedCellId"),
                     affinity_group=hint.get("affinityGroupName"),
+                    gpu_milli=share.gpu_milli if share is not None else 0,
+                    gpu_memory_mib=share.gpu_memory_mib if share is not None else None,
                 )
             )
     return JobDemand(job_id, user, virtual_cluster, priority, tuple(tasks))
@@ -362,10 +367,18 @@ class SchedulerCore:
 
 
 def _from_event(p: EventPlacement) -> TaskPlacement:
-    return TaskPlacement(p.role, p.index, p.node, p.node_address, tuple(p.gpu_indices))
+    return TaskPlacement(
+        p.role, p.index, p.node, p.node_address, tuple(p.gpu_indices), p.gpu_milli, p.gpu_memory_mib
+    )
 
 
 def _to_event(p: TaskPlacement) -> EventPlacement:
     return EventPlacement(
-        role=p.role, index=p.index, node=p.node, node_address=p.node_address, gpu_indices=p.gpu_indices
+        role=p.role,
+        index=p.index,
+        node=p.node,
+        node_address=p.node_address,
+        gpu_indices=p.gpu_indices,
+        gpu_milli=p.gpu_milli,
+        gpu_memory_mib=p.gpu_memory_mib,
     )
