@@ -30,6 +30,7 @@ from runtime.spec import (
     RoleInfo,
     RunAs,
     SpecError,
+    StorageSpec,
     TaskPlacement,
     TaskSpec,
     load_spec,
@@ -156,6 +157,7 @@ def build_spec(
         roles=roles,
         tasks=tasks,
         plugins=runtime_plugins(job),
+        storages=[StorageSpec.model_validate(storage) for storage in framework.storages],
         secrets_file=directory / SECRETS_FILE if has_secrets else None,
         dirs=Directories(
             work_dir=directory / "work",
