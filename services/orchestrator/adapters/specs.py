@@ -22,18 +22,17 @@ from typing import Any
 
 from libs.protocol import JobConfig, render_entrypoint
 from runtime.ports import release_ports, reserve_ports, with_default_ports
-from runtime.spec import (
+from runtime.spec import SpecError, load_spec
+from runtime.spec_model import (
     Directories,
     JobInfo,
     PluginSpec,
     Resources,
     RoleInfo,
     RunAs,
-    SpecError,
     StorageSpec,
     TaskPlacement,
     TaskSpec,
-    load_spec,
 )
 from services.orchestrator.adapters.rules import current_rules_file
 from services.orchestrator.core.frameworks import Framework, TaskKey
