@@ -96,6 +96,20 @@ class FailureInfo(_Model):
     causer: str | None = None
 
 
+class JobStorage(_Model):
+    """A storage the job may mount, resolved from the submitter's groups at submission.
+
+    Only where the storage's data is on the node and where the task sees it: never a credential.
+    """
+
+    name: str
+    type: str
+    path: str = Field(description="where the storage's data is on the node")
+    mount_path: str = Field(description="where the task sees it unless the job says otherwise")
+    default: bool = False
+    read_only: bool = False
+
+
 class JobSubmitted(EventBase):
     type: Literal["job.submitted"] = "job.submitted"
     job_id: str
@@ -104,6 +118,9 @@ class JobSubmitted(EventBase):
     virtual_cluster: str
     priority: int = 0
     config: dict[str, Any] = Field(description="the normalised job config, secrets masked")
+    storages: tuple[JobStorage, ...] = Field(
+        (), description="the storages the job's storage plugin may mount (added in version 1)"
+    )
 
 
 class JobScheduled(EventBase):

@@ -85,7 +85,7 @@ class RestSettings(BackboneSettings):
     # the client secret (OpenID Connect Core 10.1).
     oidc_algorithms: tuple[str, ...] = ("RS256", "ES256", "HS256")
     # YAML list of storages (name, share, volumeName, default, type, data, ...) that groups'
-    # acls.storageConfigs grant; None means no storage is configured.
+    # acls.storageConfigs grant; None means <data dir>/storages.yaml (no storage while absent).
     storages_file: Path | None = None
 
     # Rate limits, OpenPAI's figures by default; each counts in a fixed window of the given
@@ -147,6 +147,9 @@ class RestSettings(BackboneSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{self.data_dir.resolve() / 'rest.db'}"
+
+    def resolved_storages_file(self) -> Path:
+        return self.storages_file or self.data_dir / "storages.yaml"
 
     def resolved_jwt_secret_file(self) -> Path:
         return self.jwt_secret_file or self.data_dir / "rest-jwt.secret"

@@ -30,6 +30,7 @@ from runtime.spec_model import (
     Resources,
     RoleInfo,
     RunAs,
+    StorageSpec,
     TaskPlacement,
     TaskSpec,
 )
@@ -155,6 +156,7 @@ def build_spec(
         roles=roles,
         tasks=tasks,
         plugins=runtime_plugins(job),
+        storages=[StorageSpec.model_validate(storage) for storage in framework.storages],
         secrets_file=directory / SECRETS_FILE if has_secrets else None,
         dirs=Directories(
             work_dir=directory / "work",

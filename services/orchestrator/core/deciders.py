@@ -84,6 +84,7 @@ def decide(framework: Framework | None, message: Input, ctx: Context) -> Decisio
             name=message.name,
             virtual_cluster=message.virtual_cluster,
             config=message.config,
+            storages=[storage.model_dump() for storage in message.storages],
             spec=spec_from_config(message.config),
             submitted_at=message.occurred_at,
             attempts=[JobAttempt(attempt=0)],
