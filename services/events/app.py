@@ -16,6 +16,7 @@ from aiohttp import web
 
 from libs.backbone.connecting import connect
 from libs.backbone.heartbeats import beat_forever
+from libs.backbone.running import serve_until_stopped
 from libs.backbone.topology import ensure_topology
 from services.events import hooks, streaming
 from services.events.adapters.delivering import Deliveries
@@ -99,12 +100,6 @@ def build_app(settings: EventsSettings) -> web.Application:
 
 async def serve(settings: EventsSettings, stop: asyncio.Event) -> None:
     """Serve until ``stop`` is set, then close streams and drain."""
-    runner = web.AppRunner(build_app(settings), shutdown_timeout=5.0)
-    await runner.setup()
-    site = web.TCPSite(runner, settings.events_host, settings.events_port)
-    await site.start()
-    log.info("events gateway listening", host=settings.events_host, port=settings.events_port)
-    try:
-        await stop.wait()
-    finally:
-        await runner.cleanup()
+    await serve_until_stopped(
+        build_app(settings), settings.events_host, settings.events_port, stop, name="events gateway"
+    )

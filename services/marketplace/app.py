@@ -18,6 +18,7 @@ from aiohttp import web
 
 from libs.backbone.connecting import connect
 from libs.backbone.heartbeats import beat_forever
+from libs.backbone.running import serve_until_stopped
 from libs.backbone.sql import create_engine
 from libs.backbone.topology import ensure_topology
 from services.marketplace import handlers
@@ -118,12 +119,6 @@ def build_app(settings: MarketplaceSettings) -> web.Application:
 
 async def serve(settings: MarketplaceSettings, stop: asyncio.Event) -> None:
     """Serve until ``stop`` is set, then drain."""
-    runner = web.AppRunner(build_app(settings), shutdown_timeout=5.0)
-    await runner.setup()
-    site = web.TCPSite(runner, settings.marketplace_host, settings.marketplace_port)
-    await site.start()
-    log.info("marketplace listening", host=settings.marketplace_host, port=settings.marketplace_port)
-    try:
-        await stop.wait()
-    finally:
-        await runner.cleanup()
+    await serve_until_stopped(
+        build_app(settings), settings.marketplace_host, settings.marketplace_port, stop, name="marketplace"
+    )
