@@ -97,22 +97,36 @@ class InstantExecutor:
         return None
 
 
-async def handler_lifecycle(tasks: int) -> tuple[float, float, int]:
+class WriteCounter:
+    """Counts the messages and bytes written to the framework bucket, and the largest one."""
+
+    def __init__(self, store: FrameworkStore) -> None:
+        self.bytes = 0
+        self.writes = 0
+        self.largest = 0
+        js = store._kv._js
+        publish = js.publish
+        prefix = f"$KV.{store._store.bucket}."
+
+        async def counted(subject: str, payload: bytes = b"", *args: Any, **kwargs: Any) -> Any:
+            if subject.startswith(prefix):
+                self.bytes += len(payload)
+                self.writes += 1
+                self.largest = max(self.largest, len(payload))
+            return await publish(subject, payload, *args, **kwargs)
+
+        js.publish = counted  # type: ignore[method-assign]
+
+
+async def handler_lifecycle(tasks: int) -> tuple[float, float, WriteCounter, WriteCounter]:
     """A `tasks`-task job through the handler with a real KV bucket: seconds to record every launch
-    (from job.scheduled), seconds for every task.completed, and the bytes of framework written."""
+    (from job.scheduled), seconds for every task.completed, and what each phase wrote."""
     with tempfile.TemporaryDirectory() as tmp:
         async with EmbeddedNats(Path(tmp) / "nats") as server:
             bus = await connect(server.url)
             await ensure_topology(bus.js)
             store = await FrameworkStore.open(bus.js)
-            written = [0]
-            save = store.save
-
-            async def counted(job_id: str, framework: Any, revision: int | None) -> int:
-                written[0] += len(framework.model_dump_json())
-                return await save(job_id, framework, revision)
-
-            store.save = counted  # type: ignore[method-assign]
+            publish_to_bus = store._kv._js.publish
 
             async def publish(_event: Any) -> None:
                 return None
@@ -120,26 +134,36 @@ async def handler_lifecycle(tasks: int) -> tuple[float, float, int]:
             orchestrator = Orchestrator(store, InstantExecutor(), publish)  # type: ignore[arg-type]
             cfg = config({"worker": {"instances": tasks}})
             await orchestrator.apply("job1", submitted(cfg))
+            launching = WriteCounter(store)
             began = time.perf_counter()
             await orchestrator.apply("job1", scheduled(cfg))
             launched = time.perf_counter()
+            store._kv._js.publish = publish_to_bus  # type: ignore[method-assign]
+            completing = WriteCounter(store)
             for i in range(tasks):
                 await orchestrator.apply("job1", completed((0, "worker", i, 0), 0))
             ended = time.perf_counter()
+            final = await FrameworkStore.open(bus.js)
+            stored = await final.get("job1")
+            assert stored is not None, "the job's state is gone"
+            assert stored.value.outcome is not None, "the job did not finish"
             await bus.close()
-    return launched - began, ended - launched, written[0]
+    return launched - began, ended - launched, launching, completing
 
 
-def report() -> None:
+def report(sizes: tuple[int, ...] = (100, 1000, 10_000)) -> None:
     for tasks in (10, 100, 1000):
         seconds, decisions = core_lifecycle(tasks)
         rate = decisions / seconds
         print(f"core: {tasks:5d}-task job lifecycle: {seconds * 1000:8.1f} ms, {rate:8.0f} decisions/s")
-    for tasks in (100, 1000):
-        launch, completions, written = asyncio.run(handler_lifecycle(tasks))
+    for tasks in sizes:
+        launch, completions, launching, completing = asyncio.run(handler_lifecycle(tasks))
         print(
-            f"handler with KV: {tasks:5d}-task job: every launch recorded in {launch * 1000:7.0f} ms, "
-            f"every completion in {completions * 1000:7.0f} ms, {written / 1e6:6.1f} MB of framework written"
+            f"handler with KV: {tasks:5d}-task job: every launch recorded in {launch * 1000:7.0f} ms "
+            f"({launching.bytes / 1e6:.1f} MB in {launching.writes} values, largest "
+            f"{launching.largest / 1e3:.0f} kB); every completion in {completions * 1000:7.0f} ms "
+            f"({completing.bytes / max(1, tasks) / 1e3:.1f} kB a completion, largest value "
+            f"{completing.largest / 1e3:.1f} kB)"
         )
     times = asyncio.run(service_round_trips(10))
     print(
