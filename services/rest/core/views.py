@@ -201,8 +201,12 @@ def task_roles(job: Row, job_attempt: int, tasks: Iterable[Row]) -> dict[str, An
     return result
 
 
-def job_detail(job: Row, attempt: Row | None, tasks: Sequence[Row]) -> dict[str, Any]:
-    """GET /api/v2/jobs/{user}~{job}: the job with its latest (or a chosen) attempt."""
+def job_detail(
+    job: Row, attempt: Row | None, tasks: Sequence[Row], *, roles: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """GET /api/v2/jobs/{user}~{job}: the job with its latest (or a chosen) attempt.
+
+    `roles`: its `taskRoles` built already (then `tasks` is not read)."""
     spec = job["exit_spec"]
     attempt_id = attempt["attempt"] if attempt else (job["attempt"] or 0)
     return {
@@ -242,7 +246,7 @@ def job_detail(job: Row, attempt: Row | None, tasks: Sequence[Row]) -> dict[str,
             "totalTaskNumber": job["total_tasks"],
             "totalTaskRoleNumber": job["total_task_roles"],
         },
-        "taskRoles": task_roles(job, attempt_id, tasks),
+        "taskRoles": task_roles(job, attempt_id, tasks) if roles is None else roles,
     }
 
 
