@@ -50,7 +50,12 @@ async def test_a_kept_detail_changes_with_every_projected_event_of_its_job(
     )
     await publish_event(bus.js, JobScheduled(job_id=job_id, attempt=0, placements=placements))
     placed = await eventually(
-        lambda: detail(api), lambda d: statuses(d)[-1]["containerNodeName"] == "node-a", within=60
+        lambda: detail(api),
+        lambda d: (
+            statuses(d)[-1]["containerNodeName"] == "node-a"
+            and d["jobStatus"]["subState"] != "AttemptCreationPending"
+        ),
+        within=60,
     )
     assert states(placed) == ["WAITING"] * TASKS
     cache = api.app[DETAIL_CACHE]
@@ -66,3 +71,32 @@ async def test_a_kept_detail_changes_with_every_projected_event_of_its_job(
     ended = await eventually(lambda: detail(api), lambda d: states(d)[7] == "SUCCEEDED", within=60)
     assert statuses(ended)[7]["containerExitCode"] == 0
     assert list(ended) == list(placed), "the same fields in the same order"
+
+
+async def test_a_task_reported_ended_before_it_was_reported_started_stays_ended(
+    api: Client, admin_headers: dict[str, str], bus: Bus
+) -> None:
+    response = await api.post(
+        "/api/v2/jobs",
+        data=job_yaml("quick", instances=1, gpu=0),
+        headers={**admin_headers, "Content-Type": "text/yaml"},
+    )
+    job_id = (await response.json())["jobId"]
+    placement = (TaskPlacement(role="worker", index=0, node="node-a", node_address="10.0.0.1"),)
+    await publish_event(bus.js, JobScheduled(job_id=job_id, attempt=0, placements=placement))
+    # The executor saw the process end before the orchestrator recorded its launch.
+    await publish_event(bus.js, TaskCompleted(job_id=job_id, attempt=0, role="worker", index=0, exit_code=0))
+    await publish_event(
+        bus.js, TaskStarted(job_id=job_id, attempt=0, role="worker", index=0, node="node-a", pid=42)
+    )
+
+    async def quick() -> dict[str, Any]:
+        found = await api.get("/api/v2/jobs/admin~quick")
+        body: dict[str, Any] = await found.json()
+        return body
+
+    shown = await eventually(
+        quick, lambda d: d["taskRoles"]["worker"]["taskStatuses"][0]["launchedTime"], within=60
+    )
+    task = shown["taskRoles"]["worker"]["taskStatuses"][0]
+    assert (task["taskState"], task["containerExitCode"]) == ("SUCCEEDED", 0)
