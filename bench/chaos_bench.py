@@ -12,11 +12,14 @@ random moments, for several rounds. Then it waits for every job to end and repor
 - per kill: the process, seconds until GET /api/v2/info answered again, seconds until the
   next task started;
 - client-side errors by kind (connection refused, 503, timeouts, ...);
+- why each job that ended FAILED or STOPPED ended so (its exit code, phrase and diagnostics,
+  the task that triggered the end and that task's own diagnostics, and its retries);
 
 and exits 1 unless lost, stuck and twice are all 0.
 
 Command: .venv/bin/python bench/chaos_bench.py [--jobs N] [--rounds R] [--work S] [--seed X]
-(`make bench ARGS="chaos"` runs the defaults: 1,000 jobs, 3 rounds).
+[--kill NAME ...] (`make bench ARGS="chaos"` runs the defaults: 1,000 jobs, 3 rounds, every
+process; `--kill nats` kills only the bus, once per round).
 """
 
 from __future__ import annotations
@@ -82,6 +85,8 @@ class Report:
     lost: list[str] = field(default_factory=list)
     stuck: list[str] = field(default_factory=list)
     twice: dict[str, int] = field(default_factory=dict)
+    # Why each job that did not succeed ended as it did, from its detail (job name -> reason).
+    unsuccessful: dict[str, str] = field(default_factory=dict)
     executions: int = 0
     kills: list[Kill] = field(default_factory=list)
     client_errors: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -101,6 +106,7 @@ class Report:
             "lost": len(self.lost),
             "stuck": len(self.stuck),
             "twice": sum(self.twice.values()),
+            "unsuccessful": self.unsuccessful,
             "executions": self.executions,
             "client_errors": dict(self.client_errors),
             "kills": [k.__dict__ for k in self.kills],
@@ -171,6 +177,18 @@ class Client:
             return None
         return list(answer.json())
 
+    async def detail(self, username: str, name: str) -> dict[str, Any] | None:
+        try:
+            answer = await self.http.get(f"/api/v2/jobs/{username}~{name}")
+        except httpx.TransportError as exc:
+            self._count(_kind(exc))
+            return None
+        if answer.status_code != 200:
+            self._count(f"detail {answer.status_code} {_code(answer)}")
+            return None
+        detail: dict[str, Any] = answer.json()
+        return detail
+
     async def until_info_ok(self) -> None:
         """Ask until the API answers (an HTTP port has no event to await)."""
         while True:
@@ -200,14 +218,46 @@ def _code(answer: httpx.Response) -> str:
         return ""
 
 
+def why_ended(detail: dict[str, Any]) -> str:
+    """One line on how a job that did not succeed ended: the job's exit, then its trigger task's."""
+    status = detail.get("jobStatus") or {}
+    spec = status.get("appExitSpec") or {}
+    parts = [
+        f"{status.get('state')} exit {status.get('appExitCode')} ({spec.get('phrase') or 'no phrase'})",
+        str(status.get("appExitDiagnostics") or "no diagnostics"),
+    ]
+    role, index = status.get("appExitTriggerTaskRoleName"), status.get("appExitTriggerTaskIndex")
+    if role is not None:
+        statuses = ((detail.get("taskRoles") or {}).get(role) or {}).get("taskStatuses") or []
+        task = next((t for t in statuses if t.get("taskIndex") == index), None)
+        if task is not None:
+            task_spec = task.get("containerExitSpec") or {}
+            parts.append(
+                f"task {role}[{index}] attempt {task.get('attemptId')}: exit "
+                f"{task.get('containerExitCode')} ({task_spec.get('phrase') or 'no phrase'}) "
+                f"{task.get('containerExitDiagnostics') or ''}".rstrip()
+            )
+    retries = status.get("retryDetails") or {}
+    parts.append(f"retries {status.get('retries')} {retries}")
+    return "; ".join(parts)
+
+
 def count_markers(markers: Path) -> tuple[int, dict[str, int]]:
     keys = collections.Counter(path.name.rsplit(".", 1)[0] for path in markers.iterdir())
     return sum(keys.values()), {key: n - 1 for key, n in keys.items() if n > 1}
 
 
 async def run(
-    jobs: int, rounds: int, work: float, seed: int, concurrency: int, settle: float, data_dir: Path
+    jobs: int,
+    rounds: int,
+    work: float,
+    seed: int,
+    concurrency: int,
+    settle: float,
+    data_dir: Path,
+    kill_only: tuple[str, ...] = (),
 ) -> Report:
+    """One chaos run; `kill_only` names the processes killed each round (empty: every one)."""
     rng = random.Random(seed)
     report = Report(jobs=jobs)
     markers = data_dir.parent / "markers"
@@ -224,6 +274,9 @@ async def run(
             # user may not enter: they run as the platform's user here.
             "PAI_TASK_USER": "none",
         },
+        # Its own ports, not the well-known ones another platform on this machine may take while
+        # a killed child of this one is down (a monitor unable to bind again leaves no node).
+        well_known_ports=False,
     )
     started = time.monotonic()
     info = await platform.start()
@@ -266,7 +319,7 @@ async def run(
         async def killer() -> None:
             assert platform.supervisor is not None
             for _ in range(rounds):
-                order = [child.name for child in platform.supervisor.children]
+                order = [c.name for c in platform.supervisor.children if not kill_only or c.name in kill_only]
                 rng.shuffle(order)
                 for name in order:
                     await asyncio.sleep(rng.uniform(1.0, 4.0))
@@ -299,6 +352,10 @@ async def run(
         report.stuck = sorted(name for name, state in states.items() if state not in FINAL)
         report.final = sum(1 for state in states.values() if state in FINAL)
         report.by_state = dict(collections.Counter(states.values()))
+        for job in listed:
+            if job["state"] in ("FAILED", "STOPPED"):
+                detail = await client.detail(job["username"], job["name"])
+                report.unsuccessful[job["name"]] = why_ended(detail) if detail else "(no detail)"
         report.executions, report.twice = count_markers(markers)
         for kill in report.kills:
             after = [t for t in task_starts if t > kill.at]
@@ -332,6 +389,8 @@ def print_report(report: Report) -> None:
         print(f"stuck: {report.stuck[:10]}")
     if report.twice:
         print(f"twice: {list(report.twice.items())[:10]}")
+    for name, why in sorted(report.unsuccessful.items()):
+        print(f"ended unsuccessfully: {name}: {why}")
     print(f"wall time {report.seconds:.0f} s")
     print("OK" if report.ok else "FAILED: lost, stuck and twice must all be 0")
 
@@ -344,6 +403,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1, help="seed of the kill order and moments")
     parser.add_argument("--concurrency", type=int, default=8, help="concurrent submitting clients")
     parser.add_argument("--settle", type=float, default=300.0, help="seconds to wait for jobs to end")
+    parser.add_argument(
+        "--kill",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="kill only this process each round (nats or a service; repeatable; default: all)",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON too")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pai-chaos-") as tmp:
@@ -356,6 +422,7 @@ def main() -> int:
                 args.concurrency,
                 args.settle,
                 Path(tmp) / "data",
+                tuple(args.kill),
             )
         )
     print_report(report)

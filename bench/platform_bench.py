@@ -18,6 +18,7 @@ Command: .venv/bin/python bench/platform_bench.py [N] [C] [S]
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -33,6 +34,8 @@ from nats.aio.msg import Msg
 
 from libs.embedded.platform import EmbeddedPlatform, free_port
 from libs.protocol.events import JobCompleted, TaskStarted, decode_event
+from services.orchestrator.adapters.isolation import task_environment
+from services.orchestrator.adapters.local import runtime_command, runtime_path
 
 JOB = """protocolVersion: 2
 name: {name}
@@ -57,10 +60,13 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def bare_spawn_ms(n: int = 20) -> list[float]:
+    """`python -m runtime --help` started as the local executor starts a task's runtime."""
+    argv = [*runtime_command(Path("spec.json"))[:-2], "--help"]
+    env = task_environment(os.environ, PYTHONPATH=runtime_path())
     out = []
     for _ in range(n):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "runtime", "--help"], capture_output=True, check=False)
+        subprocess.run(argv, capture_output=True, check=False, env=env)
         out.append((time.perf_counter() - started) * 1000)
     return out
 
@@ -80,8 +86,18 @@ def platform_processes(platform: EmbeddedPlatform) -> dict[str, psutil.Process]:
 
 
 def cpu_seconds(processes: dict[str, psutil.Process]) -> dict[str, float]:
-    """User plus system CPU time each process has used so far."""
-    return {name: sum(process.cpu_times()[:2]) for name, process in processes.items()}
+    """User plus system CPU time each process has used so far; "tasks" is what the orchestrator's
+    ended children (the tasks' runtimes and their commands) used."""
+    used = {name: sum(process.cpu_times()[:2]) for name, process in processes.items()}
+    if "orchestrator" in processes:
+        times = processes["orchestrator"].cpu_times()
+        used["tasks"] = times.children_user + times.children_system
+    return used
+
+
+def cpu_line(used: dict[str, float], jobs: int) -> str:
+    shares = ", ".join(f"{name} {cpu * 1000 / max(1, jobs):.2f}" for name, cpu in used.items())
+    return f"CPU per accepted job, ms: {shares}; total {sum(used.values()) * 1000 / max(1, jobs):.2f}"
 
 
 async def submit_for(
@@ -176,6 +192,7 @@ async def main(n: int, clients: int, seconds: float) -> None:
                 queued, queued_seconds = await submit_for(api, clients, seconds, QUEUED_JOB, "queued")
                 cpu_used = {name: cpu - cpu_before[name] for name, cpu in cpu_seconds(processes).items()}
                 load_started = time.perf_counter()
+                cpu_before = cpu_seconds(processes)
                 accepted, load_seconds = await submit_for(api, clients, seconds, JOB, "load")
                 running_by = time.perf_counter() + 120
                 while time.perf_counter() < running_by and not all(j in started_at for j in accepted):
@@ -185,6 +202,16 @@ async def main(n: int, clients: int, seconds: float) -> None:
                     except TimeoutError:
                         break
                 drained = time.perf_counter() - load_started
+                # Every accepted job ran and ended (its task reaped): the CPU it cost, tasks included.
+                completed_by = time.perf_counter() + 120
+                while time.perf_counter() < completed_by and not all(j in completed for j in accepted):
+                    got.clear()
+                    try:
+                        await asyncio.wait_for(got.wait(), 5)
+                    except TimeoutError:
+                        break
+                ran = sum(1 for j in accepted if j in completed)
+                run_cpu = {name: cpu - cpu_before[name] for name, cpu in cpu_seconds(processes).items()}
             await nc.close()
         finally:
             await platform.stop()
@@ -204,11 +231,11 @@ async def main(n: int, clients: int, seconds: float) -> None:
     reached = sum(1 for j in accepted if j in started_at)
     print(f"sustained submissions, {clients} clients for {seconds:g} s each:")
     print(f"  jobs that queue (no task starts): {len(queued) / queued_seconds:.0f} jobs/s accepted")
-    shares = ", ".join(f"{name} {cpu * 1000 / max(1, len(queued)):.2f}" for name, cpu in cpu_used.items())
-    total = sum(cpu_used.values()) * 1000 / max(1, len(queued))
-    print(f"    CPU per accepted job, ms: {shares}; total {total:.2f}")
+    cpu_used.pop("tasks", None)
+    print(f"    {cpu_line(cpu_used, len(queued))}")
     print(f"  jobs that run (one task process each): {len(accepted) / load_seconds:.0f} jobs/s accepted")
     print(f"  {reached} of them reached running within {drained:.1f} s of the load's start")
+    print(f"  {ran} of them completed; {cpu_line(run_cpu, ran)}")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,21 @@
-"""What the task runtime costs: start-up to exit around a trivial command, the gang barrier, and
-log capture with secret masking.
+"""What the task runtime costs: start-up to the user's command, start-up to exit around a
+trivial command, the memory of a task waiting at the gang barrier, the gang barrier, and log
+capture with secret masking.
 
-Run: .venv/bin/python bench/runtime_bench.py
+Run: .venv/bin/python bench/runtime_bench.py [--runs 40]
 Every task of every job starts through the runtime, so its own overhead is paid on each task
 start; log capture sits between the user program and its log files for the task's whole life.
+Tasks are started as the local executor starts them (`runtime_command`, `runtime_path`); the
+spawn-to-command figures are also given for a plain `python -m runtime` (site module loaded).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -17,7 +24,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from services.orchestrator.adapters.isolation import task_environment  # noqa: E402
+from services.orchestrator.adapters.local import runtime_command, runtime_path  # noqa: E402
+
+# The command writes the moment it starts (bash's own clock, microseconds) and ends.
+STARTED = 'printf %s "$EPOCHREALTIME" > "$PAI_BENCH_STARTED"'
 
 
 def spec(root: Path, role: str, roles: list[str], entrypoint: str, **extra: Any) -> Path:
@@ -40,29 +56,100 @@ def spec(root: Path, role: str, roles: list[str], entrypoint: str, **extra: Any)
     return path
 
 
-def start(path: Path) -> subprocess.Popen[bytes]:
+PLAIN_ROOT = [ROOT]  # --plain-root: where a plain `python -m runtime` takes the runtime from
+
+
+def start(path: Path, plain: bool = False, **env: str) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "runtime", "--spec", str(path)] if plain else runtime_command(path)
     return subprocess.Popen(
-        [sys.executable, "-m", "runtime", "--spec", str(path)],
-        cwd=ROOT,
+        argv,
+        cwd=PLAIN_ROOT[0] if plain else ROOT,
+        # The executor's environment: none of this process's own settings (PYTHONDONTWRITEBYTECODE
+        # among them, which would make every start compile the runtime from source).
+        env=task_environment(os.environ, PYTHONPATH=str(PLAIN_ROOT[0]) if plain else runtime_path(), **env),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
 
 
+def percentile(ms: list[float], q: float) -> float:
+    ordered = sorted(ms)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
 def report(label: str, samples: list[float]) -> None:
-    ms = sorted(s * 1000 for s in samples)
-    print(f"{label:58} median {statistics.median(ms):8.1f} ms  max {ms[-1]:8.1f} ms  (n={len(ms)})")
+    ms = [s * 1000 for s in samples]
+    print(
+        f"{label:62} p50 {statistics.median(ms):7.1f} ms  p99 {percentile(ms, 0.99):7.1f} ms"
+        f"  max {max(ms):7.1f} ms  (n={len(ms)})"
+    )
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def spawn_to_command(runs: int, plain: bool) -> tuple[list[float], list[float], float]:
+    """Spawn to the user command's first instant, spawn to the runtime's exit, and the CPU time
+    (user + system) of one whole run, the command's included, which a busy machine leaves as is."""
+    to_command, to_exit = [], []
+    cpu_before = children_cpu()
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as tmp:
+            marker = Path(tmp) / "started"
+            path = spec(Path(tmp), "worker", ["worker"], STARTED)
+            t0 = time.time()
+            proc = start(path, plain, PAI_BENCH_STARTED=str(marker))
+            assert proc.wait() == 0
+            to_exit.append(time.time() - t0)
+            to_command.append(float(marker.read_text()) - t0)
+    return to_command, to_exit, (children_cpu() - cpu_before) / runs
+
+
+def waiting_memory() -> dict[str, float]:
+    """RSS, PSS and USS (MB) of a task waiting at the barrier for a peer that never comes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = spec(Path(tmp), "master", ["master", "worker"], "true")
+        proc = start(path)
+        try:
+            ready = Path(tmp) / "barrier" / "master-0.ready"
+            deadline = time.monotonic() + 30
+            while not ready.exists():
+                assert time.monotonic() < deadline, "the task never announced itself"
+                assert proc.poll() is None, "the task ended before it announced itself"
+                time.sleep(0.01)
+            info = psutil.Process(proc.pid).memory_full_info()
+            return {"rss": info.rss / 1e6, "pss": info.pss / 1e6, "uss": info.uss / 1e6}
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait()
 
 
 def main() -> None:
-    runs = 15
-    single, pair = [], []
-    for n in range(runs):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = spec(Path(tmp), "worker", ["worker"], "true")
-            t0 = time.perf_counter()
-            assert start(path).wait() == 0
-            single.append(time.perf_counter() - t0)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument(
+        "--plain-root",
+        type=Path,
+        default=ROOT,
+        help="a tree to take the plain `python -m runtime` from (an export of main: the figure before)",
+    )
+    args = parser.parse_args()
+    runs = args.runs
+    PLAIN_ROOT[0] = args.plain_root.resolve()
+
+    to_command, to_exit, cpu = spawn_to_command(runs, plain=False)
+    report("one task, as the executor starts it: spawn to the command", to_command)
+    report("one task, as the executor starts it: spawn to exit", to_exit)
+    print(f"{'one task, as the executor starts it: CPU per task, spawn to exit':62} {cpu * 1000:7.1f} ms")
+    plain_command, _, plain_cpu = spawn_to_command(runs, plain=True)
+    plain = "plain `python -m runtime`" + ("" if PLAIN_ROOT[0] == ROOT else f" of {PLAIN_ROOT[0].name}")
+    report(f"one task, {plain}: spawn to the command", plain_command)
+    print(f"{f'one task, {plain}: CPU per task':62} {plain_cpu * 1000:7.1f} ms")
+
+    pair = []
+    for n in range(max(5, runs // 3)):
         with tempfile.TemporaryDirectory() as tmp:
             a = spec(Path(tmp), "master", ["master", "worker"], "true")
             b = spec(Path(tmp), "worker", ["master", "worker"], "true")
@@ -70,8 +157,13 @@ def main() -> None:
             procs = [start(a), start(b)]
             assert all(p.wait() == 0 for p in procs), n
             pair.append(time.perf_counter() - t0)
-    report("one task, command `true`, spawn to exit", single)
     report("two tasks through the gang barrier, spawn to both exited", pair)
+
+    memory = waiting_memory()
+    print(
+        f"{'a task waiting at the barrier: resident memory':62} RSS {memory['rss']:.1f} MB, "
+        f"PSS {memory['pss']:.1f} MB, USS {memory['uss']:.1f} MB"
+    )
 
     megabytes = 64
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,7 +175,7 @@ def main() -> None:
         assert start(path).wait() == 0
         elapsed = time.perf_counter() - t0
     label = "log capture, 100-byte lines, 2 secrets masked"
-    print(f"{label:58} {megabytes / elapsed:8.1f} MB/s ({megabytes} MB)")
+    print(f"{label:62} {megabytes / elapsed:7.1f} MB/s ({megabytes} MB)")
 
 
 if __name__ == "__main__":

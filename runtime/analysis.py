@@ -10,9 +10,11 @@ defaults. A rule file that cannot be read never hides the exit: the defaults are
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # not `typing`'s: importing it costs every task's start-up
 if TYPE_CHECKING:
+    from typing import Any
+
     from libs.failures import RuleSet
 
 

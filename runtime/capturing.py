@@ -12,9 +12,12 @@ import os
 import signal
 import threading
 from pathlib import Path
-from typing import IO
 
 from runtime.secrets import Masker
+
+TYPE_CHECKING = False  # not `typing`'s: importing it costs every task's start-up
+if TYPE_CHECKING:
+    from typing import IO
 
 STDOUT_LOG = "user.pai.stdout"
 STDERR_LOG = "user.pai.stderr"

@@ -10,10 +10,12 @@ callbacks. A plugin's failurePolicy decides what a failure means: ``fail`` ends 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from runtime.spec import PluginSpec, TaskSpec
+
+TYPE_CHECKING = False  # not `typing`'s: importing it costs every task's start-up
+if TYPE_CHECKING:
+    from typing import Any
 
 PLUGIN_PREFIX = "com.microsoft.pai.runtimeplugin."
 _PRE_EVENTS = ("taskStarts", "containerStarts")
@@ -26,12 +28,18 @@ class PluginError(Exception):
     """A plugin could not do its work; the message says which parameter or resource is wrong."""
 
 
-@dataclass
 class PreparedPlugin:
-    spec: PluginSpec
-    pre_commands: list[str] = field(default_factory=list)
-    post_commands: list[str] = field(default_factory=list)
-    report: dict[str, Any] = field(default_factory=dict)
+    def __init__(
+        self,
+        spec: PluginSpec,
+        pre_commands: list[str] | None = None,
+        post_commands: list[str] | None = None,
+        report: dict[str, Any] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.pre_commands = pre_commands or []
+        self.post_commands = post_commands or []
+        self.report = report or {}
 
     @property
     def name(self) -> str:

@@ -13,7 +13,6 @@ import errno
 import fcntl
 import json
 import os
-import socket
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -76,6 +75,8 @@ def _free_ports(used: set[int], low: int, high: int) -> Iterator[int]:
 
 def port_is_bindable(port: int, host: str = "0.0.0.0") -> bool:
     """Whether a TCP socket can bind ``port`` on ``host`` right now."""
+    import socket  # here: a task without ports does not pay for importing it at start-up
+
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         # Lingering TIME_WAIT connections of an ended task must not count as a conflict.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -17,12 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
-from typing import Any
-
-import psutil
 
 from runtime import barrier, exitcodes
 from runtime.analysis import analyze_exit
@@ -40,6 +35,11 @@ from runtime.ports import port_is_bindable
 from runtime.secrets import Masker, SecretsError, load_secrets, render_in, render_secrets
 from runtime.spec import TaskSpec
 
+TYPE_CHECKING = False  # not `typing`'s: importing it costs every task's start-up
+if TYPE_CHECKING:
+    from types import FrameType
+    from typing import Any
+
 RESULT_FILE = "runtime-result.json"
 RUNTIME_LOG = "runtime.pai.log"
 _PUMP_JOIN_S = 2.0
@@ -55,12 +55,12 @@ class _RuntimeExit(Exception):
         self.reason = reason
 
 
-@dataclass
 class _Outcome:
-    user_exit_code: int | None = None
-    runtime_exit: dict[str, Any] | None = None
-    plugins: list[dict[str, Any]] = field(default_factory=list)
-    stopped_by: str | None = None
+    def __init__(self) -> None:
+        self.user_exit_code: int | None = None
+        self.runtime_exit: dict[str, Any] | None = None
+        self.plugins: list[dict[str, Any]] = []
+        self.stopped_by: str | None = None
 
 
 class RuntimeLog:
@@ -121,6 +121,9 @@ class TaskRun:
         child = self._child
         if child is None or child.returncode is not None:
             return
+        # Imported only when a task is stopped: every task pays for what start-up imports.
+        import psutil
+
         # bash defers a signal until its foreground command ends, so the whole tree gets it.
         try:
             root = psutil.Process(child.pid)
@@ -248,7 +251,7 @@ class TaskRun:
         for plugin in applicable(self.spec):
             name = plugin_name(plugin)
             try:
-                rendered = plugin.model_copy(update={"parameters": render_in(plugin.parameters, secrets)})
+                rendered = plugin.replace(parameters=render_in(plugin.parameters, secrets))
             except SecretsError as exc:
                 raise _RuntimeExit(exitcodes.SECRET_MISSING, f"plugin {name}: {exc}") from exc
             try:

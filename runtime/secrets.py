@@ -11,9 +11,10 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
-import yaml
+TYPE_CHECKING = False  # not `typing`'s: importing it costs every task's start-up
+if TYPE_CHECKING:
+    from typing import Any
 
 MASK = "******"
 _REFERENCE = re.compile(r"<%\s*\$secrets\.([A-Za-z0-9_.-]+?)\s*%>")
@@ -34,6 +35,8 @@ def load_secrets(path: Path | None) -> dict[str, str]:
     try:
         data: Any = json.loads(text)
     except json.JSONDecodeError:
+        import yaml  # only for a YAML file: every task pays for what start-up imports
+
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:

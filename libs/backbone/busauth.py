@@ -69,6 +69,9 @@ GRANTS: Mapping[str, Grant] = {
     # the events gateway reads the streams through its consumers (inbox deliveries) and keeps its
     # own buckets; it announces a failing webhook subscription as an alert
     "events": Grant(publish=(f"{ROOT}.alert.>",)),
+    # the marketplace reads job.submitted through its durable consumer (inbox deliveries) and
+    # announces its items' changes on its own subjects; nothing else
+    "marketplace": Grant(publish=(f"{ROOT}.marketplace.>",)),
 }
 
 # Every service: JetStream's API (provisioning, consumers, direct gets), acks and flow control

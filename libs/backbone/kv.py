@@ -4,6 +4,11 @@ A service keeps its own state in a KV bucket as pydantic models. Writers that re
 write back pass the revision they read; if another writer got there first the write fails with
 ``KVConflictError`` and the caller re-reads and decides again, so two replicas (or a replica
 and its own redelivered message) never overwrite each other's decisions silently.
+
+A write whose request goes unanswered (the server died after storing it, or the client kept it
+in its buffer while the server was away, gave up waiting, and sent it once reconnected) may be
+stored all the same. ``write`` settles that by reading the key back before it returns, so a
+caller that acts on what it wrote never mistakes a stored write for a lost one.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import nats.errors
+import nats.js.errors
 import structlog
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
@@ -25,6 +32,22 @@ from libs.backbone.errors import KVConflictError
 M = TypeVar("M", bound=BaseModel)
 
 log = structlog.get_logger(__name__)
+
+# A request these end was not answered: it may or may not have been stored.
+UNANSWERED: tuple[type[Exception], ...] = (
+    TimeoutError,  # nats.errors.TimeoutError is one
+    ConnectionError,  # the socket went away under the request
+    nats.errors.NoRespondersError,
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.StaleConnectionError,
+    nats.errors.OutboundBufferLimitError,
+    nats.js.errors.NoStreamResponseError,
+    nats.js.errors.ServiceUnavailableError,
+)
+# How often an unanswered write is read back while the bus is away: 0.2 s doubling to 5 s.
+_SETTLE_FIRST = 0.2
+_SETTLE_MAX = 5.0
 
 
 @dataclass(frozen=True)
@@ -98,6 +121,46 @@ class ModelStore(Generic[M]):
             return int(await self._kv.update(key, self._encode(value), last=last_revision))
         except KeyWrongLastSequenceError as exc:
             raise KVConflictError(self.bucket, key, last_revision) from exc
+
+    async def write(self, key: str, value: M, last_revision: int | None) -> int:
+        """``create`` (``last_revision`` None) or ``update``, returning only once the outcome is known.
+
+        Returns the revision ``value`` is stored at. When the request goes unanswered the key is
+        read back, as often as it takes for the bus to answer: holding ``value``, the write was
+        stored; still at ``last_revision``, it was not (yet), and is sent again with the same
+        condition, so of the two requests at most one is stored. ``KVConflictError`` when the
+        key moved on to anything else, as for a plain write.
+        """
+        try:
+            return await self._write_once(key, value, last_revision)
+        except UNANSWERED as exc:
+            log.warning(
+                "state write unanswered; reading it back", bucket=self.bucket, key=key, error=repr(exc)
+            )
+        pause = _SETTLE_FIRST
+        while True:
+            await asyncio.sleep(pause)  # the bus is likely away: a timer, not a wait for an event
+            pause = min(pause * 2, _SETTLE_MAX)
+            try:
+                current = await self.get(key)
+            except UNANSWERED:
+                continue
+            if current is not None and current.value == value:
+                log.info("unanswered state write was stored", bucket=self.bucket, key=key)
+                return current.revision
+            if (current.revision if current is not None else None) != last_revision:
+                raise KVConflictError(self.bucket, key, last_revision)  # another writer's value
+            try:
+                return await self._write_once(key, value, last_revision)
+            except KVConflictError:
+                continue  # the earlier request was stored meanwhile (or another writer's): look again
+            except UNANSWERED:
+                continue
+
+    async def _write_once(self, key: str, value: M, last_revision: int | None) -> int:
+        if last_revision is None:
+            return await self.create(key, value)
+        return await self.update(key, value, last_revision)
 
     async def delete(self, key: str, last_revision: int | None = None) -> None:
         """Delete (a tombstone watchers see); with ``last_revision``, only if unchanged."""

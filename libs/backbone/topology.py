@@ -17,6 +17,8 @@ from libs.protocol.subjects import (
     ALERTS_STREAM,
     JOB_SUBJECTS,
     JOBS_STREAM,
+    MARKETPLACE_STREAM,
+    MARKETPLACE_SUBJECTS,
     NODE_SUBJECTS,
     NODES_STREAM,
 )
@@ -36,6 +38,13 @@ NODES = StreamSpec(
 )
 ALERTS = StreamSpec(
     ALERTS_STREAM, (ALERT_SUBJECTS,), max_age=30 * DAY, description="alerts fired and resolved"
+)
+
+MARKETPLACE = StreamSpec(
+    MARKETPLACE_STREAM,
+    (MARKETPLACE_SUBJECTS,),
+    max_age=30 * DAY,
+    description="marketplace items created, changed, moderated, starred and deleted",
 )
 
 SECRETS = KVSpec("PAI_SECRETS", description="job secrets by job id; never copied into events or logs")
@@ -63,7 +72,7 @@ USER_CONTACTS = KVSpec(
     "the alerter reads it to address job notifications",
 )
 
-STREAMS = (JOBS, NODES, ALERTS)
+STREAMS = (JOBS, NODES, ALERTS, MARKETPLACE)
 # Every service provisions these at start. PAI_SECRETS is not among them: only the services
 # allowed to touch it (rest, orchestrator; libs/backbone/busauth.py) provision and open it.
 BUCKETS = (

@@ -157,6 +157,9 @@ class PaiClient:
             message = str(body.get("message") or response.text or response.reason_phrase)
             if body.get("hint"):  # the platform's advice rides beside OpenPAI's message
                 message = f"{message} {body['hint']}"
+            field = body.get("field")  # the marketplace names the field at fault
+            if isinstance(field, str) and field and field not in message:
+                message = f"{message} (field: {field})"
             raise ApiError(
                 response.status_code,
                 code,
@@ -216,6 +219,10 @@ class PaiClient:
             params["limit"] = limit
         result: dict[str, Any] = self._request("GET", path, params=params).json()
         return result
+
+    def marketplace(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """A call to the marketplace's API, which the platform serves under /marketplace/api."""
+        return self._request(method, "/marketplace/api" + path, **kwargs)
 
     def failure_rules(self) -> tuple[str, int]:
         """The failure rules in force as YAML text, and their version (0: the packaged defaults)."""

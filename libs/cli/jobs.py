@@ -198,7 +198,7 @@ def status(
         out.print(f"exit       {st['appExitCode']} {spec.get('phrase', '')}", markup=False)
         if st.get("appExitDiagnostics"):
             out.print(f"diagnosis  {st['appExitDiagnostics']}", markup=False)
-    table = Table("TASK", "STATE", "NODE", "IP", "EXIT", "RETRIES")
+    table = Table("TASK", "STATE", "NODE", "IP", "GPUS", "EXIT", "RETRIES")
     notes: list[str] = []
     for role, role_status in (detail.get("taskRoles") or {}).items():
         for task in role_status["taskStatuses"]:
@@ -210,10 +210,17 @@ def status(
                 task["taskState"],
                 task.get("containerNodeName") or "-",
                 task.get("containerIp") or "-",
+                _gpus_of(task),
                 "-" if exit_code is None else str(exit_code),
                 str(task.get("retries", 0)),
             )
     out.print(table)
+    for gpu in detail.get("sharedGpus") or []:
+        held = ", ".join(f"{t['taskRole']}[{t['taskIndex']}] {t['gpuMilli']}" for t in gpu["tasks"])
+        out.print(
+            f"shared GPU {gpu['node']}/{gpu['gpu']}: this job holds {gpu['gpuMilli']}/1000 ({held})",
+            markup=False,
+        )
     for line in notes[:_NOTES_SHOWN]:
         out.print(f"note       {line}", markup=False, soft_wrap=True)
     if len(notes) > _NOTES_SHOWN:
@@ -278,3 +285,12 @@ def register(app: typer.Typer, job_app: typer.Typer) -> None:
     job_app.command(name="status")(status)
     job_app.command(name="logs")(logs)
     job_app.command(name="stop")(stop)
+
+
+def _gpus_of(task: dict[str, Any]) -> str:
+    """A task's devices, and its share of the one device when it shares it (500/1000)."""
+    gpus = task.get("containerGpus")
+    if not gpus:
+        return "-"
+    milli = task.get("containerGpuMilli")
+    return f"{gpus} ({milli}/1000)" if milli else str(gpus)

@@ -8,6 +8,7 @@ from libs.cli import accounts, jobs, validating, watching
 from libs.cli.alerting import alert_rules_app
 from libs.cli.deploying import deploy_app
 from libs.cli.failure_rules import failure_rules_app
+from libs.cli.market import market_app
 from libs.cli.scheduling import register as register_scheduling
 from libs.cli.up import up
 from libs.cli.vcs import vc_app
@@ -19,6 +20,7 @@ register_scheduling(app)
 app.add_typer(vc_app, name="vc")
 app.add_typer(failure_rules_app, name="failure-rules")
 app.add_typer(alert_rules_app, name="alert-rules")
+app.add_typer(market_app, name="market")
 job_app.command("validate")(validating.validate)
 app.command(name="up")(up)
 app.add_typer(deploy_app, name="deploy")

@@ -136,6 +136,19 @@ def show_vc(name: str = typer.Argument(..., help="the VC's name"), server: str |
         out.print(f"  user {user}: {gpus} GPUs", markup=False)
     for job, why in (vc.get("jobsWithoutGuarantee") or {}).items():
         out.print(f"  job {job}: {why}", markup=False)
+    shared = vc.get("sharedGpus") or []
+    if shared:
+        out.print(
+            f"  shared GPUs: {len(shared)} (thousandths of each device in use, and by whom)", markup=False
+        )
+        rows = Table("NODE", "GPU", "USED/1000", "TASKS")
+        for gpu in shared:
+            holders = ", ".join(
+                f"{t['jobId']} {t['taskRole']}-{t['taskIndex']} ({t.get('user') or '?'}): {t['gpuMilli']}"
+                for t in gpu.get("tasks", [])
+            )
+            rows.add_row(str(gpu["node"]), str(gpu["gpu"]), str(gpu["usedMilli"]), holders)
+        out.print(rows)
 
 
 @vc_app.command("set-config")

@@ -40,8 +40,9 @@ DEFAULT_NATS_PORT = 4222
 DEFAULT_METRICS_PORT = 9102
 DEFAULT_PORTAL_PORT = 9187
 DEFAULT_EVENTS_PORT = 9188
+DEFAULT_MARKETPLACE_PORT = 9189
 API_START_TIMEOUT = 60.0
-SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "portal")
+SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "marketplace", "portal")
 # One person's machine: no per-user submission limit (OpenPAI's cluster default is 60 an
 # hour, which a 100-job sweep exceeds). Each applies unless the environment sets it already,
 # under our name or OpenPAI's; Kubernetes keeps OpenPAI's defaults.
@@ -112,8 +113,13 @@ class EmbeddedPlatform:
         admin_password: str | None = None,
         services: tuple[str, ...] = SERVICES,
         extra_env: dict[str, str] | None = None,
+        well_known_ports: bool = True,
     ) -> None:
         self.data_dir = data_dir.resolve()
+        # False: free ports the system picks rather than 4222, 9102, 9187-9189 when those are
+        # free, for tests and benches sharing a machine with other platforms: a port freed by a
+        # killed child is then not one another platform prefers to take meanwhile.
+        self.well_known_ports = well_known_ports
         self.requested_api_port = api_port
         self.admin_password = admin_password
         self.services = services
@@ -183,11 +189,17 @@ class EmbeddedPlatform:
         api_port = self.requested_api_port or pick_port(remembered.get("api_port"), DEFAULT_API_PORT)
         if self.requested_api_port and not port_available(api_port):
             raise OSError(f"port {api_port} is in use; choose another with --port")
-        nats_port = pick_port(remembered.get("nats_port"), DEFAULT_NATS_PORT)
-        metrics_port = pick_port(remembered.get("metrics_port"), DEFAULT_METRICS_PORT)
-        portal_port = pick_port(remembered.get("portal_port"), DEFAULT_PORTAL_PORT)
+
+        def port(name: str, default: int) -> int:
+            return pick_port(remembered.get(name), default if self.well_known_ports else None)
+
+        nats_port = port("nats_port", DEFAULT_NATS_PORT)
+        metrics_port = port("metrics_port", DEFAULT_METRICS_PORT)
+        portal_port = port("portal_port", DEFAULT_PORTAL_PORT)
         # The events gateway listens on loopback only: rest passes /api/v2/events to it.
-        events_port = pick_port(remembered.get("events_port"), DEFAULT_EVENTS_PORT)
+        events_port = port("events_port", DEFAULT_EVENTS_PORT)
+        # So does the marketplace: rest passes /marketplace/api/ to it.
+        marketplace_port = port("marketplace_port", DEFAULT_MARKETPLACE_PORT)
         # The bus is private: each service its own NATS user, passwords kept in the data dir.
         # The portal talks to the platform through the API only: it gets no bus user.
         credentials = load_credentials(
@@ -207,6 +219,7 @@ class EmbeddedPlatform:
                     "metrics_port": metrics_port,
                     "portal_port": portal_port,
                     "events_port": events_port,
+                    "marketplace_port": marketplace_port,
                 }
             )
         )
@@ -225,6 +238,10 @@ class EmbeddedPlatform:
             "PAI_PORTAL_REST_URL": f"http://127.0.0.1:{api_port}",
             "PAI_EVENTS_PORT": str(events_port),
             "PAI_EVENTS_URL": f"http://127.0.0.1:{events_port}" if "events" in self.services else "",
+            "PAI_MARKETPLACE_PORT": str(marketplace_port),
+            "PAI_MARKETPLACE_URL": f"http://127.0.0.1:{marketplace_port}"
+            if "marketplace" in self.services
+            else "",
             "PAI_REST_URL": f"http://127.0.0.1:{api_port}",
             "PAI_LOG_FORMAT": "json",
             # Tasks are plain processes sharing this machine: offer more CPU and memory than it has.
@@ -265,6 +282,11 @@ class EmbeddedPlatform:
             await self._wait_for_api(api_url)
         if "portal" in self.services:
             await self._wait_for_api(portal_url.rstrip("/"), path="/healthz", name="portal")
+        if "marketplace" in self.services:
+            # Its port opens once its tables are migrated and the starters seeded (401: ready).
+            await self._wait_for_api(
+                f"http://127.0.0.1:{marketplace_port}", path="/marketplace/api/items", name="marketplace"
+            )
         self._marker.touch()
         self.info = PlatformInfo(
             self.data_dir,

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from libs.protocol.subjects import alert_subject, job_subject, node_subject
+from libs.protocol.subjects import alert_subject, job_subject, marketplace_subject, node_subject
 
 
 def new_event_id() -> str:
@@ -57,11 +57,13 @@ class EventBase(_Model):
         """The subject this event is published on, built from its own ids."""
         event_type: str = getattr(self, "type")  # noqa: B009 - every concrete event defines it
         kind = event_type.split(".", 1)[0]
-        ids = self.model_dump(include={"job_id", "node_id", "alert_id"})
+        ids = self.model_dump(include={"job_id", "node_id", "alert_id", "item_id"})
         if kind in ("job", "task"):
             return job_subject(str(ids["job_id"]), event_type)
         if kind == "node":
             return node_subject(str(ids["node_id"]), event_type)
+        if kind == "marketplace":
+            return marketplace_subject(str(ids["item_id"]), event_type)
         return alert_subject(str(ids["alert_id"]), event_type)
 
 
@@ -94,6 +96,20 @@ class FailureInfo(_Model):
     causer: str | None = None
 
 
+class JobStorage(_Model):
+    """A storage the job may mount, resolved from the submitter's groups at submission.
+
+    Only where the storage's data is on the node and where the task sees it: never a credential.
+    """
+
+    name: str
+    type: str
+    path: str = Field(description="where the storage's data is on the node")
+    mount_path: str = Field(description="where the task sees it unless the job says otherwise")
+    default: bool = False
+    read_only: bool = False
+
+
 class JobSubmitted(EventBase):
     type: Literal["job.submitted"] = "job.submitted"
     job_id: str
@@ -102,6 +118,9 @@ class JobSubmitted(EventBase):
     virtual_cluster: str
     priority: int = 0
     config: dict[str, Any] = Field(description="the normalised job config, secrets masked")
+    storages: tuple[JobStorage, ...] = Field(
+        (), description="the storages the job's storage plugin may mount (added in version 1)"
+    )
 
 
 class JobScheduled(EventBase):
@@ -254,6 +273,52 @@ class AlertResolved(EventBase):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+class _MarketplaceItemEvent(EventBase):
+    """What every marketplace event says about its item (services/marketplace publishes them)."""
+
+    item_id: str
+    name: str
+    author: str
+    item_type: Literal["template", "data"]
+
+
+class MarketplaceItemCreated(_MarketplaceItemEvent):
+    type: Literal["marketplace.item.created"] = "marketplace.item.created"
+    visibility: Literal["private", "group", "public"]
+    status: Literal["approved", "pending", "rejected"]
+
+
+class MarketplaceItemUpdated(_MarketplaceItemEvent):
+    type: Literal["marketplace.item.updated"] = "marketplace.item.updated"
+    changed: tuple[str, ...] = Field(description="the item fields the change set, in the API's names")
+    by: str
+    status: Literal["approved", "pending", "rejected"]
+
+
+class MarketplaceItemDeleted(_MarketplaceItemEvent):
+    type: Literal["marketplace.item.deleted"] = "marketplace.item.deleted"
+    by: str
+
+
+class MarketplaceItemApproved(_MarketplaceItemEvent):
+    """An admin approved a public item: everyone signed in sees it from now on."""
+
+    type: Literal["marketplace.item.approved"] = "marketplace.item.approved"
+    by: str
+
+
+class MarketplaceItemRejected(_MarketplaceItemEvent):
+    type: Literal["marketplace.item.rejected"] = "marketplace.item.rejected"
+    by: str
+    reason: str = ""
+
+
+class MarketplaceItemStarred(_MarketplaceItemEvent):
+    type: Literal["marketplace.item.starred"] = "marketplace.item.starred"
+    user: str
+    star_number: int = Field(ge=0)
+
+
 Event = Annotated[
     JobSubmitted
     | JobScheduled
@@ -269,7 +334,13 @@ Event = Annotated[
     | NodeCordoned
     | NodeLost
     | AlertFired
-    | AlertResolved,
+    | AlertResolved
+    | MarketplaceItemCreated
+    | MarketplaceItemUpdated
+    | MarketplaceItemDeleted
+    | MarketplaceItemApproved
+    | MarketplaceItemRejected
+    | MarketplaceItemStarred,
     Field(discriminator="type"),
 ]
 

@@ -13,10 +13,12 @@ ROOT = "pai"
 JOBS_STREAM = "PAI_JOBS"
 NODES_STREAM = "PAI_NODES"
 ALERTS_STREAM = "PAI_ALERTS"
+MARKETPLACE_STREAM = "PAI_MARKETPLACE"
 
 JOB_SUBJECTS = f"{ROOT}.job.>"
 NODE_SUBJECTS = f"{ROOT}.node.>"
 ALERT_SUBJECTS = f"{ROOT}.alert.>"
+MARKETPLACE_SUBJECTS = f"{ROOT}.marketplace.>"
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
@@ -42,6 +44,11 @@ def node_subject(node_id: str, event_type: str) -> str:
 
 def alert_subject(alert_id: str, event_type: str) -> str:
     return f"{ROOT}.alert.{check_id(alert_id, 'alert id')}.{event_type}"
+
+
+def marketplace_subject(item_id: str, event_type: str) -> str:
+    """`pai.marketplace.<item id>.<event type>`, e.g. pai.marketplace.3f9a.marketplace.item.created."""
+    return f"{ROOT}.marketplace.{check_id(item_id, 'item id')}.{event_type}"
 
 
 def job_id_of(subject: str) -> str | None:

@@ -34,6 +34,7 @@ from libs.backbone.topology import ensure_topology, publish_event
 from libs.protocol import simulated_gpus
 from libs.protocol.events import (
     JobCompleted,
+    JobScheduled,
     NodeLost,
     NodeReported,
     TaskCompleted,
@@ -65,7 +66,7 @@ from services.monitor.liveness import Liveness
 log = structlog.get_logger(__name__)
 
 # The job events the monitor follows: which task processes to sample on this node.
-TASK_EVENT_TYPES = ("task.started", "task.completed", "job.completed")
+TASK_EVENT_TYPES = ("job.scheduled", "task.started", "task.completed", "job.completed")
 
 
 class MonitorSettings(BackboneSettings):
@@ -141,7 +142,7 @@ class Monitor:
             await js.subscribe(
                 NODE_SUBJECTS, cb=self._on_node_event, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL
             ),
-            # Only the job events that start or end a task on a node: a submission or a pending
+            # Only the job events that place, start or end a task on a node: a submission or a pending
             # reason (most of the stream under load) never reaches the monitor.
             await js.subscribe(
                 JOB_SUBJECTS,
@@ -222,6 +223,10 @@ class Monitor:
             return
         if isinstance(event, TaskStarted) and event.node == self.settings.node_name and event.pid:
             self.collector.add_task(TaskRef(event.job_id, event.role, event.index, event.pid))
+        elif isinstance(event, JobScheduled):
+            for p in event.placements:
+                if p.node == self.settings.node_name and p.gpu_milli and p.gpu_indices:
+                    self.collector.set_share(event.job_id, p.role, p.index, p.gpu_indices[0], p.gpu_milli)
         elif isinstance(event, TaskCompleted):
             self.collector.remove_task(event.job_id, event.role, event.index)
         elif isinstance(event, JobCompleted):

@@ -3,7 +3,10 @@
 Tasks are found from `task.started` events (their pid leads a process group of their own) and
 forgotten on `task.completed`. A task's CPU and memory are the sums over every process in its
 group, so a training script's workers count too; its GPU use is the utilisation of the GPUs its
-processes hold and the memory they use there.
+processes hold and the memory they use there. A task that shares a GPU (its placement in
+`job.scheduled` carries `gpu_milli`) is also shown with its share of that device
+(`task_gpu_share_milli`), and each shared device with the thousandths its running tasks hold
+(`gpu_share_allocated_milli`, `gpu_share_tasks`).
 """
 
 from __future__ import annotations
@@ -41,17 +44,41 @@ class Collector:
     def __init__(self, *, disk_path: str = "/") -> None:
         self.disk_path = disk_path
         self.tasks: dict[tuple[str, str, int], TaskRef] = {}
+        # (job, role, index) -> (device, thousandths) of tasks placed here on a shared GPU.
+        self.shares: dict[tuple[str, str, int], tuple[int, int]] = {}
         self._procs: dict[int, psutil.Process] = {}
         psutil.cpu_percent(None)
 
     def add_task(self, task: TaskRef) -> None:
         self.tasks[(task.job_id, task.role, task.index)] = task
 
+    def set_share(self, job_id: str, role: str, index: int, gpu: int, milli: int) -> None:
+        self.shares[(job_id, role, index)] = (gpu, milli)
+
     def remove_task(self, job_id: str, role: str | None = None, index: int | None = None) -> None:
-        for key in [
-            k for k in self.tasks if k[0] == job_id and role in (None, k[1]) and index in (None, k[2])
-        ]:
-            del self.tasks[key]
+        for table in (self.tasks, self.shares):
+            for key in [
+                k for k in table if k[0] == job_id and role in (None, k[1]) and index in (None, k[2])
+            ]:
+                del table[key]
+
+    def share_samples(self) -> list[MetricSample]:
+        """Each running task's share of its GPU, and what the running tasks hold of each shared GPU."""
+        samples: list[MetricSample] = []
+        per_gpu: dict[int, list[int]] = {}
+        for key, task in self.tasks.items():
+            share = self.shares.get(key)
+            if share is None:
+                continue
+            gpu, milli = share
+            labels = task.labels() | {"minor_number": str(gpu)}
+            samples.append(MetricSample(name="task_gpu_share_milli", labels=labels, value=milli))
+            per_gpu.setdefault(gpu, []).append(milli)
+        for gpu, shares in sorted(per_gpu.items()):
+            labels = {"minor_number": str(gpu)}
+            samples.append(MetricSample(name="gpu_share_allocated_milli", labels=labels, value=sum(shares)))
+            samples.append(MetricSample(name="gpu_share_tasks", labels=labels, value=len(shares)))
+        return samples
 
     def _processes(self, group: int) -> list[psutil.Process]:
         members = []
@@ -124,4 +151,4 @@ class Collector:
 
     def collect(self) -> list[MetricSample]:
         gpus, users = gpu_module.query()
-        return self.node_samples(gpus) + self.task_samples(gpus, users)
+        return self.node_samples(gpus) + self.task_samples(gpus, users) + self.share_samples()

@@ -7,9 +7,13 @@ One `apply` per input, always in this order, which is what makes a crash at any 
 3. carry out the effects: spawn (and feed the launch back through `apply`), stop, adopt, report;
 4. publish the outbox with deterministic event ids (the stream drops duplicates), then clear it.
 
-A lost KV race re-reads and decides again. Messages of one job arrive in order (the consume loop
-keys its work queue by job id) and an in-process lock per job serialises them with executor
-callbacks, so decisions for one job never interleave.
+A lost KV race re-reads and decides again. A write whose answer is lost with the bus may have
+been stored all the same (the server stored it and died before answering, or nats-py sent it from
+its buffer once reconnected, after the caller had given up): the store reads such a write back
+before it returns (`FrameworkStore.save`), so what a stored decision asks for is carried out, never
+left to a redelivery that finds the message seen and does nothing. Messages of one job arrive in
+order (the consume loop keys its work queue by job id) and an in-process lock per job serialises
+them with executor callbacks, so decisions for one job never interleave.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The portal's aiohttp application: pages, sign-in, the API proxy and live updates.
 
 The portal holds nothing of its own: every page is filled by its scripts from the public REST API
-(proxied here under /api/v2 and /rest-server/api/v2 with the signed-in user's token added
-server-side) and refreshed from /portal/events.
+(proxied here under /api/v2, /rest-server/api/v2 and /marketplace/api with the signed-in user's
+token added server-side) and refreshed from /portal/events.
 """
 
 from __future__ import annotations
@@ -527,6 +527,7 @@ def build_app(settings: PortalSettings, key: bytes | None = None) -> web.Applica
         app.router.add_get(path, page_handler(page))
     app.router.add_get("/static/v{version:[0-9a-f]+}/{name:[A-Za-z0-9_.-]+}", versioned_static)
     app.router.add_static("/static/", STATIC_DIR, append_version=False)
-    for prefix in ("/api/", "/rest-server/api/"):
+    # The marketplace's API too: REST passes /marketplace/api/ on to the marketplace service.
+    for prefix in ("/api/", "/rest-server/api/", "/marketplace/api/"):
         app.router.add_route("*", prefix + "{tail:.*}", proxy)
     return app

@@ -20,7 +20,7 @@ READ_ENGINE = web.AppKey("read_engine", AsyncEngine)
 JOB_INSERTER = web.AppKey("job_inserter", JobInserter)
 BUS = web.AppKey("bus", RestBus)
 TOKENS = web.AppKey("tokens", Tokens)
-# The client that passes /api/v2/events and /api/v2/webhooks to the events gateway.
-EVENTS_SESSION = web.AppKey("events_session", aiohttp.ClientSession)
+# The client that passes other services' paths (live events, webhooks, the marketplace) to them.
+PASSING_SESSION = web.AppKey("passing_session", aiohttp.ClientSession)
 # The encoded taskRoles of large job details, while their task rows stay the same.
 DETAIL_CACHE = web.AppKey("detail_cache", TaskRolesCache)

@@ -47,6 +47,8 @@ class RestSettings(BackboneSettings):
     # The events gateway (services/events): when set, /api/v2/events and /api/v2/webhooks are
     # passed to it, so the API's one address serves them (the embedded platform, compose).
     events_url: str | None = None
+    # The marketplace (services/marketplace): /marketplace/api/... is passed to it when set.
+    marketplace_url: str | None = None
     rest_host: str = "127.0.0.1"
     rest_port: int = DEFAULT_PORT
     # None means an embedded SQLite file in the data dir.
@@ -83,7 +85,7 @@ class RestSettings(BackboneSettings):
     # the client secret (OpenID Connect Core 10.1).
     oidc_algorithms: tuple[str, ...] = ("RS256", "ES256", "HS256")
     # YAML list of storages (name, share, volumeName, default, type, data, ...) that groups'
-    # acls.storageConfigs grant; None means no storage is configured.
+    # acls.storageConfigs grant; None means <data dir>/storages.yaml (no storage while absent).
     storages_file: Path | None = None
 
     # Rate limits, OpenPAI's figures by default; each counts in a fixed window of the given
@@ -145,6 +147,9 @@ class RestSettings(BackboneSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{self.data_dir.resolve() / 'rest.db'}"
+
+    def resolved_storages_file(self) -> Path:
+        return self.storages_file or self.data_dir / "storages.yaml"
 
     def resolved_jwt_secret_file(self) -> Path:
         return self.jwt_secret_file or self.data_dir / "rest-jwt.secret"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from contextlib import aclosing
 
+import nats.errors
 import pytest
 from pydantic import BaseModel
 
@@ -91,3 +92,54 @@ async def test_a_watch_sees_current_values_then_changes_and_deletes(bus: Bus) ->
     assert (third.key, third.value) == ("scheduler", None)
     watcher.cancel()
     await asyncio.gather(watcher, return_exceptions=True)
+
+
+class LostAnswer:
+    """The bucket's client, with the answer to its next update lost: stored first or not at all."""
+
+    def __init__(self, leases: ModelStore[Lease], *, stored: bool, meanwhile: Lease | None = None) -> None:
+        self.kv = leases._kv
+        self.stored = stored
+        self.meanwhile = meanwhile  # another writer's value, written before the read-back
+        self.updates = 0
+        self.real_update = self.kv.update
+
+    async def update(self, key: str, value: bytes, last: int | None = None) -> int:
+        self.updates += 1
+        if self.updates > 1:
+            return int(await self.real_update(key, value, last=last))
+        if self.stored:
+            last = await self.real_update(key, value, last=last)
+        if self.meanwhile is not None:
+            await self.kv.put(key, self.meanwhile.model_dump_json().encode())
+        raise nats.errors.TimeoutError
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["stored", "not-stored"])
+async def test_an_unanswered_write_is_read_back_and_sent_again_only_if_not_stored(
+    bus: Bus, monkeypatch: pytest.MonkeyPatch, stored: bool
+) -> None:
+    leases = await store(bus)
+    first = await leases.create("scheduler", Lease(holder="a", term=1))
+    lost = LostAnswer(leases, stored=stored)
+    monkeypatch.setattr(leases._kv, "update", lost.update)
+    revision = await leases.write("scheduler", Lease(holder="b", term=2), first)
+    current = await leases.get("scheduler")
+    assert current is not None
+    assert (current.value, current.revision) == (Lease(holder="b", term=2), revision)
+    assert revision == first + 1  # stored once, whichever request it was
+    assert lost.updates == (1 if stored else 2)
+
+
+async def test_an_unanswered_write_that_another_writer_overtook_is_a_conflict(
+    bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leases = await store(bus)
+    first = await leases.create("scheduler", Lease(holder="a", term=1))
+    lost = LostAnswer(leases, stored=False, meanwhile=Lease(holder="c", term=3))
+    monkeypatch.setattr(leases._kv, "update", lost.update)
+    with pytest.raises(KVConflictError):
+        await leases.write("scheduler", Lease(holder="b", term=2), first)
+    current = await leases.get("scheduler")
+    assert current is not None
+    assert current.value.holder == "c"

@@ -113,7 +113,11 @@ class Cli:
 
 @asynccontextmanager
 async def running_platform(
-    data_dir: Path, *, api_per_min: int | None = UNLIMITED, task_user: str = "none"
+    data_dir: Path,
+    *,
+    api_per_min: int | None = UNLIMITED,
+    task_user: str = "none",
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[Platform]:
     # The tests poll job details every few milliseconds from one address: far more than OpenPAI's
     # 600 requests a minute, so that limit is raised here (still counted, never hit) unless a
@@ -127,6 +131,7 @@ async def running_platform(
         extra_env={
             "PAI_TASK_USER": task_user,
             **({} if api_per_min is None else {"PAI_RATE_LIMIT_API_PER_MIN": str(api_per_min)}),
+            **(env or {}),
         },
     )
     try:

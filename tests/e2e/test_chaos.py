@@ -5,7 +5,6 @@ The full harness is bench/chaos_bench.py (`make bench ARGS="chaos"`, 1,000 jobs,
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -13,17 +12,8 @@ import pytest
 from bench.chaos_bench import print_report, run
 from libs.embedded.platform import SERVICES
 
-# Runs where PAI_CHAOS_TEST=1: in some runs a few jobs stay RUNNING in the read model after the
-# kills although all their tasks ran (see docs/architecture.md, "Crash and restart"); until that
-# is found the short chaos run is not part of `make test`, and `make bench ARGS="chaos"` reports it.
-pytestmark = [
-    pytest.mark.timeout(420),
-    pytest.mark.skipif(
-        os.environ.get("PAI_CHAOS_TEST") != "1",
-        reason="the short chaos run is opt-in (PAI_CHAOS_TEST=1) until jobs left RUNNING "
-        "after kills are explained",
-    ),
-]
+# A guard only: the run takes 40-100 s on two shared cores; the settle time bounds a stuck one.
+pytestmark = pytest.mark.timeout(420)
 
 
 async def test_killing_every_process_once_loses_no_job_and_runs_no_task_twice(tmp_path: Path) -> None:
@@ -37,4 +27,7 @@ async def test_killing_every_process_once_loses_no_job_and_runs_no_task_twice(tm
     assert report.lost == []
     assert report.stuck == []
     assert report.twice == {}
+    # A bus outage is no reason for a job to fail: every job succeeds (the report says why not).
+    assert report.unsuccessful == {}
+    assert report.by_state == {"SUCCEEDED": 60}
     assert report.executions >= 120

@@ -13,7 +13,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text(encoding="utf-8"))
-SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "portal")
+SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "marketplace", "portal")
 KNOWN_ENV = {
     "PAI_NATS_URL",
     "PAI_DATA_DIR",
@@ -30,6 +30,9 @@ KNOWN_ENV = {
     "PAI_EVENTS_URL",
     "PAI_EVENTS_HOST",
     "PAI_EVENTS_PORT",
+    "PAI_MARKETPLACE_URL",
+    "PAI_MARKETPLACE_HOST",
+    "PAI_MARKETPLACE_PORT",
     "PAI_REST_URL",
 }
 

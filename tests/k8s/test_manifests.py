@@ -20,7 +20,7 @@ ALL = [(name, obj) for name, objects in RENDERED.items() for obj in objects]
 NO_VALIDATOR = (
     "kubernetes-validate is not installed: add it to the lock file to check the JSON schemas offline"
 )
-SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "portal")
+SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "marketplace", "portal")
 
 
 def ident(item: Any) -> str:

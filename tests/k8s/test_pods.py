@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from libs.failures import default_rules_text
-from runtime.spec import TaskSpec
+from runtime.spec_model import TaskSpec
 from services.orchestrator.adapters.k8s_pods import (
     PodSettings,
     TaskIdentity,

@@ -71,3 +71,33 @@ def test_node_samples_carry_openpai_gpu_names() -> None:
     assert names[("gpu_utilization", "")] == 55.0
     assert names[("nvidiasmi_ecc_error_count", "double")] == 4.0
     assert ("node_memory_usage_percent", "") in names
+
+
+def test_tasks_sharing_a_gpu_show_who_holds_how_much_of_it() -> None:
+    collector = Collector()
+    for index, (gpu, milli) in enumerate([(0, 500), (0, 250), (1, 500)]):
+        collector.set_share("job1", "infer", index, gpu, milli)
+        collector.add_task(TaskRef("job1", "infer", index, 10_000 + index))
+    collector.set_share("job2", "infer", 0, 1, 300)  # placed, not started: not shown yet
+    samples = collector.share_samples()
+    tasks = {
+        (s.labels["index"], s.labels["minor_number"]): s.value
+        for s in samples
+        if s.name == "task_gpu_share_milli"
+    }
+    assert tasks == {("0", "0"): 500, ("1", "0"): 250, ("2", "1"): 500}
+    per_gpu = {
+        (s.name, s.labels["minor_number"]): s.value for s in samples if s.name != "task_gpu_share_milli"
+    }
+    assert per_gpu == {
+        ("gpu_share_allocated_milli", "0"): 750,
+        ("gpu_share_tasks", "0"): 2,
+        ("gpu_share_allocated_milli", "1"): 500,
+        ("gpu_share_tasks", "1"): 1,
+    }
+    collector.remove_task("job1", "infer", 0)
+    assert ("0", "0") not in {
+        (s.labels["index"], s.labels["minor_number"])
+        for s in collector.share_samples()
+        if "index" in s.labels
+    }

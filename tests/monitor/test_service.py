@@ -95,7 +95,12 @@ async def test_task_metrics_are_published_and_served_to_prometheus(
         # ... because the server delivers it nothing else: its consumer filters by event type.
         followers = [info.config for info in await bus.js.consumers_info(JOBS_STREAM)]
         assert [sorted(c.filter_subjects or [c.filter_subject or ""]) for c in followers] == [
-            ["pai.job.*.job.completed", "pai.job.*.task.completed", "pai.job.*.task.started"]
+            [
+                "pai.job.*.job.completed",
+                "pai.job.*.job.scheduled",
+                "pai.job.*.task.completed",
+                "pai.job.*.task.started",
+            ]
         ]
         await eventually(lambda: _count(running, "heartbeats"), lambda n: n >= 1)
         samples = await running.sample_once()

@@ -124,6 +124,7 @@ PAGES = (
     "/job-list.html",
     "/virtual-clusters.html",
     "/user-profile.html",
+    "/marketplace.html",
 )
 ADMIN_PAGES = (
     "/user-view.html",
@@ -131,6 +132,7 @@ ADMIN_PAGES = (
     "/cluster-view/services.html",
     "/cluster-view/hardware.html",
     "/alerts.html",
+    "/marketplace-review.html",
 )
 
 

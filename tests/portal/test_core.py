@@ -43,6 +43,7 @@ def test_admin_pages_are_for_admins_and_job_pages_for_owners() -> None:
         "/user-view.html",
         "/group-view.html",
         "/cluster-view/services.html",
+        "/marketplace-review.html",
         "/cluster-view/hardware.html",
         "/alerts.html",
     }

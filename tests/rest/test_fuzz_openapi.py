@@ -341,6 +341,9 @@ def _hostile_bodies(world: World, document: dict[str, Any]) -> list[str]:
 @pytest.mark.filterwarnings(
     "ignore:Do not use the `random` module inside strategies:hypothesis.errors.HypothesisDeprecationWarning"
 )
+# The work is fixed (EXAMPLES per operation and caller, a fixed seed): about a minute alone on
+# two cores, several times that beside other CPU-bound work, so the limit is set for the latter.
+@pytest.mark.timeout(600)
 def test_fuzzing_every_documented_operation_finds_no_server_error_and_no_secret(
     server: ServerThread, tmp_path: Path
 ) -> None:

@@ -106,9 +106,66 @@ def test_a_queued_job_lists_every_task_of_its_config_as_waiting() -> None:
     assert required <= set(detail["jobStatus"])
 
 
+def test_a_task_has_a_uid_once_it_exists_and_none_while_it_waits_for_placement() -> None:
+    placed = {
+        **views.waiting_task(job_row(), 0, "worker", 0),  # type: ignore[dict-item]
+        "placeholder": False,
+        "state": "RUNNING",
+        "created_time": 5,
+    }
+    detail = views.job_detail(job_row(), None, [placed])
+    worker = detail["taskRoles"]["worker"]["taskStatuses"]
+    assert worker[0]["taskUid"] == states.task_uid("j1", "worker", 0)
+    assert isinstance(worker[0]["taskUid"], str)
+    # Not placed yet: no uid at all, as OpenPAI's rest-server leaves out a task's undefined
+    # instanceUID (never null, never a made-up number).
+    assert "taskUid" not in worker[1]
+    assert "taskUid" not in detail["taskRoles"]["ps"]["taskStatuses"][0]
+
+
 def test_a_summary_has_every_field_openpai_requires() -> None:
     summary = views.job_summary(job_row())
     required = {"name", "username", "virtualCluster", "state", "subState", "executionType", "retries"}
     required |= {"createdTime", "completedTime", "appExitCode"}
     assert required <= set(summary)
     assert summary["debugId"] == states.framework_name("u", "n")
+
+
+def test_shared_gpus_of_a_job_say_how_much_of_each_device_its_tasks_hold() -> None:
+    def task(
+        index: int, node: str, gpus: str | None, milli: int | None, state: str = "RUNNING"
+    ) -> dict[str, Any]:
+        return {
+            "taskIndex": index,
+            "taskState": state,
+            "containerNodeName": node,
+            "containerGpus": gpus,
+            "containerGpuMilli": milli,
+        }
+
+    roles = {
+        "infer": {
+            "taskStatuses": [task(0, "n1", "0", 500), task(1, "n1", "0", 500), task(2, "n1", "1", 500)]
+        },
+        "train": {"taskStatuses": [task(0, "n1", "2,3", None)]},
+        "late": {"taskStatuses": [task(0, "", None, None, "WAITING")]},
+    }
+    assert views.shared_gpus(roles) == [
+        {
+            "node": "n1",
+            "gpu": "0",
+            "gpuMilli": 1000,
+            "tasks": [
+                {"taskRole": "infer", "taskIndex": 0, "gpuMilli": 500},
+                {"taskRole": "infer", "taskIndex": 1, "gpuMilli": 500},
+            ],
+        },
+        {
+            "node": "n1",
+            "gpu": "1",
+            "gpuMilli": 500,
+            "tasks": [{"taskRole": "infer", "taskIndex": 2, "gpuMilli": 500}],
+        },
+    ]
+    queued = views.job_detail(job_row(), None, [])
+    assert queued["sharedGpus"] == []

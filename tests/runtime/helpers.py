@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from services.orchestrator.adapters.local import runtime_command, runtime_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,9 +62,11 @@ def write_spec(root: Path, spec: dict[str, Any]) -> Path:
 
 
 def start_runtime(spec_path: Path) -> subprocess.Popen[str]:
+    """The runtime started as the local executor starts it (no site module, its own PYTHONPATH)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "runtime", "--spec", str(spec_path)],
+        runtime_command(spec_path),
         cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": runtime_path()},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

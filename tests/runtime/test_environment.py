@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from runtime.environment import build_environment
-from runtime.spec import TaskSpec
+from runtime.spec import TaskSpec, parse_spec
 from tests.runtime.helpers import role, spec_for
 
 ROLES = [
@@ -35,7 +35,7 @@ def spec(tmp_path: Path) -> TaskSpec:
     raw = spec_for(tmp_path, "worker", 1, ROLES, "true", ports=_ports(), gpu_indices=[3])
     raw["job"]["virtual_cluster"] = "vc1"
     raw["tasks"] = [dict(t, host_ip=f"10.0.{n}.1") for n, t in enumerate(raw["tasks"])]
-    return TaskSpec.model_validate(raw)
+    return parse_spec(raw)
 
 
 def test_job_level_variables_name_the_job_as_openpai_does(spec: TaskSpec) -> None:
@@ -102,13 +102,13 @@ def test_current_task_variables_describe_this_task_only(spec: TaskSpec) -> None:
 def test_no_secret_or_spec_path_leaks_into_the_environment(tmp_path: Path) -> None:
     raw = spec_for(tmp_path, "worker", 0, [role("worker")], "echo <% $secrets.x %>")
     raw["secrets_file"] = str(tmp_path / "secrets.json")
-    env = build_environment(TaskSpec.model_validate(raw))
+    env = build_environment(parse_spec(raw))
     assert not any("secrets" in v for v in env.values())
     assert all(k.startswith(("PAI_", "FC_", "CUDA_", "NVIDIA_")) for k in env)
 
 
 def test_a_task_sharing_its_gpu_sees_that_gpu_and_its_share(spec: TaskSpec) -> None:
-    shared = spec.model_copy(update={"gpu_milli": 500, "gpu_memory_mib": 8192})
+    shared = spec.replace(gpu_milli=500, gpu_memory_mib=8192)
     env = build_environment(shared)
     assert env["CUDA_VISIBLE_DEVICES"] == "3"
     assert env["PAI_GPU_SHARE_MILLI"] == "500"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from runtime.plugins import PluginError, applicable, prepare_cmd
-from runtime.spec import PluginSpec, TaskSpec
+from runtime.spec import PluginSpec, TaskSpec, parse_spec
 from runtime.ssh import prepare_ssh
 from runtime.storage import mount_point, requested_storages
 from tests.runtime.helpers import result_of, role, run_runtime, spec_for, write_spec
@@ -22,9 +22,7 @@ ROLES = [role("master"), role("worker", 2)]
 
 
 def _task(tmp_path: Path, role_name: str, index: int, **extra: Any) -> TaskSpec:
-    return TaskSpec.model_validate(
-        spec_for(tmp_path, role_name, index, ROLES, "true", ports=SSH_PORTS, **extra)
-    )
+    return parse_spec(spec_for(tmp_path, role_name, index, ROLES, "true", ports=SSH_PORTS, **extra))
 
 
 def test_jobssh_gives_every_task_the_same_key_and_a_config_naming_each_peer(tmp_path: Path) -> None:
@@ -86,7 +84,7 @@ def test_ssh_plugin_rendered_from_a_secret_reports_its_key_maker(tmp_path: Path)
 
 def test_plugins_apply_only_to_their_task_roles(tmp_path: Path) -> None:
     plugins = [{"plugin": "cmd", "taskroles": ["worker"]}, {"plugin": "ssh"}]
-    master = TaskSpec.model_validate(spec_for(tmp_path, "master", 0, ROLES, "true", plugins=plugins))
+    master = parse_spec(spec_for(tmp_path, "master", 0, ROLES, "true", plugins=plugins))
     assert [p.plugin for p in applicable(master)] == ["ssh"]
 
 
@@ -102,7 +100,7 @@ def test_storage_defaults_to_the_users_default_storages_and_refuses_others(tmp_p
         {"name": "home", "type": "nfs", "path": "/data/home", "mount_path": "/home/me", "default": True},
         {"name": "team", "type": "nfs", "path": "/data/team", "mount_path": "/mnt/team"},
     ]
-    allowed = TaskSpec.model_validate(raw).storages
+    allowed = parse_spec(raw).storages
     assert [(s.name, m) for s, m in requested_storages({}, allowed)] == [("home", "/home/me")]
     picked = requested_storages({"storages": [{"name": "team", "mountPath": "/data"}]}, allowed)
     assert [(s.name, m) for s, m in picked] == [("team", "/data")]

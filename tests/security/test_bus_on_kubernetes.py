@@ -15,7 +15,7 @@ from libs.backbone.natsserver import EmbeddedNats
 from libs.cli.deploying import CREDENTIALS, render
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
-SERVICES = {"rest", "scheduler", "orchestrator", "monitor", "alerter", "events"}
+SERVICES = {"rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "marketplace"}
 
 
 def rendered() -> list[dict[str, Any]]:

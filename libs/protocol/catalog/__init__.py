@@ -18,9 +18,9 @@ def catalog_schema() -> dict[str, object]:
     schema = EVENT_ADAPTER.json_schema(mode="serialization")
     schema["title"] = "pai lifecycle events"
     schema["description"] = (
-        "Every event published under pai.job.<job id>.<type>, pai.node.<node id>.<type> and "
-        "pai.alert.<alert id>.<type>. Decode by the `type` field; `version` changes only when "
-        "a field is removed or changes meaning."
+        "Every event published under pai.job.<job id>.<type>, pai.node.<node id>.<type>, "
+        "pai.alert.<alert id>.<type> and pai.marketplace.<item id>.<type>. Decode by the `type` "
+        "field; `version` changes only when a field is removed or changes meaning."
     )
     return schema
 

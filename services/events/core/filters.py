@@ -15,14 +15,16 @@ from dataclasses import dataclass, field
 
 from libs.protocol.events import Event
 
-# Every event type the catalog names, read from the union itself so a new event is known at once.
+KIND_STREAMS = {"job": "jobs", "task": "jobs", "node": "nodes", "alert": "alerts"}
+# Every event type the catalog names on the streams the gateway serves, read from the union
+# itself so a new event is known at once (the marketplace's own stream is not served here).
 EVENT_TYPES: frozenset[str] = frozenset(
-    typing.get_args(model.model_fields["type"].annotation)[0]
+    name
     for model in typing.get_args(typing.get_args(Event)[0])
+    for name in typing.get_args(model.model_fields["type"].annotation)
+    if name.split(".", 1)[0] in KIND_STREAMS
 )
 JOB_KINDS = frozenset({"job", "task"})
-
-KIND_STREAMS = {"job": "jobs", "task": "jobs", "node": "nodes", "alert": "alerts"}
 STREAMS = ("jobs", "nodes", "alerts")
 
 

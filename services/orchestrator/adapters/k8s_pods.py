@@ -54,7 +54,7 @@ from kubernetes.client import (
     V1VolumeMount,
 )
 
-from runtime.spec import Directories, TaskSpec
+from runtime.spec_model import Directories, TaskSpec
 from services.orchestrator.core.frameworks import TaskKey
 
 log = structlog.get_logger(__name__)

@@ -22,16 +22,17 @@ from typing import Any
 
 from libs.protocol import JobConfig, render_entrypoint
 from runtime.ports import release_ports, reserve_ports, with_default_ports
-from runtime.spec import (
+from runtime.spec import SpecError, load_spec
+from runtime.spec_model import (
     Directories,
     JobInfo,
+    PluginSpec,
     Resources,
     RoleInfo,
     RunAs,
-    SpecError,
+    StorageSpec,
     TaskPlacement,
     TaskSpec,
-    load_spec,
 )
 from services.orchestrator.adapters.rules import current_rules_file
 from services.orchestrator.core.frameworks import Framework, TaskKey
@@ -154,6 +155,8 @@ def build_spec(
         gpu_memory_mib=placement.gpu_memory_mib if placement is not None else None,
         roles=roles,
         tasks=tasks,
+        plugins=runtime_plugins(job),
+        storages=[StorageSpec.model_validate(storage) for storage in framework.storages],
         secrets_file=directory / SECRETS_FILE if has_secrets else None,
         dirs=Directories(
             work_dir=directory / "work",
@@ -166,6 +169,23 @@ def build_spec(
         run_as=run_as,
         notice=notice,
     )
+
+
+def runtime_plugins(job: JobConfig) -> list[PluginSpec]:
+    """The job's extras."com.microsoft.pai.runtimeplugin", in its order, as the runtime reads them."""
+    entries = job.extras.runtime_plugins if job.extras is not None else None
+    specs = []
+    for entry in entries or []:
+        policy = (entry.model_extra or {}).get("failurePolicy", "fail")
+        specs.append(
+            PluginSpec(
+                plugin=entry.plugin,
+                parameters=dict(entry.parameters or {}),
+                failure_policy="ignore" if policy == "ignore" else "fail",
+                taskroles=entry.taskroles,
+            )
+        )
+    return specs
 
 
 def launch_facts(directory: Path) -> tuple[dict[str, list[int]], str | None]:

@@ -40,7 +40,7 @@ from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 from pydantic import BaseModel, ConfigDict, Field
 
 from libs.backbone.errors import KVConflictError
-from libs.backbone.kv import ModelStore, Versioned
+from libs.backbone.kv import UNANSWERED, ModelStore, Versioned
 from libs.backbone.sealing import SecretsCipher
 from libs.backbone.topology import FRAMEWORKS, SECRETS
 from libs.protocol.events import JobSubmitted, decode_event
@@ -117,6 +117,13 @@ class _Kept:
     """The KV revision of each task value this process read or wrote."""
     carried: dict[tuple[int, int], TaskRecord] = field(default_factory=dict)
     """Tasks the job's value holds that their own values do not have yet."""
+
+
+log = structlog.get_logger(__name__)
+
+# How often the secrets of a task being started are asked for again while the bus is away.
+_RETRY_FIRST = 0.2
+_RETRY_MAX = 5.0
 
 
 class FrameworkStore:
@@ -300,10 +307,9 @@ class FrameworkStore:
             stored.staged = Staged(token=token, pieces=pieces)
             stored.outbox = []
         try:
-            if revision is None:
-                written = await self._store.create(job_id, stored)
-            else:
-                written = await self._store.update(job_id, stored, revision)
+            # Settled: an unanswered write is read back, never taken for lost (libs/backbone/kv.py),
+            # so what the caller then carries out is what KV holds.
+            written = await self._store.write(job_id, stored, revision)
         except KVConflictError:
             self._known.pop(job_id, None)
             if token is not None:
@@ -458,13 +464,30 @@ class SubmissionReader:
 
 
 class SecretsReader:
-    """The job's secrets as a mapping, opened from their sealed value in KV for the task's 0600 file."""
+    """The job's secrets as a mapping, opened from their sealed value in KV for the task's 0600 file.
+
+    A task cannot start without its secrets, and a bus that is away is no fault of the task: a
+    read that goes unanswered is tried again (0.2 s doubling to 5 s) until the bus answers, so a
+    start during an outage waits for the bus instead of failing the task (and with it the job).
+    """
 
     def __init__(self, js: JetStreamContext, cipher: SecretsCipher) -> None:
         self._js = js
         self._cipher = cipher
 
     async def __call__(self, job_id: str) -> dict[str, Any] | None:
+        pause = _RETRY_FIRST
+        while True:
+            try:
+                return await self._read(job_id)
+            except UNANSWERED as exc:
+                log.warning(
+                    "job secrets unreadable while the bus is away; retrying", job_id=job_id, error=repr(exc)
+                )
+            await asyncio.sleep(pause)  # the bus is away: a timer, not a wait for an event
+            pause = min(pause * 2, _RETRY_MAX)
+
+    async def _read(self, job_id: str) -> dict[str, Any] | None:
         kv = await self._js.key_value(SECRETS.bucket)
         try:
             entry = await kv.get(job_id)

@@ -96,6 +96,7 @@ def decide_all(framework: Framework | None, inputs: Sequence[tuple[Input, Contex
                 name=message.name,
                 virtual_cluster=message.virtual_cluster,
                 config=message.config,
+                storages=[storage.model_dump() for storage in message.storages],
                 spec=spec_from_config(message.config),
                 submitted_at=message.occurred_at,
                 attempts=[JobAttempt(attempt=0)],

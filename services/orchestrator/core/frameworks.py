@@ -114,6 +114,8 @@ class Framework(_Mutable):
     name: str = ""
     virtual_cluster: str = "default"
     config: dict[str, Any] = Field(default_factory=dict)
+    storages: list[dict[str, Any]] = Field(default_factory=list)
+    """The storages the job may mount (job.submitted's storages), as the runtime's StorageSpec."""
     spec: JobSpec | None = None
     submitted_at: datetime | None = None
     state: AttemptState = AttemptState.CREATION_PENDING

@@ -21,6 +21,8 @@ PAGES: tuple[Page, ...] = (
     Page("/submit.html", "submit.html", "Submit job", nav="Submit job", script="submit.js"),
     Page("/job-list.html", "job-list.html", "Jobs", nav="Jobs", script="job-list.js"),
     Page("/job-detail.html", "job-detail.html", "Job", script="job-detail.js"),
+    Page("/marketplace.html", "marketplace.html", "Marketplace", nav="Marketplace", script="marketplace.js"),
+    Page("/marketplace-item.html", "marketplace-item.html", "Marketplace item", script="marketplace-item.js"),
     Page(
         "/virtual-clusters.html",
         "virtual-clusters.html",
@@ -47,6 +49,14 @@ PAGES: tuple[Page, ...] = (
         script="hardware.js",
     ),
     Page("/alerts.html", "alerts.html", "Alerts", admin=True, nav="Alerts", script="alerts.js"),
+    Page(
+        "/marketplace-review.html",
+        "marketplace-review.html",
+        "Marketplace review",
+        admin=True,
+        nav="Review",
+        script="marketplace-review.js",
+    ),
     Page("/user-profile.html", "user-profile.html", "Profile", script="user-profile.js"),
 )
 

@@ -26,7 +26,18 @@ export class ApiError extends Error {
 }
 
 // A call of the REST API v2; `path` starts after /api/v2.
-export async function api(path, { method = "GET", body, type, raw = false } = {}) {
+export async function api(path, options = {}) {
+  return (await call("/api/v2" + path, options)).data;
+}
+
+// A call of the marketplace's API; `path` starts after /marketplace/api. With `withHeaders`,
+// the answer is {data, headers} (X-Total-Count says how many items match).
+export async function market(path, options = {}) {
+  const answer = await call("/marketplace/api" + path, options);
+  return options.withHeaders ? answer : answer.data;
+}
+
+async function call(url, { method = "GET", body, type, raw = false } = {}) {
   const headers = { Accept: "application/json" };
   if (method !== "GET" && method !== "HEAD") {
     headers["X-CSRF-Token"] = (await session()).csrf;
@@ -38,7 +49,7 @@ export async function api(path, { method = "GET", body, type, raw = false } = {}
   } else if (type) {
     headers["Content-Type"] = type;
   }
-  const response = await fetch("/api/v2" + path, { method, headers, body: payload, credentials: "same-origin" });
+  const response = await fetch(url, { method, headers, body: payload, credentials: "same-origin" });
   if (response.status === 401) {
     location.href = "/index.html?next=" + encodeURIComponent(location.pathname + location.search);
     throw new ApiError(401, { message: "Your session ended; sign in again." });
@@ -48,8 +59,8 @@ export async function api(path, { method = "GET", body, type, raw = false } = {}
   if (!raw) {
     try { data = text ? JSON.parse(text) : null; } catch { data = text; }
   }
-  if (!response.ok) throw new ApiError(response.status, typeof data === "object" ? data : { message: text });
-  return data;
+  if (!response.ok) throw new ApiError(response.status, data && typeof data === "object" ? data : { message: text });
+  return { data, headers: response.headers };
 }
 
 // A call of the portal's own endpoints (validation, rendering) with the CSRF token.

@@ -1,5 +1,6 @@
 // A job's page: status, exit and failure analysis, tasks, live logs, config; updated live.
 import { $, api, el, fill, fmtDuration, fmtTime, historyChart, live, showError, stateBadge } from "./common.js";
+import { saveAsTemplate } from "./market-share.js";
 
 const params = new URLSearchParams(location.search);
 const user = params.get("username");
@@ -184,6 +185,7 @@ async function start() {
   await refresh();
   showAttempts();
   api(`${base}/config`, { raw: true }).then((text) => { $("#config").textContent = text; }).catch((e) => { $("#config").textContent = e.message; });
+  $("#clone").after(saveAsTemplate($("#job-error"), () => api(`${base}/config`, { raw: true }), () => name));
   $("#attempt").addEventListener("change", (e) => { chosenAttempt = e.target.value === "" ? null : Number(e.target.value); refresh(); });
   $("#log-task").addEventListener("change", followLog);
   $("#log-file").addEventListener("change", followLog);

@@ -1,6 +1,7 @@
 // The submit page: a form and a YAML editor kept in sync both ways, checked by the API's own
 // validator (through /portal/validate) before anything is submitted.
-import { $, api, el, fill, portal } from "./common.js";
+import { $, api, el, fill, market, portal } from "./common.js";
+import { saveAsTemplate } from "./market-share.js";
 
 const RUNTIME_PLUGINS = "com.microsoft.pai.runtimeplugin";
 const DEFAULT_JOB = `protocolVersion: 2
@@ -331,8 +332,22 @@ async function start() {
   const vcs = await api("/virtual-clusters").catch(() => ({}));
   fill($("#f-vc"), Object.keys(vcs || {}).sort().map((vc) => el("option", { value: vc }, vc)));
 
-  const clone = new URLSearchParams(location.search).get("clone");
-  if (clone) {
+  $("#submit").after(saveAsTemplate(document.querySelector("main .toolbar"), async () => editor.value, () => config.name));
+
+  const given = new URLSearchParams(location.search);
+  const clone = given.get("clone");
+  const item = given.get("market");
+  if (item) {
+    // "Use" on a marketplace item: its job, which names the item in extras.submitFrom so the
+    // item's use count follows; a fresh name, since job names are unique per user.
+    const { protocol } = await market(`/items/${encodeURIComponent(item)}/job`);
+    editor.value = protocol;
+    await check();
+    config.name = `${config.name || "job"}-${Date.now().toString(36)}`;
+    editor.value = await portal("/portal/render", JSON.stringify(config), "application/json");
+    await check();
+    $("#submit-status").textContent = "The job of the marketplace item: change what you need, then submit.";
+  } else if (clone) {
     const [user, ...rest] = clone.split("~");
     let text = await api(`/jobs/${encodeURIComponent(user)}~${encodeURIComponent(rest.join("~"))}/config`, { raw: true });
     editor.value = text;

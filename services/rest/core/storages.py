@@ -2,7 +2,8 @@
 
 An admin lists the cluster's storages in one YAML file (``PAI_STORAGES_FILE``): each has a
 name, whether it is shared, its volume name, whether it is mounted by default, a type (nfs,
-samba, azureFile, azureBlob, other) and the type's connection data. A group grants storages
+samba, azureFile, azureBlob, other, or ``local``: a directory on the node, ``data.path``) and
+the type's connection data. A group grants storages
 by name in ``extension.acls.storageConfigs``; a user may use the union over their groups,
 an admin every storage. This module parses and checks the file and filters it: no I/O.
 """
@@ -13,10 +14,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-TYPES = ("nfs", "samba", "azureFile", "azureBlob", "other", "unknown")
+TYPES = ("nfs", "samba", "azureFile", "azureBlob", "other", "unknown", "local")
 # The data field each type cannot do without (OpenPAI's StorageDetail schema).
 REQUIRED_DATA = {"nfs": ("server", "path"), "samba": ("address",), "azureFile": ("shareName",)}
+REQUIRED_DATA["local"] = ("path",)
 REQUIRED_DATA["azureBlob"] = ("containerName",)
+
+
+# The storage plugins of a job's extras."com.microsoft.pai.runtimeplugin" (runtime/storage.py).
+STORAGE_PLUGINS = ("storage", "teamwise_storage")
 
 
 class StorageConfigError(ValueError):
@@ -105,3 +111,72 @@ def granted(storages: Iterable[Storage], admin: bool, names: Iterable[str]) -> l
     """The storages a caller may use: all for an admin, else those their groups name."""
     allowed = set(names)
     return [storage for storage in storages if admin or storage.name in allowed]
+
+
+class StorageRefusedError(ValueError):
+    """A job names storages its user may not use."""
+
+    def __init__(self, refused: list[str], usable: list[str]) -> None:
+        super().__init__(f"storages {refused} are not usable; usable storages are {usable or 'none'}")
+        self.refused = refused
+        self.usable = usable
+
+
+def node_path(storage: Storage) -> str:
+    """Where the storage's data is on a node: ``data.path`` of a local storage, else ``data.localPath``
+    (where the node mounted it; an nfs export mounted at its own path needs none)."""
+    local = storage.data.get("localPath")
+    if isinstance(local, str) and local:
+        return local
+    if storage.type in ("local", "nfs"):
+        return str(storage.data["path"])
+    return ""
+
+
+def mount_path(storage: Storage) -> str:
+    """Where a task sees the storage unless the job says otherwise: ``data.mountPath`` or OpenPAI's
+    ``/mnt/<name>``."""
+    chosen = storage.data.get("mountPath")
+    return chosen if isinstance(chosen, str) and chosen else f"/mnt/{storage.name}"
+
+
+def _named(parameters: dict[str, Any]) -> list[str] | None:
+    """The storage names one plugin entry asks for; None when it names none (the defaults)."""
+    if isinstance(parameters.get("storages"), list):
+        entries = parameters["storages"]
+        return [
+            entry["name"]
+            for entry in entries
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str)
+        ]
+    names = parameters.get("storageConfigNames")
+    if isinstance(names, list) and names:
+        return [name for name in names if isinstance(name, str)]
+    return None
+
+
+def job_storages(plugins: Iterable[tuple[str, dict[str, Any]]], usable: list[Storage]) -> list[Storage]:
+    """The usable storages a job's storage plugins may mount, from (plugin name, parameters) pairs.
+
+    A plugin naming storages gets those (every one must be usable, else StorageRefusedError names
+    them and the usable ones); one naming none gets the user's default storages. A job without
+    a storage plugin mounts nothing.
+    """
+    by_name = {storage.name: storage for storage in usable}
+    chosen: dict[str, Storage] = {}
+    refused: list[str] = []
+    for plugin, parameters in plugins:
+        if plugin not in STORAGE_PLUGINS:
+            continue
+        names = _named(parameters)
+        if names is None:
+            chosen.update((storage.name, storage) for storage in usable if storage.default)
+            continue
+        for name in names:
+            if name in by_name:
+                chosen[name] = by_name[name]
+            elif name not in refused:
+                refused.append(name)
+    if refused:
+        raise StorageRefusedError(sorted(refused), sorted(by_name))
+    return list(chosen.values())

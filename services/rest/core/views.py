@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from libs.protocol.gpu_share import gpu_shares
 from services.rest.core.states import framework_name, task_uid
 
 Row = Mapping[str, Any]
@@ -81,6 +82,8 @@ def task_attempt_status(job: Row, task: Row) -> dict[str, Any]:
         "containerNodeName": task["node"],
         "containerPorts": dict(task["ports"] or {}),
         "containerGpus": task["gpus"],
+        # An addition: the thousandths of its one GPU a task sharing it holds (extras.gpuShare).
+        "containerGpuMilli": _share_of(job, task["role"]) if task["gpus"] else None,
         "containerLog": log_path(
             job, task["job_attempt"], task["role"], task["task_index"], task["task_attempt"]
         ),
@@ -93,11 +96,41 @@ def task_attempt_status(job: Row, task: Row) -> dict[str, Any]:
     }
 
 
+def _share_of(job: Row, role: str) -> int | None:
+    share = gpu_shares((job["config"] or {}).get("extras")).get(role)
+    return share.gpu_milli if share is not None else None
+
+
+def shared_gpus(roles: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The GPUs the job's tasks share, each with how much of it the job's tasks hold and which."""
+    devices: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for role, status in roles.items():
+        for task in status["taskStatuses"]:
+            if task.get("containerGpuMilli") and task.get("containerGpus") and task["taskState"] != "WAITING":
+                key = (str(task.get("containerNodeName") or ""), str(task["containerGpus"]))
+                devices.setdefault(key, []).append(
+                    {"taskRole": role, "taskIndex": task["taskIndex"], "gpuMilli": task["containerGpuMilli"]}
+                )
+    return [
+        {"node": node, "gpu": gpu, "gpuMilli": sum(t["gpuMilli"] for t in held), "tasks": held}
+        for (node, gpu), held in sorted(devices.items())
+    ]
+
+
 def task_status(job: Row, task: Row) -> dict[str, Any]:
-    """One item of ``taskRoles.<role>.taskStatuses`` in a job detail: the task's latest attempt."""
+    """One item of ``taskRoles.<role>.taskStatuses`` in a job detail: the task's latest attempt.
+
+    ``taskUid`` names a task that exists. A task not placed yet has none, and the field is left
+    out, as OpenPAI's rest-server leaves it out (its ``instanceUID`` is undefined) for a task with
+    no instance yet. Followed: the rest-server, not either swagger: the SDK's (2.2.0) types the
+    field as an integer, OpenPAI's since 2.2.6 as a string, and the server sends a string or
+    nothing, as this platform does.
+    """
+    status: dict[str, Any] = {"taskIndex": task["task_index"]}
+    if not task.get("placeholder"):
+        status["taskUid"] = task_uid(job["id"], task["role"], task["task_index"])
     return {
-        "taskIndex": task["task_index"],
-        "taskUid": task_uid(job["id"], task["role"], task["task_index"]),
+        **status,
         "taskState": task["state"],
         "retries": task["task_attempt"],
         "accountableRetries": task["task_attempt"],
@@ -110,6 +143,7 @@ def task_status(job: Row, task: Row) -> dict[str, Any]:
 
 def _waiting_task(job: Row, job_attempt: int, role: str, index: int) -> dict[str, Any]:
     return {
+        "placeholder": True,
         "job_attempt": job_attempt,
         "role": role,
         "task_index": index,
@@ -246,7 +280,9 @@ def job_detail(
             "totalTaskNumber": job["total_tasks"],
             "totalTaskRoleNumber": job["total_task_roles"],
         },
-        "taskRoles": task_roles(job, attempt_id, tasks) if roles is None else roles,
+        "taskRoles": (built := task_roles(job, attempt_id, tasks) if roles is None else roles),
+        # An addition: GPUs this job's tasks share (extras.gpuShare) and how much of each they hold.
+        "sharedGpus": shared_gpus(built),
     }
 
 

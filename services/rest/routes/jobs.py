@@ -16,8 +16,8 @@ import structlog
 import yaml
 from aiohttp import web
 
-from libs.protocol import JobProtocolError, masked_config, parse_job
-from libs.protocol.events import JobStopRequested, JobSubmitted, JobTagged
+from libs.protocol import JobConfig, JobProtocolError, masked_config, parse_job
+from libs.protocol.events import JobStopRequested, JobStorage, JobSubmitted, JobTagged
 from services.rest.adapters.bus import PublishFailedError
 from services.rest.adapters.jobs_store import (
     DEFAULT_LIMIT,
@@ -37,6 +37,7 @@ from services.rest.availability import bus_down, connected_bus
 from services.rest.bodies import read_json
 from services.rest.core import views
 from services.rest.core.states import FINAL, epoch_ms, framework_name
+from services.rest.core.storages import StorageRefusedError, job_storages, mount_path, node_path
 from services.rest.core.totals import job_row_from_config
 from services.rest.errors import (
     CONFLICT_JOB,
@@ -53,6 +54,7 @@ from services.rest.errors import (
 )
 from services.rest.keys import DETAIL_CACHE, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS
 from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int, readable_job
+from services.rest.routes.storages import usable_storages
 from services.rest.vc_names import VC_NAMES
 
 log = structlog.get_logger(__name__)
@@ -76,6 +78,34 @@ async def require_existing_vc(request: web.Request, principal: Principal, name: 
     raise NO_VIRTUAL_CLUSTER_FOR_JOB(hint + ".", vc=name, virtualClusters=sorted(known))
 
 
+async def storages_for(request: web.Request, job: JobConfig) -> tuple[JobStorage, ...]:
+    """The granted storages the job's storage plugin may mount; 400 naming any it may not use."""
+    entries = job.extras.runtime_plugins if job.extras is not None else None
+    plugins = [(entry.plugin, dict(entry.parameters or {})) for entry in entries or []]
+    if not plugins:
+        return ()
+    try:
+        chosen = job_storages(plugins, await usable_storages(request))
+    except StorageRefusedError as exc:
+        usable = ", ".join(exc.usable) or "none"
+        raise invalid_parameters(
+            f"extras.com.microsoft.pai.runtimeplugin: you may not use storage {', '.join(exc.refused)}; "
+            f"the storages you may use are: {usable}.",
+            "Name a storage your groups grant (GET /api/v2/storages), or ask an admin to grant it.",
+        ) from None
+    return tuple(
+        JobStorage(
+            name=storage.name,
+            type=storage.type,
+            path=node_path(storage),
+            mount_path=mount_path(storage),
+            default=storage.default,
+            read_only=bool(storage.read_only),
+        )
+        for storage in chosen
+    )
+
+
 @routes.post("/v2/jobs")
 async def submit_job(request: web.Request) -> web.Response:
     principal = require_user(request)
@@ -97,6 +127,7 @@ async def submit_job(request: web.Request) -> web.Response:
             user=principal.username,
             vc=job.virtual_cluster,
         )
+    storages = await storages_for(request, job)
     engine, bus = request.app[ENGINE], connected_bus(request, "Submitting a job")
     job_id = uuid.uuid4().hex
     event = JobSubmitted(
@@ -106,6 +137,7 @@ async def submit_job(request: web.Request) -> web.Response:
         virtual_cluster=job.virtual_cluster,
         priority=job.priority or 0,
         config=dict(masked_config(job)),
+        storages=storages,
     )
     row = job_row_from_config(event, epoch_ms(event.occurred_at))
     row.update(total_gpus=job.total_gpus, total_tasks=job.total_tasks, total_task_roles=job.total_task_roles)
@@ -208,10 +240,12 @@ async def _detail(request: web.Request, attempt_id: int | None) -> web.Response:
     roles = cache.get(key)
     if roles is None:
         tasks = await tasks_of(engine, job["id"], attempt_id) if attempt_id is not None else []
-        roles = json.dumps(views.task_roles(job, attempt_id or 0, tasks)).encode()
+        built = views.task_roles(job, attempt_id or 0, tasks)
+        # `"taskRoles": ..., "sharedGpus": ...`, the end of the answer, without the braces.
+        roles = json.dumps({"taskRoles": built, "sharedGpus": views.shared_gpus(built)}).encode()[1:-1]
         cache.put(key, roles)
     detail = views.job_detail(job, chosen, (), roles={})
-    del detail["taskRoles"]
+    del detail["taskRoles"], detail["sharedGpus"]
     declared = request.app[SETTINGS].simulated_gpus
     if declared and job["total_gpus"]:
         # The platform's GPUs are declared by `pai up --gpus`, not hardware: say so plainly.
@@ -221,7 +255,7 @@ async def _detail(request: web.Request, attempt_id: int | None) -> web.Response:
             "CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES with their indices, but no GPU hardware."
         )
     head = json.dumps(detail).encode()
-    body = head[:-1] + (b', "taskRoles": ' if detail else b'"taskRoles": ') + roles + b"}"
+    body = head[:-1] + (b", " if detail else b"") + roles + b"}"
     return web.Response(body=body, content_type="application/json")
 
 
@@ -324,7 +358,7 @@ async def get_task(request: web.Request) -> web.Response:
     keep = ("taskIndex", "taskUid", "taskState", "retries", "accountableRetries")
     return web.json_response(
         {
-            **{key: status[key] for key in keep},
+            **{key: status[key] for key in keep if key in status},
             "createdTime": tasks[0]["created_time"],
             "launchedTime": tasks[0]["launched_time"],
             "completedTime": latest["completed_time"],

@@ -1,6 +1,7 @@
 """Storages a user may mount (GET /api/v2/storages, GET /api/v2/storages/{storage}).
 
-The definitions come from the admin's storages file (``core/storages.py`` says its format),
+The definitions come from the admin's storages file (``core/storages.py`` says its format;
+``PAI_STORAGES_FILE``, else ``<data dir>/storages.yaml``),
 read at each request so an edit applies without a restart; the caller's rights come from
 their groups at each request, as every right does. A storage the caller's groups do not grant
 is a 403 (it exists), a name nobody defined a 404 NoStorageError, as OpenPAI answers.
@@ -31,10 +32,14 @@ def _read(path: Path) -> list[Storage]:
     return parse_storages(yaml.safe_load(text))
 
 
+async def usable_storages(request: web.Request) -> list[Storage]:
+    """The storages the caller's groups grant (every one for an admin), from the current file."""
+    admin, names = await _granted_names(request)
+    return granted(await _storages(request), admin, names)
+
+
 async def _storages(request: web.Request) -> list[Storage]:
-    path = request.app[SETTINGS].storages_file
-    if path is None:
-        return []
+    path = request.app[SETTINGS].resolved_storages_file()
     try:
         return await asyncio.to_thread(_read, path)
     except (StorageConfigError, yaml.YAMLError, OSError, UnicodeDecodeError) as exc:

@@ -119,6 +119,9 @@ def openpai_vc(vc: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         "usedGpusByUser": vc["users"],
         "userLimits": vc["userLimits"],
         "jobsWithoutGuarantee": vc["demotedJobs"],
+        # GPUs shared by tasks asking a fraction (extras.gpuShare): each device, what is in use of
+        # it in thousandths, and who holds how much.
+        "sharedGpus": vc.get("sharedGpus", []),
     }
 
 

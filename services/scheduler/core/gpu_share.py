@@ -15,8 +15,11 @@ defines them, and the platform's own:
 - ``fgd``: fragmentation gradient descent: the node and device whose placement grows the
   expected fragmentation of the node the least, scores squashed to integers 0..100 by a sigmoid
   as the kube-scheduler framework needs.
-- ``fragpack`` (the platform's default): FGD's scores for GPU tasks; a task without GPUs goes,
-  among the nodes FGD scores equal, to the one with the most CPU to spare for the GPUs it has
+- ``fragpack`` (the platform's default): FGD's fragmentation growth, scored on a coarser scale
+  (the sigmoid over growth in units of two GPUs, `FRAGPACK_SCALE`), so more nodes score equal and
+  the first of the fixed order wins (tighter packing); a share takes the device whose exact growth
+  is least (the fullest that fits among equals); a task without GPUs goes, among the nodes
+  scored equal, to the one with the most CPU to spare for the GPUs it has
   left (CPU beyond about 11 cores per free GPU, what the expected GPU task brings), so GPU nodes
   keep the cores their GPU tasks will need.
 
@@ -47,6 +50,7 @@ MAX_SPEC_CPU = 128_000  # thousandths of a core: the largest node, the scale of 
 MAX_SPEC_GPU = 8_000
 MAX_SCORE = 100
 TYPICAL_COVERAGE = 0.95
+FRAGPACK_SCALE = 2.0  # fragpack scores a node's fragmentation growth in units of 2 GPUs, FGD of 1
 
 POLICIES = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd", "fragpack")
 DEFAULT_POLICY = "fragpack"
@@ -406,7 +410,10 @@ class SharePlacer:
 
     def _choose_by_fragmentation(self, demand: ShareDemand, idx: IntArray) -> Binding:
         growth, device = self._fgd_scores(demand)
-        score = _sigmoid_score(-growth[idx])
+        # fragpack compares nodes on a coarser scale than FGD (the sigmoid over growth in pairs of
+        # GPUs): more nodes score equal and the first of the fixed order wins, which packs.
+        scale = 1.0 if self.policy == "fgd" else FRAGPACK_SCALE
+        score = _sigmoid_score(-growth[idx] / scale)
         if self.policy == "fgd" or demand.total_gpu_milli:
             node = self._argmax(idx, score)
         else:

@@ -41,6 +41,7 @@ class Cell:
         "parent",
         "priority",
         "used_at_priority",
+        "views",
     )
 
     def __init__(
@@ -64,6 +65,8 @@ class Cell:
         self.children: list[Any] = []
         self.priority = FREE_PRIORITY
         self.used_at_priority: dict[int, int] = {}
+        # The topology schedulers whose view lists this cell, with its index there.
+        self.views: list[tuple[Any, int]] | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.address})"
@@ -128,11 +131,106 @@ class VirtualCell(Cell):
         self.physical: PhysicalCell | None = None
 
 
+class CellList(list[Any]):
+    """A list of cells that knows where each cell is, so that removing one (the last cell moved
+    into its hole, the original's order) and asking whether it is there take constant time at any
+    cluster size. A cell listed twice, or a change through any method not overridden here, makes
+    the index be rebuilt (or dropped, if cells repeat, for the plain list's linear behaviour)."""
+
+    __slots__ = ("_at",)
+
+    def __init__(self, cells: Any = ()) -> None:
+        super().__init__(cells)
+        self._at: dict[int, int] | None = None
+        self._reindex()
+
+    def _reindex(self) -> None:
+        at = {id(c): i for i, c in enumerate(self)}
+        self._at = at if len(at) == len(self) else None
+
+    def append(self, cell: Any) -> None:
+        super().append(cell)
+        if self._at is not None:
+            if id(cell) in self._at:
+                self._at = None
+            else:
+                self._at[id(cell)] = len(self) - 1
+
+    def extend(self, cells: Any) -> None:
+        for cell in cells:
+            self.append(cell)
+
+    def __contains__(self, cell: object) -> bool:
+        if self._at is not None:
+            return id(cell) in self._at
+        return any(c is cell or c == cell for c in self)
+
+    def discard_moving_last(self, cell: Any) -> None:
+        """Remove ``cell``: the last cell takes its place (ValueError if it is not listed)."""
+        at = self._at
+        if at is None:
+            for i, c in enumerate(self):
+                if c is cell:
+                    self[i] = self[-1]
+                    self.pop()
+                    return
+            raise ValueError(f"cell {cell.address} is not in the list")
+        i = at.pop(id(cell), -1)
+        if i < 0:
+            raise ValueError(f"cell {cell.address} is not in the list")
+        last = super().pop()
+        if last is not cell:
+            super().__setitem__(i, last)
+            at[id(last)] = i
+
+    def pop(self, index: Any = -1) -> Any:
+        if index in (-1, len(self) - 1):
+            cell = super().pop()
+            if self._at is not None:
+                self._at.pop(id(cell), None)
+            return cell
+        cell = super().pop(index)
+        self._reindex()
+        return cell
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        super().__setitem__(index, value)
+        self._reindex()
+
+    def __delitem__(self, index: Any) -> None:
+        super().__delitem__(index)
+        self._reindex()
+
+    def __iadd__(self, cells: Any) -> CellList:  # type: ignore[misc]
+        self.extend(cells)
+        return self
+
+    def insert(self, index: Any, cell: Any) -> None:
+        super().insert(index, cell)
+        self._reindex()
+
+    def remove(self, cell: Any) -> None:
+        super().remove(cell)
+        self._reindex()
+
+    def clear(self) -> None:
+        super().clear()
+        self._reindex()
+
+    def sort(self, *args: Any, **kwargs: Any) -> None:
+        super().sort(*args, **kwargs)
+        self._reindex()
+
+    def reverse(self) -> None:
+        super().reverse()
+        self._reindex()
+
+
 ChainCellList = dict[int, list[Any]]
 
 
 def new_chain_cell_list(top: int) -> ChainCellList:
-    return {level: [] for level in range(1, top + 1)}
+    return {level: CellList() for level in range(1, top + 1)}
 
 
 def remove_from(cells: list[Any], cell: Any) -> None:
@@ -141,6 +239,9 @@ def remove_from(cells: list[Any], cell: Any) -> None:
     The order of free lists decides which buddy is picked next, so the replacement order has to
     be the same as the reference implementation's for placements to agree.
     """
+    if isinstance(cells, CellList):
+        cells.discard_moving_last(cell)
+        return
     for i, c in enumerate(cells):
         if c is cell:
             cells[i] = cells[-1]
@@ -172,6 +273,9 @@ def update_used(cell: Cell | None, priority: int, increase: bool) -> None:
         cell.used_at_priority[priority] = cell.used_at_priority.get(priority, 0) + delta
         if cell.used_at_priority[priority] == 0:
             del cell.used_at_priority[priority]
+        if cell.views is not None:
+            for view, index in cell.views:
+                view.used_changed(index, priority, delta)
         cell = cell.parent
 
 

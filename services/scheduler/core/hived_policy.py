@@ -4,8 +4,10 @@ The service thinks in jobs and tasks; HiveD thinks in pods of affinity groups. H
 GPU tasks are grouped by affinity group (and device type) into gangs, each gang is scheduled
 pod by pod as HiveD expects, and the job is placed only if every gang binds. Tasks that ask for
 no GPU still need CPU and memory, so they are fitted onto nodes by those alone (the local
-development machine has no GPUs at all). Without a HiveD config, one "default" VC covers every
-GPU node, with a hierarchy derived from the node list.
+development machine has no GPUs at all). Tasks that share a GPU go onto leaf cells HiveD holds
+whole for their VC (`hived_shares`): all of a job's tasks, shared or not, are placed at once or
+none is. Without a HiveD config, one "default" VC covers every GPU node, with a hierarchy derived
+from the node list.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from libs.protocol.wording import counted
+from services.scheduler.core.gpu_share import ShareDemand
 from services.scheduler.core.hived_algorithm import PREEMPTING_PHASE, HivedAlgorithm
 from services.scheduler.core.hived_cells import FREE_PRIORITY, MIN_GUARANTEED_PRIORITY
 from services.scheduler.core.hived_config import parse_config
 from services.scheduler.core.hived_defaults import config_from_nodes
 from services.scheduler.core.hived_groups import BindInfo, HivedUserError, PodPlacementInfo, PodSpec
+from services.scheduler.core.hived_shares import NodeRoom, PoolKey, ShareHost, ShareHosts, TenantKey
 from services.scheduler.core.placements import (
     Decision,
     JobDemand,
@@ -39,14 +43,19 @@ class _Job:
     pending: list[PodSpec] = field(default_factory=list)
     usage: dict[str, tuple[int, int]] = field(default_factory=dict)  # node -> (cpu, memory_mb)
     placed: Placed | None = None
+    shares: list[tuple[str, TenantKey]] = field(default_factory=list)  # (host, task) of shared tasks
 
 
 def _gangs(demand: JobDemand) -> list[list[TaskDemand]]:
     gangs: dict[tuple[str, str, str], list[TaskDemand]] = {}
     for t in demand.tasks:
-        if t.gpu > 0:
+        if t.gpu > 0 and not t.shares_a_gpu:
             gangs.setdefault((t.affinity_group or "", t.sku_type or "", t.pinned_cell or ""), []).append(t)
     return list(gangs.values())
+
+
+def _host_prefix(job_id: str) -> str:
+    return f"{job_id}/gpu-share-"
 
 
 class HivedPolicy:
@@ -68,6 +77,12 @@ class HivedPolicy:
         self._low_mem = 0
         self._low: set[str] = set()  # nodes with less than the low thresholds of CPU or memory free
         self._shape: dict[str, Any] | None = None
+        self._shares = ShareHosts()
+
+    @property
+    def shares(self) -> ShareHosts:
+        """The leaf cells shared tasks use, with who holds how much of each."""
+        return self._shares
 
     @property
     def algorithm(self) -> HivedAlgorithm | None:
@@ -94,6 +109,8 @@ class HivedPolicy:
                 for job in self._jobs.values():
                     for spec, info in job.pods:
                         self._algo.add_allocated_pod(spec, info)
+                for host in self._shares.hosts.values():
+                    self._algo.add_allocated_pod(host.spec, host.info)
         if self._algo is not None:
             for node in self._algo.all_nodes():
                 inv = self._nodes.get(node)
@@ -180,7 +197,7 @@ class HivedPolicy:
                     )
                 if result.kind == "preempt":
                     job.pending.append(spec)
-                    victims.update(self._pod_job.get(v, v) for v in result.victims)
+                    victims.update(j for v in result.victims for j in self._victim_jobs(v))
                     break
                 assert result.bind_info is not None
                 self._algo.add_allocated_pod(spec, result.bind_info)
@@ -189,8 +206,15 @@ class HivedPolicy:
                 placements[(task.role, task.index)] = TaskPlacement(
                     task.role, task.index, result.node, self._address(result.node), result.leaf_cells
                 )
+        shared = [t for t in demand.tasks if t.shares_a_gpu]
+        if shared and not victims:
+            outcome = self._place_shares(demand, job, shared, placements)
+            if isinstance(outcome, Waiting | Rejected):
+                return self._give_up(demand, outcome)
+            victims.update(outcome)
         if victims:
             self._undo_pods(job)
+            self._undo_shares(job)
             reason = (
                 f"waiting for {len(victims)} lower-priority job(s) to stop in VC {demand.virtual_cluster}"
             )
@@ -201,8 +225,139 @@ class HivedPolicy:
         self._account(job.usage, 1)
         tasks = tuple(placements[(t.role, t.index)] for t in demand.tasks)
         job.placed = Placed(demand.job_id, tasks)
+        if self._algo is not None:
+            # A host reserved by an earlier preemption that this placement did not need is given up.
+            bound = {name for name, _ in job.shares}
+            for spec in job.pending:
+                if spec.name.startswith(_host_prefix(demand.job_id)) and spec.name not in bound:
+                    self._algo.delete_unallocated_pod(spec)
         job.pending = []
         return job.placed
+
+    def _victim_jobs(self, pod: str) -> set[str]:
+        """The jobs a preempted pod stands for: its job, or every tenant of a shared host."""
+        if pod in self._shares.hosts:
+            return self._shares.jobs_on(pod)
+        return {self._pod_job.get(pod, pod)}
+
+    def _rooms(self, job: _Job) -> dict[str, NodeRoom]:
+        """CPU and memory left on each healthy node, after placed jobs and this job so far."""
+        if not self._nodes:
+            assert self._algo is not None
+            return {n: NodeRoom(1 << 40, 1 << 40) for n in self._algo.all_nodes()}
+        out: dict[str, NodeRoom] = {}
+        for name in self._node_names:
+            inv = self._nodes[name]
+            cpu, mem = self._used.get(name, (0, 0))
+            out[name] = NodeRoom(inv.cpu - cpu, inv.memory_mb - mem)
+        return out
+
+    def _host_spec(self, name: str, demand: JobDemand, task: TaskDemand, ignore_suggested: bool) -> PodSpec:
+        return PodSpec(
+            name=name,
+            virtual_cluster=demand.virtual_cluster,
+            priority=demand.priority,
+            leaf_cell_number=1,
+            group_name=name,
+            members=((1, 1),),
+            leaf_cell_type=task.sku_type or "",
+            pinned_cell_id=task.pinned_cell or "",
+            lazy_preemption=demand.lazy_preemption,
+            ignore_suggested_nodes=ignore_suggested,
+        )
+
+    def _host_name(self, job_id: str, taken: set[str]) -> str:
+        """The next host name of the job: the same on a retry, so a reservation is found again."""
+        k = 0
+        while (name := f"{_host_prefix(job_id)}{k}") in self._shares.hosts or name in taken:
+            k += 1
+        return name
+
+    def _place_shares(
+        self,
+        demand: JobDemand,
+        job: _Job,
+        tasks: list[TaskDemand],
+        placements: dict[tuple[str, int], TaskPlacement],
+    ) -> Waiting | Rejected | set[str]:
+        """Put each shared task on a host of its pool, opening hosts through HiveD when none has room.
+
+        The sharing policy picks among existing hosts; the largest shares go first. Answers the
+        jobs to preempt (empty when every task is placed), or why the job waits or is refused.
+        """
+        algo = self._algo
+        if algo is None or not algo.full:
+            needed = sum(t.gpu_milli for t in tasks) / 1000
+            reason = (
+                f"the cluster has no GPU nodes yet; the job needs {needed:g} GPU shared "
+                "(on a machine without GPUs, declare simulated ones with `pai up --gpus N`)"
+            )
+            return Waiting(demand.job_id, reason)
+        rooms = self._rooms(job)
+        asked = {(t.role, t.index): t for t in demand.tasks}
+        for p in placements.values():  # this job's whole-GPU tasks take their CPU and memory first
+            t = asked[(p.role, p.index)]
+            if p.node in rooms:
+                r = rooms[p.node]
+                rooms[p.node] = NodeRoom(r.cpu - t.cpu, r.memory_mb - t.memory_mb)
+        mix = [ShareDemand(t.cpu * 1000, t.memory_mb, 1, t.gpu_milli) for t in tasks]
+        opened: set[str] = set()
+        for task in sorted(tasks, key=lambda t: -t.gpu_milli):
+            pool: PoolKey = (
+                demand.virtual_cluster,
+                demand.priority,
+                task.sku_type or "",
+                task.pinned_cell or "",
+            )
+            host = self._shares.choose(pool, task.gpu_milli, task.cpu, task.memory_mb, rooms, mix)
+            if host is None:
+                fit = {n for n, r in rooms.items() if r.cpu >= task.cpu and r.memory_mb >= task.memory_mb}
+                suggested = None if not self._nodes or fit == self._node_names else fit
+                name = self._host_name(demand.job_id, opened)
+                spec = self._host_spec(name, demand, task, suggested is None)
+                try:
+                    result = algo.schedule(spec, suggested, PREEMPTING_PHASE)
+                except HivedUserError as err:
+                    return Rejected(demand.job_id, str(err))
+                if result.kind == "wait":
+                    return Waiting(demand.job_id, self._explain(demand, [task], result.reason))
+                if result.kind == "preempt":
+                    job.pending.append(spec)
+                    return {j for v in result.victims for j in self._victim_jobs(v)} - {demand.job_id}
+                assert result.bind_info is not None
+                algo.add_allocated_pod(spec, result.bind_info)
+                opened.add(name)
+                host = ShareHost(name, pool, result.node, result.leaf_cells[0], spec, result.bind_info)
+                self._shares.add_host(host)
+            key: TenantKey = (demand.job_id, task.role, task.index)
+            host.tenants[key] = task.gpu_milli
+            job.shares.append((host.name, key))
+            if host.node in rooms:
+                r = rooms[host.node]
+                rooms[host.node] = NodeRoom(r.cpu - task.cpu, r.memory_mb - task.memory_mb)
+            placements[(task.role, task.index)] = TaskPlacement(
+                task.role,
+                task.index,
+                host.node,
+                self._address(host.node),
+                (host.device,),
+                task.gpu_milli,
+                task.gpu_memory_mib,
+            )
+        return set()
+
+    def _undo_shares(self, job: _Job) -> None:
+        """Take the job's shares off their hosts; a host left empty goes back to HiveD at once."""
+        for name, key in job.shares:
+            host = self._shares.hosts.get(name)
+            if host is None:
+                continue
+            host.tenants.pop(key, None)
+            if not host.tenants:
+                if self._algo is not None:
+                    self._algo.delete_allocated_pod(host.spec, host.info)
+                self._shares.remove_host(host)
+        job.shares = []
 
     def _address(self, node: str) -> str:
         inv = self._nodes.get(node)
@@ -212,12 +367,18 @@ class HivedPolicy:
         self, demand: JobDemand, job: _Job, placements: dict[tuple[str, int], TaskPlacement]
     ) -> str:
         """Check CPU and memory of GPU tasks, and fit the tasks that need no GPU."""
-        used = dict(self._used)
+        # What this job takes, over what the cluster already uses (not a copy of that: at
+        # 12,500 nodes copying it cost more than the rest of a decision).
+        base = self._used
+        taken: dict[str, tuple[int, int]] = {}
         job.usage = {}
 
+        def used(node: str) -> tuple[int, int]:
+            return taken[node] if node in taken else base.get(node, (0, 0))
+
         def take(node: str, task: TaskDemand) -> None:
-            cpu, mem = used.get(node, (0, 0))
-            used[node] = (cpu + task.cpu, mem + task.memory_mb)
+            cpu, mem = used(node)
+            taken[node] = (cpu + task.cpu, mem + task.memory_mb)
             cpu, mem = job.usage.get(node, (0, 0))
             job.usage[node] = (cpu + task.cpu, mem + task.memory_mb)
 
@@ -225,7 +386,7 @@ class HivedPolicy:
             inv = self._nodes.get(node)
             if inv is None:
                 return not self._nodes
-            cpu, mem = used.get(node, (0, 0))
+            cpu, mem = used(node)
             return inv.healthy and cpu + task.cpu <= inv.cpu and mem + task.memory_mb <= inv.memory_mb
 
         for t in demand.tasks:
@@ -250,7 +411,7 @@ class HivedPolicy:
                     f"{t.role}-{t.index} ({counted(len(self._nodes), 'node')} known)"
                 )
             # Best fit: the node left with the least free CPU keeps big nodes whole.
-            best = min(candidates, key=lambda n: (n.cpu - used.get(n.name, (0, 0))[0], n.name))
+            best = min(candidates, key=lambda n: (n.cpu - used(n.name)[0], n.name))
             take(best.name, t)
             placements[(t.role, t.index)] = TaskPlacement(t.role, t.index, best.name, best.address, ())
         return ""
@@ -291,7 +452,7 @@ class HivedPolicy:
             return core_reason
         leaf_type = gang[0].sku_type or ""
         needed = sum(t.gpu for t in gang)
-        shape = " + ".join(f"{t.gpu}" for t in gang)
+        shape = " + ".join(f"{t.gpu_milli / 1000:g}" if t.shares_a_gpu else f"{t.gpu}" for t in gang)
         kind = leaf_type or "GPU"
         chains = self._algo.cfg.leaf_type_chains.get(leaf_type) if leaf_type else list(self._algo.full)
         chains = chains or []
@@ -328,22 +489,44 @@ class HivedPolicy:
                 self._pod_job[spec.name] = demand.job_id
                 job.pods.append((spec, info))
         for t in demand.tasks:
+            if t.shares_a_gpu:
+                self._restore_share(demand, job, t, where[(t.role, t.index)])
+        for t in demand.tasks:
             p = where[(t.role, t.index)]
             cpu, mem = job.usage.get(p.node, (0, 0))
             job.usage[p.node] = (cpu + t.cpu, mem + t.memory_mb)
         self._account(job.usage, 1)
         job.placed = placement
 
+    def _restore_share(self, demand: JobDemand, job: _Job, t: TaskDemand, p: TaskPlacement) -> None:
+        """Put a running shared task back on its device's host, re-adding the host to HiveD if new."""
+        device = p.gpu_indices[0] if p.gpu_indices else 0
+        host = self._shares.host_at(p.node, device)
+        if host is None:
+            pool: PoolKey = (demand.virtual_cluster, demand.priority, t.sku_type or "", t.pinned_cell or "")
+            name = self._host_name(demand.job_id, set())
+            spec = self._host_spec(name, demand, t, True)
+            mine = PodPlacementInfo(p.node, (device,), self._types(demand, p))
+            info = BindInfo(p.node, (device,), "", ((1, (mine,)),))
+            if self._algo is not None:
+                self._algo.add_allocated_pod(spec, info)
+            host = ShareHost(name, pool, p.node, device, spec, info)
+            self._shares.add_host(host)
+        key: TenantKey = (demand.job_id, t.role, t.index)
+        host.tenants[key] = p.gpu_milli or t.gpu_milli
+        job.shares.append((host.name, key))
+
     def _types(self, demand: JobDemand, p: TaskPlacement) -> tuple[str, ...] | None:
         """The VC cell level a running pod most likely used, so it keeps its guarantee."""
         if self._algo is None or demand.priority < MIN_GUARANTEED_PRIORITY:
             return tuple("" for _ in p.gpu_indices)
-        for chain, ccl in self._algo.full.items():
-            if any(leaf.nodes[0] == p.node for leaf in ccl[1]):
-                levels = self._algo.cfg.vc_preassigned.get(demand.virtual_cluster, {}).get(chain)
-                if levels:
-                    name = self._algo.cfg.level_types[chain][min(levels)]
-                    return tuple(name for _ in p.gpu_indices)
+        # The chains with a leaf on the node, in the order of `full` (node_leaves is built in that
+        # order): a look-up where a scan of every leaf cost a restart minutes at 100,000 GPUs.
+        for chain in dict.fromkeys(leaf.chain for leaf in self._algo.node_leaves.get(p.node, ())):
+            levels = self._algo.cfg.vc_preassigned.get(demand.virtual_cluster, {}).get(chain)
+            if levels:
+                name = self._algo.cfg.level_types[chain][min(levels)]
+                return tuple(name for _ in p.gpu_indices)
         return None
 
     def demoted_jobs(self) -> dict[str, str]:
@@ -357,7 +540,8 @@ class HivedPolicy:
             return {}
         out: dict[str, str] = {}
         for job_id, job in self._jobs.items():
-            for spec, _ in job.pods:
+            hosts = [self._shares.hosts[name].spec for name, _ in job.shares if name in self._shares.hosts]
+            for spec in [*(spec for spec, _ in job.pods), *hosts]:
                 g = self._algo.groups.get(spec.group_name)
                 if g is not None and g.lazy_preempted_by is not None and job_id not in out:
                     if g.lazy_preempted_by == g.name:
@@ -374,6 +558,7 @@ class HivedPolicy:
         if job.placed is not None:
             self._account(job.usage, -1)
         self._undo_pods(job)
+        self._undo_shares(job)
         if self._algo is not None:
             for spec in job.pending:
                 self._algo.delete_unallocated_pod(spec)

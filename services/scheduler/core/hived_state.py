@@ -13,6 +13,7 @@ from typing import Any
 from services.scheduler.core.hived_cells import (
     MIN_GUARANTEED_PRIORITY,
     OPPORTUNISTIC_PRIORITY,
+    CellList,
     ChainCellList,
     PhysicalCell,
     VirtualCell,
@@ -42,19 +43,24 @@ class HivedState:
         self.vc_doomed: dict[str, dict[str, ChainCellList]] = {}
         self.all_vc_doomed: dict[str, dict[int, int]] = {}
         self.bad_nodes: set[str] = set()
+        self.unhealthy_cells = 0  # physical cells whose healthy flag is off
+
+        def all_healthy() -> bool:
+            return self.unhealthy_cells == 0
+
         self.vc_schedulers: dict[str, dict[str, TopologyAwareScheduler]] = {}
         self.pinned_schedulers: dict[str, dict[str, TopologyAwareScheduler]] = {}
         for vc in cfg.vc_names:
             self.vc_schedulers[vc] = {
-                chain: TopologyAwareScheduler(ccl, cfg.level_leaf_num[chain], True)
+                chain: TopologyAwareScheduler(ccl, cfg.level_leaf_num[chain], True, all_healthy)
                 for chain, ccl in cfg.vc_full[vc].items()
             }
             self.pinned_schedulers[vc] = {
-                pid: TopologyAwareScheduler(ccl, cfg.level_leaf_num[ccl[1][0].chain], True)
+                pid: TopologyAwareScheduler(ccl, cfg.level_leaf_num[ccl[1][0].chain], True, all_healthy)
                 for pid, ccl in cfg.vc_pinned[vc].items()
             }
         self.opportunistic = {
-            chain: TopologyAwareScheduler(ccl, cfg.level_leaf_num[chain], False)
+            chain: TopologyAwareScheduler(ccl, cfg.level_leaf_num[chain], False, all_healthy)
             for chain, ccl in self.full.items()
         }
         # Leaves by node, so health changes and re-added pods find their cells without a scan.
@@ -82,7 +88,7 @@ class HivedState:
             top = len(ccl)
             available = len(ccl[top])
             self.total_left[chain] = {top: available}
-            self.bad_free[chain] = {level: [] for level in range(1, top + 1)}
+            self.bad_free[chain] = {level: CellList() for level in range(1, top + 1)}
             self.all_vc_doomed[chain] = {}
             for level in range(top, 0, -1):
                 left = available - needed.get(level, 0)
@@ -101,10 +107,16 @@ class HivedState:
                 self.vc_doomed[vc].setdefault(chain, {})
 
     def _doomed_list(self, vc: str, chain: str, level: int) -> list[Any]:
-        return self.vc_doomed[vc].setdefault(chain, {}).setdefault(level, [])
+        try:
+            return self.vc_doomed[vc][chain][level]
+        except KeyError:
+            return self.vc_doomed[vc].setdefault(chain, {}).setdefault(level, CellList())
 
     def _bad_free_list(self, chain: str, level: int) -> list[Any]:
-        return self.bad_free.setdefault(chain, {}).setdefault(level, [])
+        try:
+            return self.bad_free[chain][level]
+        except KeyError:
+            return self.bad_free.setdefault(chain, {}).setdefault(level, CellList())
 
     # -- node health ---------------------------------------------------------------------------
 
@@ -126,6 +138,7 @@ class HivedState:
         if not c.healthy:
             return
         c.healthy = False
+        self.unhealthy_cells += 1
         if c.parent is not None:
             self._set_bad_cell(c.parent)
         if in_free_list(c):
@@ -140,6 +153,7 @@ class HivedState:
         if c.healthy:
             return
         c.healthy = True
+        self.unhealthy_cells -= 1
         if in_free_list(c):
             self._remove_bad_free(c)
         elif (vc := c.virtual) is not None and vc.parent is None and c.priority >= MIN_GUARANTEED_PRIORITY:

@@ -23,6 +23,13 @@ class TaskDemand:
     sku_type: str | None = None
     pinned_cell: str | None = None
     affinity_group: str | None = None
+    # A share of one GPU (extras.gpuShare): thousandths of the device, 0 for whole devices.
+    gpu_milli: int = 0
+    gpu_memory_mib: int | None = None
+
+    @property
+    def shares_a_gpu(self) -> bool:
+        return 0 < self.gpu_milli < 1000
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,9 @@ class TaskPlacement:
     node: str
     node_address: str
     gpu_indices: tuple[int, ...] = ()
+    # Set when the task shares its one device: the thousandths it holds, and its memory cap.
+    gpu_milli: int | None = None
+    gpu_memory_mib: int | None = None
 
 
 @dataclass(frozen=True)

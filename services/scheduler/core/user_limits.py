@@ -83,7 +83,9 @@ def user_limits_document(limits: dict[str, VcUserLimit]) -> dict[str, Any]:
 
 
 def _gpus(demand: JobDemand) -> int:
-    return sum(t.gpu for t in demand.tasks)
+    """Whole GPUs, plus the job's shares of GPUs rounded up to whole ones (four halves count 2)."""
+    shared = sum(t.gpu_milli for t in demand.tasks if t.shares_a_gpu)
+    return sum(t.gpu for t in demand.tasks if not t.shares_a_gpu) + -(-shared // 1000)
 
 
 class UserLimitedPolicy:

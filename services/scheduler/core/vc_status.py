@@ -70,6 +70,7 @@ def _use_by_node(
     """CPU, memory and GPUs held on each node by running tasks: in all, and per VC."""
     total: dict[str, dict[str, int]] = {}
     per_vc: dict[str, dict[str, dict[str, int]]] = {}
+    shared: set[tuple[str, str, int]] = set()  # (VC, node, device) of shared devices counted once
     for demand, placed in running:
         asked = {(t.role, t.index): t for t in demand.tasks}
         for where in placed.tasks:
@@ -77,6 +78,14 @@ def _use_by_node(
             if task is None:
                 continue
             gpus = len(where.gpu_indices) or task.gpu
+            if where.gpu_milli:
+                device = (
+                    demand.virtual_cluster,
+                    where.node,
+                    where.gpu_indices[0] if where.gpu_indices else 0,
+                )
+                gpus = 0 if device in shared else 1
+                shared.add(device)
             for use in (
                 total.setdefault(where.node, _nothing()),
                 per_vc.setdefault(where.node, {}).setdefault(demand.virtual_cluster, _nothing()),
@@ -85,6 +94,35 @@ def _use_by_node(
                 use["memoryMb"] += task.memory_mb
                 use["gpus"] += gpus
     return total, per_vc
+
+
+def shared_gpus(hived: HivedPolicy, vc: str, demands: dict[str, JobDemand]) -> list[dict[str, Any]]:
+    """The VC's shared devices, each with the thousandths in use and who holds how much of it."""
+    out = []
+    for host in sorted(hived.shares.hosts.values(), key=lambda h: (h.node, h.device)):
+        if host.pool[0] != vc:
+            continue
+        tasks = [
+            {
+                "jobId": job,
+                "user": demands[job].user if job in demands else "",
+                "taskRole": role,
+                "taskIndex": index,
+                "gpuMilli": milli,
+            }
+            for (job, role, index), milli in sorted(host.tenants.items())
+        ]
+        out.append(
+            {
+                "node": host.node,
+                "gpu": host.device,
+                "priority": host.pool[1],
+                "usedMilli": host.used_milli,
+                "freeMilli": host.free_milli,
+                "tasks": tasks,
+            }
+        )
+    return out
 
 
 def status_report(
@@ -134,6 +172,7 @@ def status_report(
                 "nodes": dict(sorted(vc.nodes.items())),
                 "users": dict(sorted(usage.get(vc.name, {}).items())),
                 "userLimits": limits.get(vc.name, {}),
+                "sharedGpus": shared_gpus(hived, vc.name, demands) if hived is not None else [],
                 "demotedJobs": {
                     j: why
                     for j, why in demoted.items()

@@ -1,0 +1,61 @@
+"""The SQL engine every service with tables uses: one code path for SQLite and PostgreSQL.
+
+SQLAlchemy's async engine over aiosqlite (embedded) or asyncpg (production). Each service runs
+its own Alembic history at start with its own version table, so services sharing the
+platform's database never touch each other's tables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+
+def create_engine(url: str) -> AsyncEngine:
+    """An async engine; SQLite gets foreign keys on, WAL with NORMAL sync, and one shared connection."""
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # One connection: SQLite has one writer at a time anyway, and queueing in the pool is far
+        # cheaper than SQLite's busy-wait backoff when writers collide (measured in bench/).
+        engine = create_async_engine(url, connect_args={"timeout": 30}, pool_size=1, max_overflow=0)
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA journal_mode=WAL")
+            # With WAL, NORMAL survives any process crash; an OS crash may lose the last commits,
+            # which the projection rebuilds from the job stream.
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+        return engine
+    return create_async_engine(url, pool_pre_ping=True)
+
+
+async def migrate(engine: AsyncEngine, script_location: Path, lock_key: int) -> None:
+    """Bring a service's schema to its newest revision (a no-op when it is already there).
+
+    ``script_location`` is the service's Alembic folder (its ``env.py`` names the version
+    table); on PostgreSQL an advisory lock ``lock_key`` lets one of several replicas starting
+    together migrate while the others wait and find the schema current.
+    """
+
+    def upgrade(connection: Connection) -> None:
+        config = Config()
+        config.set_main_option("script_location", str(script_location))
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+    async with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            await connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key})
+        await connection.run_sync(upgrade)
