@@ -203,6 +203,22 @@ class FrameworkStore:
         changes, outbox = await self._changes(job_id, stored)
         for record in changes:
             found[(record.attempt, record.position)] = record
+        # A watch may end before it delivered every value (its "nothing pending" can come first):
+        # what it did not bring is read key by key.
+        missing = [
+            (attempt.attempt, position)
+            for attempt, count in zip(stored.attempts, stored.task_counts, strict=True)
+            for position in range(count)
+            if (attempt.attempt, position) not in found
+        ]
+        for start in range(0, len(missing), CONCURRENT_WRITES):
+            batch = missing[start : start + CONCURRENT_WRITES]
+            for where, entry in zip(
+                batch, await asyncio.gather(*(self._get(task_key(job_id, *w)) for w in batch)), strict=True
+            ):
+                if entry is not None:
+                    found[where] = TaskRecord.model_validate_json(entry[0])
+                    revisions[where] = entry[1]
         tasks: list[list[Task]] = []
         for attempt, count in zip(stored.attempts, stored.task_counts, strict=True):
             try:
@@ -230,6 +246,13 @@ class FrameworkStore:
             tasks.extend(changes.tasks)
             outbox.extend(changes.outbox)
         return tasks, outbox
+
+    async def _get(self, key: str) -> tuple[bytes, int] | None:
+        try:
+            entry = await self._kv.get(key)
+        except KeyNotFoundError:
+            return None
+        return (entry.value, entry.revision or 0) if entry.value else None
 
     async def _read(self, pattern: str) -> list[tuple[str, bytes, int]]:
         """Every live value whose key matches `pattern`, with its revision."""
