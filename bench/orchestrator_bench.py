@@ -1,7 +1,9 @@
 """Orchestrator timings: the pure deciders on large jobs, the handler with its KV state on large
-jobs (no processes spawned), and a real job through the service.
+jobs (no processes spawned), a real job through the service, and a large job through rest, the
+scheduler and the orchestrator on a real nats-server with an executor that spawns nothing.
 
-Run: .venv/bin/python bench/orchestrator_bench.py
+Run: .venv/bin/python bench/orchestrator_bench.py [platform TASKS]
+(`platform TASKS` runs only the last part, with a job of TASKS tasks.)
 """
 
 from __future__ import annotations
@@ -16,11 +18,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import httpx
+import nats
+from pydantic import SecretStr
+
 from libs.backbone.connecting import connect
+from libs.backbone.consuming import by_job_id, consume
 from libs.backbone.natsserver import EmbeddedNats
-from libs.backbone.topology import ensure_topology
-from services.orchestrator.adapters.state import FrameworkStore
-from services.orchestrator.app import OrchestratorSettings, main
+from libs.backbone.provisioning import ensure_consumer
+from libs.backbone.topology import ensure_topology, publish_event
+from libs.embedded.platform import EmbeddedPlatform, free_port
+from libs.protocol.events import JobCompleted, decode_event
+from libs.protocol.subjects import JOBS_STREAM
+from services.orchestrator.adapters.local import TaskExit
+from services.orchestrator.adapters.state import FrameworkStore, SubmissionReader
+from services.orchestrator.app import CONSUMER, DURABLE, OrchestratorSettings, main
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context, TaskLaunched
 from services.orchestrator.handlers import Orchestrator
@@ -97,22 +109,37 @@ class InstantExecutor:
         return None
 
 
-async def handler_lifecycle(tasks: int) -> tuple[float, float, int]:
+class WriteCounter:
+    """Counts the messages and bytes written to the framework bucket, and the largest one."""
+
+    def __init__(self, store: FrameworkStore) -> None:
+        self.bytes = 0
+        self.writes = 0
+        self.largest = 0
+        self.cpu = 0.0
+        js = store._kv._js
+        publish = js.publish
+        prefix = f"$KV.{store._store.bucket}."
+
+        async def counted(subject: str, payload: bytes = b"", *args: Any, **kwargs: Any) -> Any:
+            if subject.startswith(prefix):
+                self.bytes += len(payload)
+                self.writes += 1
+                self.largest = max(self.largest, len(payload))
+            return await publish(subject, payload, *args, **kwargs)
+
+        js.publish = counted  # type: ignore[method-assign]
+
+
+async def handler_lifecycle(tasks: int) -> tuple[float, float, WriteCounter, WriteCounter]:
     """A `tasks`-task job through the handler with a real KV bucket: seconds to record every launch
-    (from job.scheduled), seconds for every task.completed, and the bytes of framework written."""
+    (from job.scheduled), seconds for every task.completed, and what each phase wrote."""
     with tempfile.TemporaryDirectory() as tmp:
         async with EmbeddedNats(Path(tmp) / "nats") as server:
             bus = await connect(server.url)
             await ensure_topology(bus.js)
             store = await FrameworkStore.open(bus.js)
-            written = [0]
-            save = store.save
-
-            async def counted(job_id: str, framework: Any, revision: int | None) -> int:
-                written[0] += len(framework.model_dump_json())
-                return await save(job_id, framework, revision)
-
-            store.save = counted  # type: ignore[method-assign]
+            publish_to_bus = store._kv._js.publish
 
             async def publish(_event: Any) -> None:
                 return None
@@ -120,26 +147,180 @@ async def handler_lifecycle(tasks: int) -> tuple[float, float, int]:
             orchestrator = Orchestrator(store, InstantExecutor(), publish)  # type: ignore[arg-type]
             cfg = config({"worker": {"instances": tasks}})
             await orchestrator.apply("job1", submitted(cfg))
+            launching = WriteCounter(store)
             began = time.perf_counter()
             await orchestrator.apply("job1", scheduled(cfg))
             launched = time.perf_counter()
+            store._kv._js.publish = publish_to_bus  # type: ignore[method-assign]
+            completing = WriteCounter(store)
+            cpu = time.process_time()
             for i in range(tasks):
                 await orchestrator.apply("job1", completed((0, "worker", i, 0), 0))
             ended = time.perf_counter()
+            completing.cpu = time.process_time() - cpu
+            final = await FrameworkStore.open(bus.js)
+            stored = await final.get("job1")
+            assert stored is not None, "the job's state is gone"
+            assert stored.value.outcome is not None, "the job did not finish"
             await bus.close()
-    return launched - began, ended - launched, written[0]
+    return launched - began, ended - launched, launching, completing
 
 
-def report() -> None:
+class EndingExecutor(InstantExecutor):
+    """Spawns nothing, and every task 'exits' with 0 as soon as its start is recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_exit: Any = None
+        self._pending: set[asyncio.Task[None]] = set()
+
+    async def start(self, framework: Any, key: Any) -> tuple[int, Path]:
+        started = await super().start(framework, key)
+        job_id = framework.job_id
+        task = asyncio.create_task(self.on_exit(TaskExit(job_id, key, 0, None, "")))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        return started
+
+
+LARGE_JOB = """protocolVersion: 2
+name: {name}
+type: job
+prerequisites:
+  - {{name: image, type: dockerimage, uri: python:3.11-slim}}
+taskRoles:
+  worker:
+    instances: {tasks}
+    dockerImage: image
+    resourcePerInstance: {{cpu: 0, memoryMB: 16, gpu: 0}}
+    commands:
+      - "true"
+"""
+
+
+async def platform_job(tasks: int) -> dict[str, float]:
+    """One job of `tasks` tasks through rest, the scheduler (and the monitor's node report), each
+    its own process as `pai up` runs them, and an orchestrator in this process whose executor
+    spawns nothing. Seconds from POST to job.completed, to rest's detail showing SUCCEEDED, the
+    detail's time, and the largest message the job stream and the framework bucket carried."""
+    with tempfile.TemporaryDirectory() as tmp:
+        platform = EmbeddedPlatform(
+            Path(tmp),
+            api_port=free_port(),
+            admin_password="bench-pass",
+            services=("rest", "scheduler", "monitor"),
+            extra_env={
+                "PAI_MEMORY_OVERCOMMIT": "64",
+                "PAI_RATE_LIMIT_API_PER_MIN": "10000000",
+                "PAI_LOG_LEVEL": "warning",
+            },
+        )
+        info = await platform.start()
+        stop = asyncio.Event()
+        try:
+            settings = OrchestratorSettings(
+                nats_url=info.nats_url,
+                nats_user=info.nats_user,
+                nats_password=SecretStr(info.nats_password),
+                data_dir=Path(tmp) / "orchestrator",
+                log_level="warning",
+            )
+            bus = await connect(settings, name="bench-orchestrator")
+            await ensure_consumer(bus.js, CONSUMER)
+            executor = EndingExecutor()
+            orchestrator = Orchestrator(
+                await FrameworkStore.open(bus.js),
+                executor,  # type: ignore[arg-type]
+                lambda e: publish_event(bus.js, e),  # type: ignore[arg-type,return-value]
+                submissions=SubmissionReader(bus.js),
+            )
+            executor.on_exit = orchestrator.on_task_exit
+            consuming = asyncio.create_task(
+                consume(bus.js, JOBS_STREAM, DURABLE, orchestrator.handle_message, stop=stop, key=by_job_id)
+            )
+            watcher = await nats.connect(info.nats_url, user=info.nats_user, password=info.nats_password)
+            largest = {"job stream": 0, "framework bucket": 0}
+            done = asyncio.Event()
+
+            async def on_job(msg: Any) -> None:
+                largest["job stream"] = max(largest["job stream"], len(msg.data))
+                if isinstance(decode_event(msg.data), JobCompleted):
+                    done.set()
+
+            async def on_state(msg: Any) -> None:
+                largest["framework bucket"] = max(largest["framework bucket"], len(msg.data))
+
+            js = watcher.jetstream()
+            await js.subscribe("pai.job.>", ordered_consumer=True, cb=on_job)
+            await js.subscribe("$KV.PAI_FRAMEWORKS.>", ordered_consumer=True, cb=on_state)
+            async with httpx.AsyncClient(base_url=info.api_url, timeout=60) as api:
+                login = await api.post(
+                    "/api/v2/authn/basic/login", json={"username": "admin", "password": "bench-pass"}
+                )
+                api.headers["Authorization"] = f"Bearer {login.json()['token']}"
+                began = time.perf_counter()
+                response = await api.post(
+                    "/api/v2/jobs",
+                    content=LARGE_JOB.format(name="large", tasks=tasks),
+                    headers={"Content-Type": "text/yaml"},
+                )
+                assert response.status_code == 202, response.text
+                await asyncio.wait_for(done.wait(), 600)
+                completed_after = time.perf_counter() - began
+                while True:  # polled: rest's read model has no completion signal to await
+                    detail = await api.get("/api/v2/jobs/admin~large")
+                    if detail.json().get("jobStatus", {}).get("state") == "SUCCEEDED":
+                        break
+                    await asyncio.sleep(0.05)
+                shown_after = time.perf_counter() - began
+                times = []
+                for _ in range(5):
+                    asked = time.perf_counter()
+                    detail = await api.get("/api/v2/jobs/admin~large")
+                    times.append(time.perf_counter() - asked)
+                roles = detail.json()["taskRoles"]
+                assert len(roles["worker"]["taskStatuses"]) == tasks
+            await watcher.close()
+            stop.set()
+            await consuming
+            await bus.close()
+            return {
+                "completed": completed_after,
+                "shown": shown_after,
+                "detail": statistics.median(times),
+                "detail bytes": len(detail.content),
+                **{f"largest {name}": float(size) for name, size in largest.items()},
+            }
+        finally:
+            stop.set()
+            await platform.stop()
+
+
+def report_platform(tasks: int) -> None:
+    result = asyncio.run(platform_job(tasks))
+    print(
+        f"platform: {tasks}-task job, POST -> job.completed {result['completed']:.1f} s, "
+        f"-> rest's detail SUCCEEDED {result['shown']:.1f} s; detail (median of 5) "
+        f"{result['detail'] * 1000:.0f} ms, {result['detail bytes'] / 1e6:.1f} MB; largest message: "
+        f"job stream {result['largest job stream'] / 1e3:.0f} kB, "
+        f"framework bucket {result['largest framework bucket'] / 1e3:.0f} kB"
+    )
+
+
+def report(sizes: tuple[int, ...] = (100, 1000, 10_000)) -> None:
     for tasks in (10, 100, 1000):
         seconds, decisions = core_lifecycle(tasks)
         rate = decisions / seconds
         print(f"core: {tasks:5d}-task job lifecycle: {seconds * 1000:8.1f} ms, {rate:8.0f} decisions/s")
-    for tasks in (100, 1000):
-        launch, completions, written = asyncio.run(handler_lifecycle(tasks))
+    for tasks in sizes:
+        launch, completions, launching, completing = asyncio.run(handler_lifecycle(tasks))
         print(
-            f"handler with KV: {tasks:5d}-task job: every launch recorded in {launch * 1000:7.0f} ms, "
-            f"every completion in {completions * 1000:7.0f} ms, {written / 1e6:6.1f} MB of framework written"
+            f"handler with KV: {tasks:5d}-task job: every launch recorded in {launch * 1000:7.0f} ms "
+            f"({launching.bytes / 1e6:.1f} MB in {launching.writes} values, largest "
+            f"{launching.largest / 1e3:.0f} kB); every completion in {completions * 1000:7.0f} ms "
+            f"(this process's CPU {completing.cpu * 1000:.0f} ms) "
+            f"({completing.bytes / max(1, tasks) / 1e3:.1f} kB a completion, largest value "
+            f"{completing.largest / 1e3:.1f} kB)"
         )
     times = asyncio.run(service_round_trips(10))
     print(
@@ -149,4 +330,8 @@ def report() -> None:
 
 
 if __name__ == "__main__":
-    report()
+    if sys.argv[1:2] == ["platform"]:
+        report_platform(int(sys.argv[2]) if len(sys.argv) > 2 else 10_000)
+    else:
+        report()
+        report_platform(10_000)

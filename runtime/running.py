@@ -302,7 +302,8 @@ class TaskRun:
                 f" attempt {spec.job.attempt_id}"
             )
             self._check_ports()
-            self._barrier()
+            if spec.gang:
+                self._barrier()
             plugins = self._prepare_plugins(secrets)
             self._hand_over_work_dir()
             try:

@@ -184,6 +184,7 @@ class TaskSpec(Record):
     secrets_file: Path | None = None
     dirs: Directories
     barrier_timeout_s: float = 300.0
+    gang: bool = True  # false: gang allocation off, no barrier (each task starts on its own)
     log_rotation: LogRotation = LogRotation()
     result_tail_kib: int = 16
     default_fs_uri: str = ""
@@ -460,6 +461,7 @@ def parse_spec(data: Any) -> TaskSpec:
         secrets_file=f.path("secrets_file", None),
         dirs=_dirs(f.take("dirs")[0], "dirs"),
         barrier_timeout_s=f.number("barrier_timeout_s", 300.0, gt=0),
+        gang=f.flag("gang", True),
         log_rotation=LogRotation()
         if rotation is None and not rotation_at
         else _rotation(rotation, "log_rotation"),

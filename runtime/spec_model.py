@@ -132,6 +132,11 @@ class TaskSpec(_Model):
     secrets_file: Path | None = None
     dirs: Directories
     barrier_timeout_s: float = Field(default=300.0, gt=0)
+    gang: bool = Field(
+        default=True,
+        description="wait at the barrier for every task of the attempt; false when the job turns "
+        "gang allocation off (extras.gangAllocation: false), whose tasks start on their own",
+    )
     log_rotation: LogRotation = Field(default_factory=LogRotation)
     result_tail_kib: int = Field(default=16, ge=0)
     default_fs_uri: str = ""

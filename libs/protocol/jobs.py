@@ -151,7 +151,7 @@ class ExtraContainerOptions(ProtocolModel):
 
 
 class ResourcePerInstance(ProtocolModel):
-    cpu: Annotated[JsInt, Field(ge=1)]
+    cpu: Annotated[JsInt, Field(ge=0)]  # 0: a task that reserves no CPU (a short CPU-light task)
     memory_mb: Annotated[JsInt, Field(ge=1)] = Field(alias="memoryMB")
     gpu: Annotated[JsInt, Field(ge=0)]
     ports: Annotated[dict[RoleName, Annotated[JsInt, Field(ge=0)]], Field(min_length=1)] | None = None

@@ -47,7 +47,7 @@ from services.orchestrator.adapters.local import AlreadyRunningError, TaskExit, 
 from services.orchestrator.adapters.rules import RulesKeeper
 from services.orchestrator.adapters.specs import launch_facts
 from services.orchestrator.adapters.state import FrameworkStore
-from services.orchestrator.core.deciders import decide
+from services.orchestrator.core.deciders import decide, decide_all
 from services.orchestrator.core.effects import (
     AdoptTask,
     Context,
@@ -148,15 +148,16 @@ class Orchestrator:
             framework = snapshot
             if framework is None and not isinstance(first, JobSubmitted):
                 framework = await self._from_submission(job_id)
-            effects: list[Effect] = []
-            for message in messages:
-                decision = decide(framework, message, self._context())
-                framework = decision.framework
-                effects.extend(decision.effects)
+            decision = decide_all(framework, [(message, self._context()) for message in messages])
+            framework, effects = decision.framework, decision.effects
             if framework is None or (framework == snapshot and not effects):
                 return
+            revision = current.revision if current else None
             try:
-                await self.store.save(job_id, framework, current.revision if current else None)
+                if framework is snapshot or snapshot is None:
+                    await self.store.save(job_id, framework, revision)
+                else:  # a working copy of the stored state: only the tasks it took changed
+                    await self.store.save(job_id, framework, revision, touched=decision.owned.values())
             except KVConflictError:
                 continue  # someone wrote in between: decide again on what is there now
             break
@@ -279,6 +280,8 @@ class Orchestrator:
         )
         ended = 0
         for job_id in await self.store.job_ids():
+            if await self.store.settled(job_id):
+                continue
             current = await self.store.get(job_id)
             if current is None:
                 continue
@@ -298,6 +301,8 @@ class Orchestrator:
         """On start-up: republish pending events and reconcile every task the state may own."""
         count = 0
         for job_id in await self.store.job_ids():
+            if await self.store.settled(job_id):
+                continue  # over and announced: nothing of it can run or be pending
             current = await self.store.get(job_id)
             if current is None:
                 continue

@@ -31,8 +31,9 @@ from services.rest.auth_cache import CachedTokens
 from services.rest.availability import BUS_ERRORS, bus_down
 from services.rest.bodies import body_middleware
 from services.rest.core.text import unstorable
+from services.rest.detail_cache import TaskRolesCache
 from services.rest.errors import NO_API, UNKNOWN, ApiError, invalid_parameters
-from services.rest.keys import BUS, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS, TOKENS
+from services.rest.keys import BUS, DETAIL_CACHE, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS, TOKENS
 from services.rest.projection import Projector, projection_handler
 from services.rest.routes import alert_history as alert_history_routes
 from services.rest.routes import alerts as alert_routes
@@ -218,6 +219,7 @@ def build_app(settings: RestSettings) -> web.Application:
         client_max_size=settings.limit_body_bytes,
     )
     app[SETTINGS] = settings
+    app[DETAIL_CACHE] = TaskRolesCache()
     app.cleanup_ctx.append(database_ctx)
     app.cleanup_ctx.append(bus_ctx)
     app.cleanup_ctx.append(contacts_ctx)  # users' addresses for the alerter

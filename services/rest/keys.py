@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from services.rest.adapters.bus import RestBus
 from services.rest.adapters.jobs_store import JobInserter
 from services.rest.auth import Tokens
+from services.rest.detail_cache import TaskRolesCache
 from services.rest.settings import RestSettings
 
 SETTINGS = web.AppKey("settings", RestSettings)
@@ -21,3 +22,5 @@ BUS = web.AppKey("bus", RestBus)
 TOKENS = web.AppKey("tokens", Tokens)
 # The client that passes other services' paths (live events, webhooks, the marketplace) to them.
 PASSING_SESSION = web.AppKey("passing_session", aiohttp.ClientSession)
+# The encoded taskRoles of large job details, while their task rows stay the same.
+DETAIL_CACHE = web.AppKey("detail_cache", TaskRolesCache)

@@ -248,12 +248,12 @@ class CountingStore(FrameworkStore):
         self.writes = 0
         self.crash = crash_on_launch_record
 
-    async def save(self, job_id: str, framework: Any, revision: int | None) -> int:
+    async def save(self, job_id: str, framework: Any, revision: int | None, **hints: Any) -> int:
         recorded = [t for a in framework.attempts for t in a.tasks if t.current and t.current.pid]
         if self.crash and recorded:
             raise Crash
         self.writes += 1
-        return await super().save(job_id, framework, revision)
+        return await super().save(job_id, framework, revision, **hints)
 
 
 async def test_the_launches_of_a_large_job_are_recorded_in_one_write(bus: Bus, tmp_path: Path) -> None:

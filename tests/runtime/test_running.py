@@ -59,6 +59,14 @@ def test_a_barrier_timeout_ends_the_task_as_a_conflict(tmp_path: Path) -> None:
     assert "should-not-run" not in all_log(master)
 
 
+def test_without_gang_allocation_a_task_starts_without_waiting_for_its_peers(tmp_path: Path) -> None:
+    master = spec_for(tmp_path, "master", 0, TWO_ROLES, "echo alone", barrier_timeout_s=30, gang=False)
+    code, _ = run_runtime(write_spec(tmp_path, master))
+    assert code == 0
+    assert "alone" in all_log(master)
+    assert not (tmp_path / "barrier" / "master-0.ready").exists()
+
+
 def test_secrets_reach_the_command_but_never_the_logs(tmp_path: Path) -> None:
     secrets = tmp_path / "secrets.yaml"
     secrets.write_text("token: hunter2-xyz\npassword: 'p@ss w0rd'\n")

@@ -165,6 +165,7 @@ def build_spec(
             ssh_key_dir=attempt_dir(data_dir, framework.job_id, 0).parent / "ssh",
         ),
         failure_rules_file=current_rules_file(data_dir),
+        gang=framework.spec.gang if framework.spec is not None else True,
         run_as=run_as,
         notice=notice,
     )

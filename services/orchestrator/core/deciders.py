@@ -11,6 +11,8 @@ all leave the snapshot unchanged and ask for nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from libs.protocol.events import (
     EventBase,
     FailureInfo,
@@ -45,13 +47,13 @@ from services.orchestrator.core.frameworks import (
     TaskKey,
     editable_task,
     remember,
+    task_position,
     working_copy,
 )
 from services.orchestrator.core.policies import (
     PREEMPTED_EXIT_CODE,
     STOP_EXIT_CODE,
-    TaskTally,
-    decide_completion,
+    decide_completion_counted,
     decide_retry,
     failure_type,
     spec_from_config,
@@ -71,30 +73,48 @@ T = Trigger
 
 def decide(framework: Framework | None, message: Input, ctx: Context) -> Decision:
     """The new snapshot and effects for one input; the given snapshot is never modified."""
-    fw = working_copy(framework) if framework is not None else None
-    event_id = getattr(message, "event_id", None)
-    if fw is not None and event_id is not None and event_id in fw.seen:
-        return Decision(framework)
-    if isinstance(message, JobSubmitted):
-        if fw is not None:
-            return Decision(framework)
-        fw = Framework(
-            job_id=message.job_id,
-            user=message.user,
-            name=message.name,
-            virtual_cluster=message.virtual_cluster,
-            config=message.config,
-            storages=[storage.model_dump() for storage in message.storages],
-            spec=spec_from_config(message.config),
-            submitted_at=message.occurred_at,
-            attempts=[JobAttempt(attempt=0)],
-        )
-        remember(fw, message.event_id)
-        return Decision(fw)
-    if fw is None:
-        # Nothing known about the job (its submission is not in the stream): nothing to do.
-        return Decision(None)
-    decision = Decision(fw)
+    return decide_all(framework, [(message, ctx)])
+
+
+def decide_all(framework: Framework | None, inputs: Sequence[tuple[Input, Context]]) -> Decision:
+    """The new snapshot and effects for several inputs in order, as `decide` one after the other
+    would give, from one copy of the snapshot (the launches of ten thousand tasks are recorded
+    without copying the job for each). The given snapshot is never modified."""
+    decision = Decision(framework)
+    fw: Framework | None = None  # the working copy, made when an input changes something
+    for message, ctx in inputs:
+        current = decision.framework
+        event_id = getattr(message, "event_id", None)
+        if current is not None and event_id is not None and event_id in current.seen:
+            continue
+        if isinstance(message, JobSubmitted):
+            if current is not None:
+                continue
+            fw = Framework(
+                job_id=message.job_id,
+                user=message.user,
+                name=message.name,
+                virtual_cluster=message.virtual_cluster,
+                config=message.config,
+                storages=[storage.model_dump() for storage in message.storages],
+                spec=spec_from_config(message.config),
+                submitted_at=message.occurred_at,
+                attempts=[JobAttempt(attempt=0)],
+            )
+            remember(fw, message.event_id)
+            decision.framework = fw
+            continue
+        if current is None:
+            # Nothing known about the job (its submission is not in the stream): nothing to do.
+            continue
+        if fw is None:
+            fw = working_copy(current)
+            decision.framework = fw
+        _fold(fw, message, event_id, ctx, decision)
+    return decision
+
+
+def _fold(fw: Framework, message: Input, event_id: str | None, ctx: Context, decision: Decision) -> None:
     if isinstance(message, JobScheduled):
         _on_scheduled(fw, message, ctx, decision)
     elif isinstance(message, JobStopRequested):
@@ -112,10 +132,11 @@ def decide(framework: Framework | None, message: Input, ctx: Context) -> Decisio
         )
     elif isinstance(message, Recovered):
         _on_recovered(fw, message, ctx, decision)
-    if event_id is not None:
+    if event_id is not None and not isinstance(message, TaskCompleted):
+        # A task's report needs no memory: its task attempt's own state makes a second one a
+        # no-op, and keeping thousands of task ids would make every write of the job larger.
         remember(fw, event_id)
     fw.state = fw.current.state if fw.current is not None else fw.state
-    return decision
 
 
 def _publish(fw: Framework, decision: Decision, event: EventBase) -> None:
@@ -129,15 +150,14 @@ def _find(fw: Framework, key: TaskKey, decision: Decision) -> tuple[JobAttempt, 
     for attempt in fw.attempts:
         if attempt.attempt != attempt_no:
             continue
-        for position, task in enumerate(attempt.tasks):
-            if task.role != role or task.index != index:
-                continue
-            if not any(ta.task_attempt == task_attempt for ta in task.attempts):
-                return None
-            task = editable_task(attempt, position, decision.owned)
-            ta = next(ta for ta in task.attempts if ta.task_attempt == task_attempt)
-            return attempt, task, ta
-        return None
+        position = task_position(fw.spec, attempt, role, index)
+        if position is None:
+            return None
+        if not any(ta.task_attempt == task_attempt for ta in attempt.tasks[position].attempts):
+            return None
+        task = editable_task(attempt, position, decision.owned)
+        ta = next(ta for ta in task.attempts if ta.task_attempt == task_attempt)
+        return attempt, task, ta
     return None
 
 
@@ -153,7 +173,7 @@ def _on_scheduled(fw: Framework, event: JobScheduled, ctx: Context, decision: De
             task = Task(role=role.name, index=index, placement=placements.get((role.name, index)))
             task.attempts.append(TaskAttempt(task_attempt=0, state=S.CREATION_REQUESTED))
             attempt.tasks.append(task)
-            decision.owned.add(id(task))  # new in this decision: edited without a copy
+            decision.owned[id(task)] = (attempt.attempt, len(attempt.tasks) - 1)  # new: no copy needed
             key = (attempt.attempt, role.name, index, 0)
             decision.effects.append(StartTask(fw.job_id, key, task.placement))
     attempt.scheduled_at = ctx.now
@@ -210,10 +230,6 @@ def _on_launched(
         decision.effects.append(StopTask(fw.job_id, key, attempt.diagnostics, _stop_code(attempt)))
 
 
-def _tallies(attempt: JobAttempt) -> list[TaskTally]:
-    return [TaskTally(t.role, t.index, t.done, t.succeeded) for t in attempt.tasks]
-
-
 def _on_task_exit(
     fw: Framework,
     key: TaskKey,
@@ -232,7 +248,7 @@ def _on_task_exit(
     ta.state = transition(ta.state, T.EXITED)
     ta.exit_code, ta.failure, ta.diagnostics, ta.completed_at = exit_code, failure, diagnostics, ctx.now
     if attempt.state in ENDING_STATES:
-        _finish_task(task, ta, succeeded=exit_code == 0)
+        _finish_task(attempt, task, ta, succeeded=exit_code == 0)
         _maybe_finish_attempt(fw, attempt, ctx, decision)
         return
     assert fw.spec is not None
@@ -250,8 +266,10 @@ def _on_task_exit(
             new_key = (attempt.attempt, task.role, task.index, new.task_attempt)
             decision.effects.append(StartTask(fw.job_id, new_key, task.placement))
             return
-    _finish_task(task, ta, succeeded=exit_code == 0)
-    completion = decide_completion(fw.spec, _tallies(attempt), task.role, task.index)
+    _finish_task(attempt, task, ta, succeeded=exit_code == 0)
+    completion = decide_completion_counted(
+        fw.spec, attempt.tally, len(attempt.tasks), task.role, task.index, task.succeeded
+    )
     if completion is None:
         return
     if completion.outcome == "succeeded":
@@ -278,9 +296,14 @@ def _stop_code(attempt: JobAttempt) -> int:
     return STOP_EXIT_CODE if attempt.ending == "stopped" else PREEMPTED_EXIT_CODE
 
 
-def _finish_task(task: Task, ta: TaskAttempt, *, succeeded: bool) -> None:
+def _finish_task(attempt: JobAttempt, task: Task, ta: TaskAttempt, *, succeeded: bool) -> None:
     ta.state = transition(ta.state, T.COMPLETE)
+    _mark_done(attempt, task, succeeded=succeeded)
+
+
+def _mark_done(attempt: JobAttempt, task: Task, *, succeeded: bool) -> None:
     task.done, task.succeeded = True, succeeded
+    attempt.count_completed(task.role, succeeded=succeeded)
 
 
 def _end_attempt(
@@ -310,7 +333,7 @@ def _end_attempt(
         ta = task.current
         if ta.state is S.CREATION_PENDING:
             ta.state = walk(ta.state, T.DECIDE_END, T.REQUEST_DELETION, T.EXITED, T.COMPLETE)
-            task.done = True
+            _mark_done(attempt, task, succeeded=False)
         elif ta.state in LIVE_STATES:
             ta.state = walk(ta.state, T.DECIDE_END, T.REQUEST_DELETION)
             key = (attempt.attempt, task.role, task.index, ta.task_attempt)
@@ -321,7 +344,7 @@ def _end_attempt(
 
 def _maybe_finish_attempt(fw: Framework, attempt: JobAttempt, ctx: Context, decision: Decision) -> None:
     """Once no process of the attempt is left, retry it or complete the job."""
-    if not all(task.done for task in attempt.tasks) or attempt.state not in ENDING_STATES:
+    if attempt.completed_tasks < len(attempt.tasks) or attempt.state not in ENDING_STATES:
         return
     attempt.state = transition(attempt.state, T.EXITED)
     attempt.completed_at = ctx.now

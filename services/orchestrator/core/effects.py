@@ -123,5 +123,6 @@ Effect = StartTask | StopTask | AdoptTask | ReportExit | Publish
 class Decision:
     framework: Framework | None
     effects: list[Effect] = field(default_factory=list)
-    # Ids of the tasks of `framework` this decision made its own (see frameworks.editable_task).
-    owned: set[int] = field(default_factory=set, repr=False, compare=False)
+    # The tasks of `framework` this decision made its own (see frameworks.editable_task): by id,
+    # their (job attempt, position). They are what it changed of the job's tasks.
+    owned: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False, compare=False)

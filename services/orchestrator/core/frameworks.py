@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from libs.protocol.events import FailureInfo, JobState, TaskPlacement
-from services.orchestrator.core.policies import JobSpec
+from services.orchestrator.core.policies import JobSpec, RoleCounts
 from services.orchestrator.core.states import PROCESS_STATES, AttemptState, openpai_state
 
 TaskKey = tuple[int, str, int, int]
@@ -71,12 +71,29 @@ class JobAttempt(_Mutable):
     diagnostics: str = ""
     trigger_role: str | None = None
     trigger_index: int | None = None
+    tally: dict[str, RoleCounts] = Field(default_factory=dict)
+    """The completed tasks of each role, succeeded and failed, kept as tasks complete so a
+    completion costs the same in a job of ten tasks or ten thousand."""
 
     def task(self, role: str, index: int) -> Task | None:
         for task in self.tasks:
             if task.role == role and task.index == index:
                 return task
         return None
+
+    @property
+    def completed_tasks(self) -> int:
+        return sum(c.succeeded + c.failed for c in self.tally.values())
+
+    def count_completed(self, role: str, *, succeeded: bool) -> None:
+        self.tally[role] = self.tally.get(role, RoleCounts()).plus(succeeded=succeeded)
+
+    def recount(self) -> None:
+        """The tally from the tasks themselves (a state stored before the tally existed)."""
+        self.tally = {}
+        for task in self.tasks:
+            if task.done:
+                self.count_completed(task.role, succeeded=task.succeeded)
 
 
 class RetryCounters(_Mutable):
@@ -145,7 +162,10 @@ def working_copy(framework: Framework) -> Framework:
     A decision therefore costs what it touches, not the size of the job: copying every task of
     a thousand-task job for each of its two thousand decisions was most of their time.
     """
-    attempts = [attempt.model_copy(update={"tasks": list(attempt.tasks)}) for attempt in framework.attempts]
+    attempts = [
+        attempt.model_copy(update={"tasks": list(attempt.tasks), "tally": dict(attempt.tally)})
+        for attempt in framework.attempts
+    ]
     return framework.model_copy(
         update={
             "attempts": attempts,
@@ -156,7 +176,7 @@ def working_copy(framework: Framework) -> Framework:
     )
 
 
-def editable_task(attempt: JobAttempt, position: int, owned: set[int]) -> Task:
+def editable_task(attempt: JobAttempt, position: int, owned: dict[int, tuple[int, int]]) -> Task:
     """The task at `position` of a working copy's attempt, copied first unless `owned` has it.
 
     `owned` holds the ids of the tasks this decision created or already copied; it lives as long
@@ -166,8 +186,30 @@ def editable_task(attempt: JobAttempt, position: int, owned: set[int]) -> Task:
     if id(task) not in owned:
         task = task.model_copy(update={"attempts": [ta.model_copy() for ta in task.attempts]})
         attempt.tasks[position] = task
-        owned.add(id(task))
+        owned[id(task)] = (attempt.attempt, position)
     return task
+
+
+def task_position(spec: JobSpec | None, attempt: JobAttempt, role: str, index: int) -> int | None:
+    """Where task (role, index) is in `attempt.tasks`: found from the spec (tasks are made role by
+    role, index by index), so finding a task costs the same however many the job has."""
+    position = None
+    if spec is not None and index >= 0:
+        offset = 0
+        for spec_role in spec.roles:
+            if spec_role.name == role:
+                if index < spec_role.instances:
+                    position = offset + index
+                break
+            offset += spec_role.instances
+    if position is not None and position < len(attempt.tasks):
+        task = attempt.tasks[position]
+        if task.role == role and task.index == index:
+            return position
+    for position, task in enumerate(attempt.tasks):  # not made from this spec: look at each
+        if task.role == role and task.index == index:
+            return position
+    return None
 
 
 def remember(framework: Framework, input_id: str) -> None:

@@ -113,15 +113,48 @@ class CompletionDecision:
     diagnostics: str
 
 
+@dataclass(frozen=True)
+class RoleCounts:
+    """How many tasks of one role have completed, by how they ended."""
+
+    succeeded: int = 0
+    failed: int = 0
+
+    def plus(self, *, succeeded: bool) -> RoleCounts:
+        if succeeded:
+            return RoleCounts(self.succeeded + 1, self.failed)
+        return RoleCounts(self.succeeded, self.failed + 1)
+
+
 def decide_completion(
     spec: JobSpec, tasks: list[TaskTally], trigger_role: str, trigger_index: int
 ) -> CompletionDecision | None:
     """Whether the attempt ends now that task (trigger_role, trigger_index) completed."""
     trigger = next(t for t in tasks if t.role == trigger_role and t.index == trigger_index)
+    counts: dict[str, RoleCounts] = {}
+    for t in tasks:
+        if t.completed:
+            counts[t.role] = counts.get(t.role, RoleCounts()).plus(succeeded=t.succeeded)
+    return decide_completion_counted(spec, counts, len(tasks), trigger_role, trigger_index, trigger.succeeded)
+
+
+def decide_completion_counted(
+    spec: JobSpec,
+    counts: dict[str, RoleCounts],
+    total: int,
+    trigger_role: str,
+    trigger_index: int,
+    trigger_succeeded: bool,
+) -> CompletionDecision | None:
+    """`decide_completion` from the completed tasks' counts per role (`total`: tasks of the attempt).
+
+    What one completion costs does not grow with the job: the deciders keep the counts as tasks
+    complete instead of looking at every task each time.
+    """
     role = spec.role(trigger_role)
-    in_role = [t for t in tasks if t.role == trigger_role and t.completed]
-    if not trigger.succeeded:
-        failed = sum(1 for t in in_role if not t.succeeded)
+    in_role = counts.get(trigger_role, RoleCounts())
+    if not trigger_succeeded:
+        failed = in_role.failed
         if role.min_failed != -1 and failed >= role.min_failed:
             return CompletionDecision(
                 "failed",
@@ -131,7 +164,7 @@ def decide_completion(
                 f"{role.min_failed}",
             )
     else:
-        succeeded = sum(1 for t in in_role if t.succeeded)
+        succeeded = in_role.succeeded
         if role.min_succeeded != -1 and succeeded >= role.min_succeeded:
             return CompletionDecision(
                 "succeeded",
@@ -140,15 +173,15 @@ def decide_completion(
                 f"{succeeded} task(s) of role {trigger_role} succeeded, reaching minSucceededInstances "
                 f"{role.min_succeeded}",
             )
-    if all(t.completed for t in tasks):
+    if sum(c.succeeded + c.failed for c in counts.values()) >= total:
         # FrameworkController's rule: an attempt whose tasks all completed without a role
         # reaching minFailedInstances (or minSucceededInstances first) succeeds.
-        failed_total = sum(1 for t in tasks if not t.succeeded)
+        failed_total = sum(c.failed for c in counts.values())
         if not failed_total:
-            why = f"all {counted(len(tasks), 'task')} succeeded"
+            why = f"all {counted(total, 'task')} succeeded"
         else:
             why = (
-                f"all {counted(len(tasks), 'task')} completed; {failed_total} failed without reaching "
+                f"all {counted(total, 'task')} completed; {failed_total} failed without reaching "
                 "their role's minFailedInstances, so the job succeeded"
             )
         return CompletionDecision("succeeded", trigger_role, trigger_index, why)

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
 from services.rest.adapters.grouping import GroupCommit
-from services.rest.adapters.tables import SEARCH_SEPARATOR, job_attempts, jobs, task_attempts
+from services.rest.adapters.tables import SEARCH_SEPARATOR, applied_events, job_attempts, jobs, task_attempts
 
 Row = dict[str, Any]
 
@@ -118,13 +118,27 @@ async def attempts_of(engine: AsyncEngine, job_id: str) -> list[Row]:
         return [dict(row) for row in result.mappings()]
 
 
-async def tasks_of(engine: AsyncEngine, job_id: str, attempt: int | None = None) -> list[Row]:
+def _tasks_query(job_id: str, attempt: int | None) -> Any:
     query = select(task_attempts).where(task_attempts.c.job_id == job_id)
     if attempt is not None:
         query = query.where(task_attempts.c.job_attempt == attempt)
-    query = query.order_by(task_attempts.c.role, task_attempts.c.task_index, task_attempts.c.task_attempt)
+    return query.order_by(task_attempts.c.role, task_attempts.c.task_index, task_attempts.c.task_attempt)
+
+
+async def tasks_of(engine: AsyncEngine, job_id: str, attempt: int | None = None) -> list[Row]:
     async with engine.connect() as conn:
-        return [dict(row) for row in (await conn.execute(query)).mappings()]
+        return [dict(row) for row in (await conn.execute(_tasks_query(job_id, attempt))).mappings()]
+
+
+async def tasks_version(engine: AsyncEngine, job_id: str) -> int:
+    """How many events the read model has applied to the job: its task rows change with it only.
+
+    A stamp for what was built from them: equal stamps, equal rows (events are applied once,
+    each in the transaction that records it).
+    """
+    query = select(func.count()).select_from(applied_events).where(applied_events.c.job_id == job_id)
+    async with engine.connect() as conn:
+        return int((await conn.execute(query)).scalar_one())
 
 
 # What a list item shows (views.job_summary); the config and exit details stay on disk.

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy import and_, case, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from libs.protocol.events import (
@@ -161,10 +161,20 @@ def _task_key(job_id: str, attempt: int, role: str, index: int, task_attempt: in
 
 
 async def _upsert_task(
-    conn: AsyncConnection, job_id: str, attempt: int, role: str, index: int, task_attempt: int, **values: Any
+    conn: AsyncConnection,
+    job_id: str,
+    attempt: int,
+    role: str,
+    index: int,
+    task_attempt: int,
+    *,
+    updating: dict[str, Any] | None = None,
+    **values: Any,
 ) -> None:
+    """Update the task attempt's row with `values` (and `updating`, for an existing row only), or
+    insert it with `values`."""
     key = _task_key(job_id, attempt, role, index, task_attempt)
-    if not await _updated(conn, update(task_attempts).where(key).values(**values)):
+    if not await _updated(conn, update(task_attempts).where(key).values(**{**values, **(updating or {})})):
         # A retried task inherits where its previous attempt was placed (a first one has none).
         previous = None
         if task_attempt > 0:
@@ -272,6 +282,14 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
             event.role,
             event.index,
             event.task_attempt,
+            # A task that ended at once may be reported ended before it is reported started (the
+            # executor publishes its exit while the orchestrator still records the launches):
+            # its row keeps the state its end gave it.
+            updating={
+                "state": case(
+                    (task_attempts.c.completed_time.is_(None), "RUNNING"), else_=task_attempts.c.state
+                )
+            },
             state="RUNNING",
             node=event.node,
             pid=event.pid,

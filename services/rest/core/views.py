@@ -235,8 +235,12 @@ def task_roles(job: Row, job_attempt: int, tasks: Iterable[Row]) -> dict[str, An
     return result
 
 
-def job_detail(job: Row, attempt: Row | None, tasks: Sequence[Row]) -> dict[str, Any]:
-    """GET /api/v2/jobs/{user}~{job}: the job with its latest (or a chosen) attempt."""
+def job_detail(
+    job: Row, attempt: Row | None, tasks: Sequence[Row], *, roles: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """GET /api/v2/jobs/{user}~{job}: the job with its latest (or a chosen) attempt.
+
+    `roles`: its `taskRoles` built already (then `tasks` is not read)."""
     spec = job["exit_spec"]
     attempt_id = attempt["attempt"] if attempt else (job["attempt"] or 0)
     return {
@@ -276,9 +280,9 @@ def job_detail(job: Row, attempt: Row | None, tasks: Sequence[Row]) -> dict[str,
             "totalTaskNumber": job["total_tasks"],
             "totalTaskRoleNumber": job["total_task_roles"],
         },
-        "taskRoles": (roles := task_roles(job, attempt_id, tasks)),
+        "taskRoles": (built := task_roles(job, attempt_id, tasks) if roles is None else roles),
         # An addition: GPUs this job's tasks share (extras.gpuShare) and how much of each they hold.
-        "sharedGpus": shared_gpus(roles),
+        "sharedGpus": shared_gpus(built),
     }
 
 

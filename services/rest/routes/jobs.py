@@ -8,6 +8,7 @@ Reads come from the SQL read model the projection keeps.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -28,6 +29,7 @@ from services.rest.adapters.jobs_store import (
     delete_job,
     list_jobs,
     tasks_of,
+    tasks_version,
 )
 from services.rest.adapters.tagging import change_tag
 from services.rest.auth import Principal, require_user
@@ -50,7 +52,7 @@ from services.rest.errors import (
     NOT_TAG_REMOVER,
     invalid_parameters,
 )
-from services.rest.keys import ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS
+from services.rest.keys import DETAIL_CACHE, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS
 from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int, readable_job
 from services.rest.routes.storages import usable_storages
 from services.rest.vc_names import VC_NAMES
@@ -218,7 +220,9 @@ async def _attempts(request: web.Request, job: dict[str, Any]) -> list[dict[str,
     return await attempts_of(request.app[READ_ENGINE], job["id"]) or [views.first_attempt(job)]
 
 
-async def _detail(request: web.Request, attempt_id: int | None) -> dict[str, Any]:
+async def _detail(request: web.Request, attempt_id: int | None) -> web.Response:
+    """The detail as a response; its `taskRoles` (most of a large job's) kept encoded while the
+    job's task rows do not change (services/rest/detail_cache.py)."""
     job = await readable_job(request)
     engine = request.app[READ_ENGINE]
     attempts = await _attempts(request, job)
@@ -231,8 +235,17 @@ async def _detail(request: web.Request, attempt_id: int | None) -> dict[str, Any
         chosen = next((a for a in attempts if a["attempt"] == attempt_id), None)
         if chosen is None:
             raise NO_JOB_ATTEMPT(attempt=attempt_id, job=f"{job['username']}~{job['name']}")
-    tasks = await tasks_of(engine, job["id"], attempt_id) if attempt_id is not None else []
-    detail = views.job_detail(job, chosen, tasks)
+    cache = request.app[DETAIL_CACHE]
+    key = (job["id"], attempt_id or 0, await tasks_version(engine, job["id"]))
+    roles = cache.get(key)
+    if roles is None:
+        tasks = await tasks_of(engine, job["id"], attempt_id) if attempt_id is not None else []
+        built = views.task_roles(job, attempt_id or 0, tasks)
+        # `"taskRoles": ..., "sharedGpus": ...`, the end of the answer, without the braces.
+        roles = json.dumps({"taskRoles": built, "sharedGpus": views.shared_gpus(built)}).encode()[1:-1]
+        cache.put(key, roles)
+    detail = views.job_detail(job, chosen, (), roles={})
+    del detail["taskRoles"], detail["sharedGpus"]
     declared = request.app[SETTINGS].simulated_gpus
     if declared and job["total_gpus"]:
         # The platform's GPUs are declared by `pai up --gpus`, not hardware: say so plainly.
@@ -241,17 +254,19 @@ async def _detail(request: web.Request, attempt_id: int | None) -> dict[str, Any
             f"The GPUs of this job were simulated (`pai up --gpus {declared}`): its tasks got "
             "CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES with their indices, but no GPU hardware."
         )
-    return detail
+    head = json.dumps(detail).encode()
+    body = head[:-1] + (b", " if detail else b"") + roles + b"}"
+    return web.Response(body=body, content_type="application/json")
 
 
 @routes.get(JOB_PATH)
 async def get_job(request: web.Request) -> web.Response:
-    return web.json_response(await _detail(request, None))
+    return await _detail(request, None)
 
 
 @routes.get(JOB_PATH + "/attempts/{attempt}")
 async def get_job_attempt_detail(request: web.Request) -> web.Response:
-    return web.json_response(await _detail(request, path_int(request, "attempt")))
+    return await _detail(request, path_int(request, "attempt"))
 
 
 @routes.get(JOB_PATH + "/config")

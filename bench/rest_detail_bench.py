@@ -1,0 +1,158 @@
+"""REST: the detail of a large job (GET /api/v2/jobs/{user}~{name}), and where its time goes.
+
+A job of TASKS tasks is submitted over HTTP to the REST app (a real nats-server, SQLite by
+default or PAI_BENCH_DATABASE_URL), its lifecycle (placement, every task started and completed,
+the job completed) applied to the read model in one batch of the projection, then the detail
+is asked for RUNS times. Printed: the median and the slowest answer, its size, and the parts
+(the SQL read of the tasks, building the answer, encoding it as JSON) timed alone.
+
+Command: .venv/bin/python bench/rest_detail_bench.py [TASKS] [RUNS]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from libs.backbone.logging import configure_logging
+from libs.backbone.natsserver import EmbeddedNats
+from libs.protocol.events import (
+    EventBase,
+    JobCompleted,
+    JobScheduled,
+    JobState,
+    TaskCompleted,
+    TaskPlacement,
+    TaskStarted,
+)
+from services.rest.adapters.database import create_engine
+from services.rest.adapters.jobs_store import tasks_of
+from services.rest.adapters.projecting import apply_events
+from services.rest.app import build_app
+from services.rest.core import views
+from services.rest.settings import RestSettings
+
+JOB = """protocolVersion: 2
+name: {name}
+type: job
+prerequisites:
+  - {{name: image, type: dockerimage, uri: python:3.11}}
+taskRoles:
+  worker:
+    instances: {tasks}
+    dockerImage: image
+    resourcePerInstance: {{cpu: 0, memoryMB: 16, gpu: 0}}
+    commands: [echo hi]
+"""
+
+
+def lifecycle(job_id: str, tasks: int) -> list[EventBase]:
+    placements = tuple(
+        TaskPlacement(role="worker", index=i, node="node-a", node_address="10.0.0.1") for i in range(tasks)
+    )
+    events: list[EventBase] = [JobScheduled(job_id=job_id, attempt=0, placements=placements)]
+    events += [
+        TaskStarted(job_id=job_id, attempt=0, role="worker", index=i, node="node-a", pid=1000 + i)
+        for i in range(tasks)
+    ]
+    events += [
+        TaskCompleted(job_id=job_id, attempt=0, role="worker", index=i, exit_code=0) for i in range(tasks)
+    ]
+    events.append(JobCompleted(job_id=job_id, attempt=0, state=JobState.SUCCEEDED, exit_code=0))
+    return events
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
+async def main(tasks: int, runs: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        async with EmbeddedNats(root / "nats") as nats:
+            settings = RestSettings(
+                nats_url=nats.url,
+                data_dir=root / "data",
+                database_url=os.environ.get("PAI_BENCH_DATABASE_URL") or None,
+                admin_password="bench-password",
+                log_level="warning",
+                log_format="json",
+                rate_limit_api_per_min=10_000_000,
+            )
+            configure_logging(settings)
+            client: TestClient[Any, Any] = TestClient(TestServer(build_app(settings)))
+            await client.start_server()
+            try:
+                login = await client.post(
+                    "/api/v2/authn/basic/login", data={"username": "admin", "password": "bench-password"}
+                )
+                headers = {"Authorization": f"Bearer {(await login.json())['token']}"}
+                response = await client.post(
+                    "/api/v2/jobs",
+                    data=JOB.format(name="large", tasks=tasks),
+                    headers={**headers, "Content-Type": "text/yaml"},
+                )
+                assert response.status == 202, await response.text()
+                job_id = (await response.json())["jobId"]
+                engine = create_engine(settings.resolved_database_url())
+                began = time.perf_counter()
+                await apply_events(engine, lifecycle(job_id, tasks))
+                applied = time.perf_counter() - began
+                times = []
+                size = 0
+                for _ in range(runs):
+                    began = time.perf_counter()
+                    detail = await client.get("/api/v2/jobs/admin~large", headers=headers)
+                    body = await detail.read()
+                    times.append(time.perf_counter() - began)
+                    size = len(body)
+                    assert detail.status == 200
+                parsed = json.loads(body)
+                assert parsed["jobStatus"]["state"] == "SUCCEEDED", parsed["jobStatus"]
+                assert len(parsed["taskRoles"]["worker"]["taskStatuses"]) == tasks
+                began = time.perf_counter()
+                rows = await tasks_of(engine, job_id, 0)
+                read = time.perf_counter() - began
+                began = time.perf_counter()
+                built = views.task_roles(_job_row(parsed, job_id), 0, rows)
+                building = time.perf_counter() - began
+                began = time.perf_counter()
+                json.dumps(built)
+                encoding = time.perf_counter() - began
+                await engine.dispose()
+            finally:
+                await client.close()
+    print(
+        f"detail of a {tasks}-task job, {runs} runs: median {ms(statistics.median(times))}, "
+        f"slowest {ms(max(times))}, {size / 1e6:.1f} MB; parts: SQL read of the tasks {ms(read)}, "
+        f"taskRoles built {ms(building)}, JSON {ms(encoding)} "
+        f"(the lifecycle's {3 * tasks + 2} events projected in one batch in {applied:.1f} s)"
+    )
+
+
+def _job_row(detail: dict[str, Any], job_id: str) -> dict[str, Any]:
+    """What views.task_roles reads of a job row, from the detail itself."""
+    statuses = detail["taskRoles"]["worker"]["taskStatuses"]
+    return {
+        "id": job_id,
+        "username": detail["jobStatus"]["username"],
+        "name": detail["name"],
+        "config": {"taskRoles": {"worker": {"instances": len(statuses)}}},
+    }
+
+
+if __name__ == "__main__":
+    asyncio.run(
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else 10_000, int(sys.argv[2]) if len(sys.argv) > 2 else 5)
+    )
