@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from services.scheduler.core.hived_config import HivedConfigError
 from services.scheduler.core.hived_groups import GROUP_ALLOCATED
 from services.scheduler.core.hived_policy import HivedPolicy
 from services.scheduler.core.placements import (
@@ -319,3 +321,10 @@ def test_a_users_gpu_limit_counts_shares_as_the_gpus_they_add_up_to() -> None:
     over = policy.decide(shared("more", 100))
     assert isinstance(over, Waiting)
     assert "at most 2 GPUs" in over.reason
+
+
+def test_a_cluster_chooses_its_sharing_policy_in_its_config_and_a_wrong_name_is_refused() -> None:
+    assert HivedPolicy(two_rack_config()).shares.policy == "fragpack"  # the platform's default
+    assert HivedPolicy({**two_rack_config(), "sharingPolicy": "bestfit"}).shares.policy == "bestfit"
+    with pytest.raises(HivedConfigError, match=r"sharingPolicy: 'tightest' .* choose one of random, "):
+        HivedPolicy({**two_rack_config(), "sharingPolicy": "tightest"})

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.scheduler.core.gpu_share import DEFAULT_POLICY, POLICIES
 from services.scheduler.core.hived_cells import (
     ChainCellList,
     PhysicalCell,
@@ -59,6 +60,8 @@ class ParsedConfig:
     leaf_type_chains: dict[str, list[str]] = field(default_factory=dict)
     level_types: dict[str, dict[int, str]] = field(default_factory=dict)
     level_leaf_num: dict[str, dict[int, int]] = field(default_factory=dict)
+    # How shared GPUs are placed among a VC's hosts (core/gpu_share.py's policies), per cluster.
+    sharing_policy: str = DEFAULT_POLICY
 
 
 def _memory_mb(value: Any) -> int:
@@ -265,6 +268,13 @@ def parse_config(doc: dict[str, Any]) -> ParsedConfig:
     for chains in cfg.leaf_type_chains.values():
         chains.sort(reverse=True)
     _parse_vcs(cfg, dict(doc.get("virtualClusters") or {}))
+    policy = doc.get("sharingPolicy", DEFAULT_POLICY)
+    if policy not in POLICIES:
+        raise HivedConfigError(
+            f"sharingPolicy: {policy!r} is not a sharing policy; choose one of {', '.join(POLICIES)} "
+            f"(or leave it out for {DEFAULT_POLICY})"
+        )
+    cfg.sharing_policy = str(policy)
     return cfg
 
 

@@ -68,7 +68,8 @@ class HivedPolicy:
         self._detailed = detailed_reasons
         self._rack_size = rack_size
         self._nodes: dict[str, NodeInventory] = {}
-        self._algo: HivedAlgorithm | None = HivedAlgorithm(parse_config(config)) if config else None
+        parsed = parse_config(config) if config else None
+        self._algo: HivedAlgorithm | None = HivedAlgorithm(parsed) if parsed else None
         self._jobs: dict[str, _Job] = {}
         self._pod_job: dict[str, str] = {}
         self._used: dict[str, tuple[int, int]] = {}  # node -> CPU and memory held by placed jobs
@@ -77,7 +78,7 @@ class HivedPolicy:
         self._low_mem = 0
         self._low: set[str] = set()  # nodes with less than the low thresholds of CPU or memory free
         self._shape: dict[str, Any] | None = None
-        self._shares = ShareHosts()
+        self._shares = ShareHosts(parsed.sharing_policy) if parsed else ShareHosts()
 
     @property
     def shares(self) -> ShareHosts:
