@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+from nats.js.errors import NotFoundError
 
 from libs.backbone.connecting import Bus
 from libs.backbone.natsserver import EmbeddedNats
@@ -29,7 +30,10 @@ def submitted(job_id: str, item_id: str | None) -> JobSubmitted:
 
 async def _all_handled(bus: Bus, count: int) -> None:
     async def probe() -> tuple[int, int]:
-        info = await bus.js.consumer_info(JOBS_STREAM, DURABLE)
+        try:
+            info = await bus.js.consumer_info(JOBS_STREAM, DURABLE)
+        except NotFoundError:
+            return 0, -1  # the service has not made its consumer yet
         return info.ack_floor.stream_seq, info.num_pending + info.num_ack_pending
 
     await eventually(probe, lambda seen: seen[0] >= count and seen[1] == 0, within=20)
