@@ -64,8 +64,13 @@ async def test_a_kept_detail_changes_with_every_projected_event_of_its_job(
     assert again == placed
 
     await publish_event(bus.js, TaskStarted(job_id=job_id, attempt=0, role="worker", index=7, node="node-a"))
-    running = await eventually(lambda: detail(api), lambda d: states(d)[7] == "RUNNING", within=60)
-    assert running["jobStatus"]["state"] == "RUNNING"
+    # The detail reads the job's row and its tasks one after the other, not in one snapshot: a
+    # commit between the two reads can show the task RUNNING a moment before the job.
+    running = await eventually(
+        lambda: detail(api),
+        lambda d: states(d)[7] == "RUNNING" and d["jobStatus"]["state"] == "RUNNING",
+        within=60,
+    )
     assert states(running).count("RUNNING") == 1
     await publish_event(bus.js, TaskCompleted(job_id=job_id, attempt=0, role="worker", index=7, exit_code=0))
     ended = await eventually(lambda: detail(api), lambda d: states(d)[7] == "SUCCEEDED", within=60)
