@@ -8,11 +8,13 @@ and can stop, kill and restart their server freely. Teardown always stops the pr
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import structlog
+from hypothesis import settings
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from libs.backbone.connecting import Bus, connect
@@ -26,6 +28,13 @@ from tests.support.tracing import memory_exporter
 # standard logging module, whose records pytest keeps per test and shows with a failing one
 # ("Captured log"); between tests a record finds only the null handler, never the terminal.
 # Services started as processes log to files (the embedded platform's <data dir>/logs).
+# Property tests draw the same examples on every run of `make test`, so a red run means the code
+# changed, never that a new random draw went looking elsewhere. `HYPOTHESIS_PROFILE=explore`
+# draws fresh examples each run (and keeps failures in .hypothesis) to hunt for new cases.
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
 structlog.configure(logger_factory=structlog.stdlib.LoggerFactory())
 logging.getLogger().addHandler(logging.NullHandler())
 for _ours in ("services", "libs", "runtime"):  # our lines from INFO; other libraries' from WARNING

@@ -158,6 +158,33 @@ def test_higher_priority_preempts_every_tenant_of_a_host_and_gets_exactly_what_t
     assert used(policy, "a") == 8
 
 
+def test_a_gang_of_shares_names_every_victim_it_needs_in_one_decision() -> None:
+    policy = HivedPolicy(two_rack_config())  # VC a: 8 devices
+    for i in range(4):
+        assert isinstance(policy.decide(whole(f"w{i}", 1, tasks=2)), Placed)  # VC a full
+    decision = policy.decide(shared("urgent", 700, tasks=3, priority=100))
+    assert isinstance(decision, Preempting)
+    assert len(decision.victims) >= 2  # three devices: more than one 2-device job must stop
+    for victim in decision.victims:
+        policy.release(victim)
+    assert isinstance(policy.decide(shared("urgent", 700, tasks=3, priority=100)), Placed)
+    assert len(policy.shares.hosts) == 3
+
+
+def test_a_cancelled_preemption_leaves_its_victims_as_they_were() -> None:
+    policy = HivedPolicy(two_rack_config())
+    assert isinstance(policy.decide(shared("oppo", 500, tasks=3, priority=-1)), Placed)
+    assert isinstance(policy.decide(whole("w", 1, tasks=2)), Placed)
+    for name in ("p", "q"):
+        assert isinstance(policy.decide(shared(name, 700, tasks=3, vc="b", priority=100)), Placed)
+    # The first share reserves the opportunistic host; a later one finds no room and the job waits:
+    # nobody was told to stop, so the opportunistic job must be an ordinary running one again.
+    assert isinstance(policy.decide(shared("late", 100, tasks=3, vc="b")), Waiting)
+    algo = policy.algorithm
+    assert algo is not None
+    assert {algo.groups[h.spec.group_name].state for h in policy.shares.hosts.values()} == {GROUP_ALLOCATED}
+
+
 def test_opportunistic_shares_run_on_free_cells_and_yield_to_guaranteed_work() -> None:
     policy = HivedPolicy(two_rack_config())
     assert isinstance(policy.decide(shared("oppo", 500, tasks=2, vc="b", priority=-1)), Placed)
@@ -272,17 +299,18 @@ def test_random_sequences_keep_every_sharing_invariant(ops: list[tuple[str, str,
             else whole(job_id, size, tasks=count, vc=vc, priority=priority)
         )
         decision = policy.decide(demand)
-        if isinstance(decision, Placed):
-            live.append(job_id)
-        elif isinstance(decision, Preempting):
+        rounds = 0
+        while isinstance(decision, Preempting) and rounds < 3:
             for victim in decision.victims:  # the victims stop; the preemptor tries again
                 policy.release(victim)
                 if victim in live:
                     live.remove(victim)
-            if isinstance(policy.decide(demand), Placed):
-                live.append(job_id)
-            else:
-                policy.release(job_id)
+            decision = policy.decide(demand)
+            rounds += 1
+        if isinstance(decision, Placed):
+            live.append(job_id)
+        else:  # its user gives up on it
+            policy.release(job_id)
         _check(policy)
     for job_id in live:
         policy.release(job_id)

@@ -95,6 +95,13 @@ class HivedGroups(HivedState):
         self.groups[g.name] = g
 
     def _delete_preempting_group(self, g: AffinityGroup) -> None:
+        """Cancel a preemption: reserved cells go free, cells still in use go back to their group.
+
+        A victim none of whose cells another preemptor still reserves is an ordinary allocated
+        group again: here a preemption can be cancelled before its victims were ever told to stop
+        (a gang whose later member must wait gives up every reservation it made).
+        """
+        victims: dict[str, AffinityGroup] = {}
         for pods in g.physical.values():
             for pod in pods:
                 for p in pod:
@@ -106,9 +113,18 @@ class HivedGroups(HivedState):
                         assert victim is not None
                         v = _virtual_of(victim, p) if victim.virtual is not None else None
                         self.allocate_leaf(p, v, victim.priority, victim.vc)
+                        victims[victim.name] = victim
                     else:
                         set_state(p, CELL_FREE)
         self.groups.pop(g.name, None)
+        for victim in victims.values():
+            if victim.state == GROUP_BEING_PREEMPTED and not any(
+                p is not None and p.state == CELL_RESERVING
+                for pods in victim.physical.values()
+                for pod in pods
+                for p in pod
+            ):
+                victim.state = GROUP_ALLOCATED
 
     # -- pods that exist ---------------------------------------------------------------------------
 

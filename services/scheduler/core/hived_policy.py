@@ -303,6 +303,7 @@ class HivedPolicy:
                 rooms[p.node] = NodeRoom(r.cpu - t.cpu, r.memory_mb - t.memory_mb)
         mix = [ShareDemand(t.cpu * 1000, t.memory_mb, 1, t.gpu_milli) for t in tasks]
         opened: set[str] = set()
+        victims: set[str] = set()  # every host the gang needs is reserved in one pass, not one a retry
         for task in sorted(tasks, key=lambda t: -t.gpu_milli):
             pool: PoolKey = (
                 demand.virtual_cluster,
@@ -324,7 +325,9 @@ class HivedPolicy:
                     return Waiting(demand.job_id, self._explain(demand, [task], result.reason))
                 if result.kind == "preempt":
                     job.pending.append(spec)
-                    return {j for v in result.victims for j in self._victim_jobs(v)} - {demand.job_id}
+                    opened.add(name)
+                    victims.update(j for v in result.victims for j in self._victim_jobs(v))
+                    continue
                 assert result.bind_info is not None
                 algo.add_allocated_pod(spec, result.bind_info)
                 opened.add(name)
@@ -345,7 +348,7 @@ class HivedPolicy:
                 task.gpu_milli,
                 task.gpu_memory_mib,
             )
-        return set()
+        return victims - {demand.job_id}
 
     def _undo_shares(self, job: _Job) -> None:
         """Take the job's shares off their hosts; a host left empty goes back to HiveD at once."""
