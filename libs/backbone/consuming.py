@@ -175,12 +175,15 @@ async def consume(
     in_progress_every: float | None = None,
     key: KeyFunction | None = None,
     max_in_flight: int = 256,
+    pipeline: int = 1,
 ) -> None:
     """Consume the durable pull consumer ``durable`` on ``stream`` until ``stop`` is set.
 
     The consumer must exist (see ``ensure_consumer``). ``in_progress_every`` defaults to a third
     of the consumer's ack_wait. ``fetch_timeout`` bounds how long a stop request waits for an
-    idle fetch. Returns after every fetched message was settled.
+    idle fetch. With ``key``, ``pipeline`` lets that many messages of one key be handled at once,
+    started in order (``KeyedWorkQueue``): only for a handler that takes its place in order before
+    it first waits. Returns after every fetched message was settled.
     """
     bound = log.bind(stream=stream, consumer=durable)
     info = await _consumer_info(js, stream, durable, stop, bound)
@@ -190,7 +193,7 @@ async def consume(
         ack_wait = info.config.ack_wait or 30.0
         in_progress_every = max(0.05, ack_wait / 3)
     sub = await js.pull_subscribe_bind(durable=durable, stream=stream)
-    queue = KeyedWorkQueue(limit=max(max_in_flight, batch) if key else batch)
+    queue = KeyedWorkQueue(limit=max(max_in_flight, batch) if key else batch, pipeline=pipeline if key else 1)
     bound.info("consuming")
     failures = 0
     tickers: set[asyncio.Task[None]] = set()

@@ -5,6 +5,12 @@ one slow job must not hold up the others. ``KeyedWorkQueue`` runs the work submi
 key strictly one after another, in submission order, while work under different keys runs
 concurrently. A worker task exists only while its key has work, so a million finished jobs
 leave nothing behind. A failing work item is logged and does not stop its key's queue.
+
+With ``pipeline`` above one, up to that many queued items of a key run at once, *started* in
+submission order: each runs until it first waits before the next one starts. That keeps a key's
+order for work that takes its place in an ordered sink before it waits (a group commit: the
+REST projection commits a job's events together, in stream order, instead of one transaction
+each), while the next items need not wait for the previous one to finish.
 """
 
 from __future__ import annotations
@@ -27,10 +33,13 @@ class KeyedWorkQueue:
     (``wait_for_room``) keep memory bounded and let a broker's redelivery do the buffering.
     """
 
-    def __init__(self, *, limit: int = 256) -> None:
+    def __init__(self, *, limit: int = 256, pipeline: int = 1) -> None:
         if limit < 1:
             raise ValueError("limit must be at least 1")
+        if pipeline < 1:
+            raise ValueError("pipeline must be at least 1")
         self.limit = limit
+        self.pipeline = pipeline
         self._queues: dict[str, deque[Work]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._pending = 0
@@ -65,16 +74,22 @@ class KeyedWorkQueue:
         queue = self._queues[key]
         try:
             while queue:
-                work = queue[0]
+                if self.pipeline == 1 or len(queue) == 1:
+                    try:
+                        await self._guarded(key, queue[0])
+                    finally:
+                        queue.popleft()
+                        self._pending -= 1
+                        await self._notify()
+                    continue
+                items = [queue[i] for i in range(min(len(queue), self.pipeline))]
                 try:
-                    await work()
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("keyed work failed", key=key)
+                    # gather starts them in order, each up to its first wait before the next.
+                    await asyncio.gather(*(self._guarded(key, work) for work in items))
                 finally:
-                    queue.popleft()
-                    self._pending -= 1
+                    for _ in items:
+                        queue.popleft()
+                    self._pending -= len(items)
                     await self._notify()
         finally:
             # Dropped whether drained or cancelled; anything left was cancelled with it.
@@ -82,6 +97,15 @@ class KeyedWorkQueue:
             del self._queues[key]
             del self._workers[key]
             await self._notify()
+
+    @staticmethod
+    async def _guarded(key: str, work: Work) -> None:
+        try:
+            await work()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("keyed work failed", key=key)
 
     async def _notify(self) -> None:
         async with self._changed:

@@ -34,7 +34,7 @@ from services.rest.core.text import unstorable
 from services.rest.detail_cache import TaskRolesCache
 from services.rest.errors import NO_API, UNKNOWN, ApiError, invalid_parameters
 from services.rest.keys import BUS, DETAIL_CACHE, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS, TOKENS
-from services.rest.projection import Projector, projection_handler
+from services.rest.projection import MAX_BATCH, Projector, projection_handler
 from services.rest.routes import alert_history as alert_history_routes
 from services.rest.routes import alerts as alert_routes
 from services.rest.routes import auth as auth_routes
@@ -175,9 +175,19 @@ async def projection_ctx(app: web.Application) -> AsyncIterator[None]:
     stop = asyncio.Event()
     projector = Projector(app[ENGINE])
     handler = projection_handler(projector)
-    # Keyed by job: one job's events apply in order, different jobs' events concurrently.
+    # Keyed by job: one job's events apply in order, different jobs' events concurrently; a job's
+    # queued events are handed over together (pipeline), so they share a commit in stream order.
     task = asyncio.create_task(
-        consume(app[BUS].bus.js, JOBS_STREAM, PROJECTION_DURABLE, handler, stop=stop, key=by_job_id, batch=64)
+        consume(
+            app[BUS].bus.js,
+            JOBS_STREAM,
+            PROJECTION_DURABLE,
+            handler,
+            stop=stop,
+            key=by_job_id,
+            batch=64,
+            pipeline=MAX_BATCH,
+        )
     )
     app[PROJECTION_KEY] = task
     yield

@@ -9,7 +9,8 @@ on its own would queue every commit (and the API's writes) behind the others on 
 writer, so the ``Projector`` commits together what arrived while the previous commit ran (a
 group commit, adapters/grouping.py): a handler returns, and its message is acked, only once its
 event is committed. A batch that fails as a whole is retried event by event, so one bad event
-fails alone.
+fails alone. One job's events come in stream order, several at a time (the consume loop's
+pipeline), and share a commit too: a job of 10,000 tasks is not 20,000 transactions.
 """
 
 from __future__ import annotations
@@ -42,7 +43,11 @@ class Projector:
         )
 
     async def apply(self, event: EventBase) -> bool:
-        """Apply one event (False when applied before); returns once it is committed."""
+        """Apply one event (False when applied before); returns once it is committed.
+
+        The event takes its place in the commit order before this first waits, so events handed
+        in one after another (a job's, pipelined by the consume loop) commit in that order.
+        """
         return await self._group.submit(event)
 
     async def close(self) -> None:

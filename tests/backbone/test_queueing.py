@@ -114,3 +114,55 @@ async def test_closing_with_cancel_stops_waiting_work_and_refuses_more() -> None
 def test_a_limit_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="limit"):
         KeyedWorkQueue(limit=0)
+
+
+async def test_a_pipelined_key_starts_its_work_in_order_without_waiting_for_each_end() -> None:
+    queue = KeyedWorkQueue(pipeline=4)
+    sink: list[int] = []  # an ordered sink: each item takes its place before it first waits
+    finished: list[int] = []
+    release = asyncio.Event()
+
+    def make(i: int) -> Callable[[], Awaitable[None]]:
+        async def work() -> None:
+            sink.append(i)
+            await release.wait()
+            finished.append(i)
+
+        return work
+
+    for i in range(6):
+        queue.submit("job-1", make(i))
+    queue.submit("job-2", make(100))
+    while len(sink) < 5:  # four of job-1 at once (not one), and job-2 beside them
+        await asyncio.sleep(0)
+    release.set()  # (before asserting, so nothing is left waiting if an assertion fails)
+    assert [i for i in sink if i < 100] == [0, 1, 2, 3]
+    assert 100 in sink
+    await asyncio.wait_for(queue.join(), 10)
+    assert [i for i in sink if i < 100] == [0, 1, 2, 3, 4, 5]
+    assert sorted(finished) == [0, 1, 2, 3, 4, 5, 100]
+    assert queue.pending == 0
+    assert queue.active_keys == 0
+
+
+async def test_a_failing_item_of_a_pipelined_key_fails_alone() -> None:
+    queue = KeyedWorkQueue(pipeline=3)
+    done: list[int] = []
+
+    def make(i: int) -> Callable[[], Awaitable[None]]:
+        async def work() -> None:
+            if i == 1:
+                raise RuntimeError("bad item")
+            done.append(i)
+
+        return work
+
+    for i in range(5):
+        queue.submit("k", make(i))
+    await asyncio.wait_for(queue.join(), 10)
+    assert done == [0, 2, 3, 4]
+
+
+def test_a_pipeline_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="pipeline"):
+        KeyedWorkQueue(pipeline=0)

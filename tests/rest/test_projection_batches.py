@@ -4,7 +4,7 @@ still once each, in each job's order, and with a failing item failing alone."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from libs.backbone.queueing import KeyedWorkQueue
 from libs.protocol.events import (
     EventBase,
     JobCompleted,
@@ -201,3 +202,45 @@ async def test_an_attempt_keeps_its_first_tasks_start_as_its_launch_time(engine:
     assert (attempt["state"], attempt["launched_time"]) == ("RUNNING", first_start_ms)
     tasks = await tasks_of(engine, "l1")
     assert [(t["task_index"], t["state"], t["pid"]) for t in tasks] == [(0, "RUNNING", 7), (1, "RUNNING", 8)]
+
+
+async def test_one_jobs_many_events_share_commits_in_stream_order(engine: AsyncEngine) -> None:
+    """The consume loop pipelines a job's queued events (KeyedWorkQueue) into the projector."""
+    tasks = 120
+    placements = tuple(
+        TaskPlacement(role="worker", index=i, node="node-a", node_address="10.0.0.1") for i in range(tasks)
+    )
+    config = {"taskRoles": {"worker": {"instances": tasks, "resourcePerInstance": {"gpu": 0}}}}
+    events: list[EventBase] = [
+        JobSubmitted(job_id="big", user="alice", name="job-big", virtual_cluster="default", config=config),
+        JobScheduled(job_id="big", attempt=0, placements=placements),
+    ]
+    for i in range(tasks):  # each task's end right behind its start: order matters within the job
+        events.append(TaskStarted(job_id="big", attempt=0, role="worker", index=i, node="node-a", pid=i))
+        events.append(TaskCompleted(job_id="big", attempt=0, role="worker", index=i, exit_code=i % 2))
+    events.append(JobCompleted(job_id="big", attempt=0, state=JobState.FAILED, exit_code=1))
+    projector = Projector(engine)
+    queue = KeyedWorkQueue(limit=1000, pipeline=64)
+    commits = count_commits(engine)
+    outcomes: list[bool] = []
+
+    def work(e: EventBase) -> Callable[[], Awaitable[None]]:
+        async def apply() -> None:
+            outcomes.append(await projector.apply(e))
+
+        return apply
+
+    for e in events:
+        queue.submit("big", work(e))
+    await asyncio.wait_for(queue.join(), 60)
+    await projector.close()
+    assert outcomes == [True] * len(events)
+    assert commits[0] <= len(events) // 32  # a few commits, not one per event
+    job = await find_job(engine, "alice", "job-big")
+    assert job is not None
+    assert (job["state"], job["launched_time"] is not None) == ("FAILED", True)
+    rows = await tasks_of(engine, "big", 0)
+    assert len(rows) == tasks
+    assert {(r["task_index"], r["state"]) for r in rows} == {
+        (i, "SUCCEEDED" if i % 2 == 0 else "FAILED") for i in range(tasks)
+    }

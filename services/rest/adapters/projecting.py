@@ -38,6 +38,7 @@ from services.rest.core.totals import job_row_from_config
 _JOB_COLUMNS = (
     jobs.c.id,
     jobs.c.state,
+    jobs.c.sub_state,
     jobs.c.created_time,
     jobs.c.launched_time,
     jobs.c.retries,
@@ -59,7 +60,7 @@ def _chunks(values: Sequence[str]) -> list[Sequence[str]]:
 
 
 class _JobRows:
-    """The batch's job rows, read in one query; each row serves one event, then is read afresh."""
+    """The batch's job rows, read in one query and kept as the batch's own updates change them."""
 
     def __init__(self, rows: dict[str, dict[str, Any] | None]) -> None:
         self._rows = rows
@@ -73,11 +74,20 @@ class _JobRows:
         return cls(rows)
 
     async def get(self, conn: AsyncConnection, job_id: str) -> dict[str, Any] | None:
-        # Popped: an event may change the row, so a later event of the same job reads it again.
-        if job_id in self._rows:
-            return self._rows.pop(job_id)
+        cached = self._rows.get(job_id)
+        if cached is not None:
+            return cached
+        # Not read yet, or absent when read (an event of this batch may have created it since).
         row = (await conn.execute(select(*_JOB_COLUMNS).where(jobs.c.id == job_id))).mappings().first()
-        return dict(row) if row is not None else None
+        self._rows[job_id] = dict(row) if row is not None else None
+        return self._rows[job_id]
+
+    async def update(self, conn: AsyncConnection, job_id: str, **values: Any) -> None:
+        """Write the job's row, and keep the batch's copy of it the same."""
+        await conn.execute(update(jobs).where(jobs.c.id == job_id).values(**values))
+        cached = self._rows.get(job_id)
+        if cached is not None:
+            cached.update((column, value) for column, value in values.items() if column in cached)
 
 
 async def apply_event(engine: AsyncEngine, event: EventBase) -> bool:
@@ -120,10 +130,6 @@ async def apply_events(engine: AsyncEngine, events: Sequence[EventBase]) -> list
             for event in fresh:
                 await _apply(conn, event, rows)
     return results
-
-
-async def _update_job(conn: AsyncConnection, job_id: str, **values: Any) -> None:
-    await conn.execute(update(jobs).where(jobs.c.id == job_id).values(**values))
 
 
 async def _updated(conn: AsyncConnection, statement: Any) -> bool:
@@ -195,6 +201,48 @@ async def _upsert_task(
         )
 
 
+async def _place_tasks(conn: AsyncConnection, job_id: str, event: JobScheduled, at: int) -> None:
+    """Each placed task's first attempt row: new rows in one statement, existing ones updated."""
+    existing = {
+        (role, index)
+        for role, index in (
+            await conn.execute(
+                select(task_attempts.c.role, task_attempts.c.task_index).where(
+                    task_attempts.c.job_id == job_id,
+                    task_attempts.c.job_attempt == event.attempt,
+                    task_attempts.c.task_attempt == 0,
+                )
+            )
+        )
+    }
+    fresh: list[dict[str, Any]] = []
+    for placement in event.placements:
+        values: dict[str, Any] = {
+            "node": placement.node,
+            "ip": placement.node_address,
+            "gpus": ",".join(str(gpu) for gpu in placement.gpu_indices) or None,
+            "created_time": at,
+        }
+        if (placement.role, placement.index) in existing:
+            key = _task_key(job_id, event.attempt, placement.role, placement.index, 0)
+            await conn.execute(update(task_attempts).where(key).values(**values))
+        else:
+            fresh.append(
+                {
+                    "job_id": job_id,
+                    "job_attempt": event.attempt,
+                    "role": placement.role,
+                    "task_index": placement.index,
+                    "task_attempt": 0,
+                    "state": "WAITING",
+                    "ports": {},
+                    **values,
+                }
+            )
+    if fresh:
+        await conn.execute(insert(task_attempts), fresh)
+
+
 def _container_ports(ports: dict[str, list[int]]) -> dict[str, int | str]:
     """OpenPAI's containerPorts: one port as a number, several as its comma-separated port list."""
     return {
@@ -238,24 +286,12 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
     final = job["state"] in states.FINAL
     if isinstance(event, JobPending):
         if not final:
-            await _update_job(conn, job_id, pending_reason=event.reason, sub_state=states.SUB_STATE_WAITING)
+            await rows.update(conn, job_id, pending_reason=event.reason, sub_state=states.SUB_STATE_WAITING)
     elif isinstance(event, JobScheduled):
         await _upsert_attempt(
             conn, job_id, event.attempt, created_time=at, sub_state=states.SUB_STATE_PREPARING
         )
-        for placement in event.placements:
-            await _upsert_task(
-                conn,
-                job_id,
-                event.attempt,
-                placement.role,
-                placement.index,
-                0,
-                node=placement.node,
-                ip=placement.node_address,
-                gpus=",".join(str(gpu) for gpu in placement.gpu_indices) or None,
-                created_time=at,
-            )
+        await _place_tasks(conn, job_id, event, at)
         if not final:
             values: dict[str, Any] = {
                 "attempt": event.attempt,
@@ -264,10 +300,10 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
             }
             if job["created_time"] is None:
                 values["created_time"] = at
-            await _update_job(conn, job_id, **values)
+            await rows.update(conn, job_id, **values)
     elif isinstance(event, JobPreempting):
         if not final:
-            await _update_job(conn, job_id, sub_state=states.SUB_STATE_DELETING, pending_reason=event.reason)
+            await rows.update(conn, job_id, sub_state=states.SUB_STATE_DELETING, pending_reason=event.reason)
     elif isinstance(event, TaskStarted):
         # Older orchestrators sent neither address nor ports: keep what the placement said.
         placed: dict[str, Any] = {"ip": event.address} if event.address else {}
@@ -297,11 +333,16 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
             **placed,
         )
         await _start_attempt(conn, job_id, event.attempt, at)
-        if not final and job["state"] != "STOPPING":
+        already = (
+            job["state"] == "RUNNING"
+            and job["sub_state"] == states.SUB_STATE_RUNNING
+            and job["launched_time"] is not None
+        )  # (every later task of a running job: nothing to write)
+        if not final and job["state"] != "STOPPING" and not already:
             values = {"state": "RUNNING", "sub_state": states.SUB_STATE_RUNNING}
             if job["launched_time"] is None:
                 values["launched_time"] = at
-            await _update_job(conn, job_id, **values)
+            await rows.update(conn, job_id, **values)
     elif isinstance(event, TaskCompleted):
         await _upsert_task(
             conn,
@@ -329,7 +370,7 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
         )
         if not final:
             kind_column = f"retries_{event.kind}"
-            await _update_job(
+            await rows.update(
                 conn,
                 job_id,
                 retries=job["retries"] + 1,
@@ -372,7 +413,7 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
             .values(state="STOPPED" if event.state.value == "STOPPED" else "FAILED", completed_time=at)
         )
         if not final:
-            await _update_job(
+            await rows.update(
                 conn,
                 job_id,
                 state=event.state.value,
@@ -382,7 +423,7 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
                 **exit_values,
             )
     elif isinstance(event, JobStopRequested) and not final:
-        await _update_job(
+        await rows.update(
             conn, job_id, execution_type="STOP", state="STOPPING", sub_state=states.SUB_STATE_DELETING
         )
     elif isinstance(event, JobTagged):
