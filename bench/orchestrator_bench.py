@@ -2,8 +2,9 @@
 jobs (no processes spawned), a real job through the service, and a large job through rest, the
 scheduler and the orchestrator on a real nats-server with an executor that spawns nothing.
 
-Run: .venv/bin/python bench/orchestrator_bench.py [platform TASKS]
-(`platform TASKS` runs only the last part, with a job of TASKS tasks.)
+Run: .venv/bin/python bench/orchestrator_bench.py [platform TASKS | handler TASKS...]
+(`platform TASKS` runs only the last part, with a job of TASKS tasks; `handler TASKS...` only
+the handler with its KV state, one job of each size.)
 """
 
 from __future__ import annotations
@@ -131,9 +132,15 @@ class WriteCounter:
         js.publish = counted  # type: ignore[method-assign]
 
 
-async def handler_lifecycle(tasks: int) -> tuple[float, float, WriteCounter, WriteCounter]:
+async def handler_lifecycle(
+    tasks: int, together: bool = True
+) -> tuple[float, float, WriteCounter, WriteCounter]:
     """A `tasks`-task job through the handler with a real KV bucket: seconds to record every launch
-    (from job.scheduled), seconds for every task.completed, and what each phase wrote."""
+    (from job.scheduled), seconds for every task.completed, and what each phase wrote.
+
+    `together`: the completions are handed in as the consume loop hands a job's queued messages
+    over (in stream order, each before the previous is done), so the handler decides them in
+    groups; otherwise one after the other, each awaited."""
     with tempfile.TemporaryDirectory() as tmp:
         async with EmbeddedNats(Path(tmp) / "nats") as server:
             bus = await connect(server.url)
@@ -154,8 +161,12 @@ async def handler_lifecycle(tasks: int) -> tuple[float, float, WriteCounter, Wri
             store._kv._js.publish = publish_to_bus  # type: ignore[method-assign]
             completing = WriteCounter(store)
             cpu = time.process_time()
-            for i in range(tasks):
-                await orchestrator.apply("job1", completed((0, "worker", i, 0), 0))
+            exits = [completed((0, "worker", i, 0), 0) for i in range(tasks)]
+            if together:
+                await asyncio.gather(*(orchestrator.apply("job1", e) for e in exits))
+            else:
+                for e in exits:
+                    await orchestrator.apply("job1", e)
             ended = time.perf_counter()
             completing.cpu = time.process_time() - cpu
             final = await FrameworkStore.open(bus.js)
@@ -312,16 +323,7 @@ def report(sizes: tuple[int, ...] = (100, 1000, 10_000)) -> None:
         seconds, decisions = core_lifecycle(tasks)
         rate = decisions / seconds
         print(f"core: {tasks:5d}-task job lifecycle: {seconds * 1000:8.1f} ms, {rate:8.0f} decisions/s")
-    for tasks in sizes:
-        launch, completions, launching, completing = asyncio.run(handler_lifecycle(tasks))
-        print(
-            f"handler with KV: {tasks:5d}-task job: every launch recorded in {launch * 1000:7.0f} ms "
-            f"({launching.bytes / 1e6:.1f} MB in {launching.writes} values, largest "
-            f"{launching.largest / 1e3:.0f} kB); every completion in {completions * 1000:7.0f} ms "
-            f"(this process's CPU {completing.cpu * 1000:.0f} ms) "
-            f"({completing.bytes / max(1, tasks) / 1e3:.1f} kB a completion, largest value "
-            f"{completing.largest / 1e3:.1f} kB)"
-        )
+    report_handler(sizes)
     times = asyncio.run(service_round_trips(10))
     print(
         f"service: 1-task job, job.submitted -> job.completed (runtime process included), 10 runs: "
@@ -329,9 +331,25 @@ def report(sizes: tuple[int, ...] = (100, 1000, 10_000)) -> None:
     )
 
 
+def report_handler(sizes: tuple[int, ...]) -> None:
+    for tasks, together in [(n, t) for n in sizes for t in (False, True)]:
+        launch, completions, launching, completing = asyncio.run(handler_lifecycle(tasks, together))
+        how = "as the consume loop hands them over" if together else "one at a time"
+        print(
+            f"handler with KV ({how}): {tasks:5d}-task job: every launch recorded in {launch * 1000:7.0f} ms "
+            f"({launching.bytes / 1e6:.1f} MB in {launching.writes} values, largest "
+            f"{launching.largest / 1e3:.0f} kB); every completion in {completions * 1000:7.0f} ms "
+            f"(this process's CPU {completing.cpu * 1000:.0f} ms) "
+            f"({completing.bytes / max(1, tasks) / 1e3:.1f} kB a completion, largest value "
+            f"{completing.largest / 1e3:.1f} kB)"
+        )
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["platform"]:
         report_platform(int(sys.argv[2]) if len(sys.argv) > 2 else 10_000)
+    elif sys.argv[1:2] == ["handler"]:
+        report_handler(tuple(int(n) for n in sys.argv[2:]) or (1000,))
     else:
         report()
         report_platform(10_000)

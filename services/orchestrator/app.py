@@ -39,7 +39,7 @@ from services.orchestrator.adapters.local import ExitCallback, LocalExecutor, Ta
 from services.orchestrator.adapters.logs import LOGS_QUEUE, LOGS_SUBJECT, read_log, window
 from services.orchestrator.adapters.rules import RulesKeeper
 from services.orchestrator.adapters.state import FrameworkStore, SecretsReader, SubmissionReader
-from services.orchestrator.handlers import Orchestrator
+from services.orchestrator.handlers import GROUP_LIMIT, Orchestrator
 
 log = structlog.get_logger(__name__)
 
@@ -235,7 +235,15 @@ async def main(
         )
         if ready is not None:
             ready.set()
-        await consume(bus.js, JOBS_STREAM, DURABLE, orchestrator.handle_message, stop=stop, key=by_job_id)
+        await consume(
+            bus.js,
+            JOBS_STREAM,
+            DURABLE,
+            orchestrator.handle_message,
+            stop=stop,
+            key=by_job_id,
+            pipeline=GROUP_LIMIT,  # a job's queued messages are decided together (Orchestrator.apply)
+        )
     finally:
         stop.set()
         if watching_cluster is not None:

@@ -7,7 +7,7 @@ growing delay. ``apply_events`` records event ids, so redeliveries change nothin
 The consume loop hands over one message per job at a time, many jobs at once. Committing each
 on its own would queue every commit (and the API's writes) behind the others on SQLite's one
 writer, so the ``Projector`` commits together what arrived while the previous commit ran (a
-group commit, adapters/grouping.py): a handler returns, and its message is acked, only once its
+group commit, libs/backbone/grouping.py): a handler returns, and its message is acked, only once its
 event is committed. A batch that fails as a whole is retried event by event, so one bad event
 fails alone. One job's events come in stream order, several at a time (the consume loop's
 pipeline), and share a commit too: a job of 10,000 tasks is not 20,000 transactions.
@@ -23,8 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from libs.backbone.consuming import Handler
 from libs.backbone.errors import TemporaryError
+from libs.backbone.grouping import GroupCommit
 from libs.protocol.events import EventBase, decode_event
-from services.rest.adapters.grouping import GroupCommit
 from services.rest.adapters.projecting import apply_event, apply_events
 
 # Bounds how long one commit holds SQLite's writer, and so how long a submission may wait for it.

@@ -10,12 +10,13 @@ import pytest
 
 from libs.backbone.connecting import Bus
 from libs.backbone.topology import ensure_topology
-from libs.protocol.events import EventBase, JobStopRequested
+from libs.protocol.events import EventBase, JobState, JobStopRequested
 from services.orchestrator.adapters.local import LocalExecutor, TaskExit
 from services.orchestrator.adapters.state import FrameworkStore
 from services.orchestrator.handlers import Orchestrator
 from tests.orchestrator.jobs import job_config
-from tests.orchestrator.sim import scheduled, submitted
+from tests.orchestrator.sim import JOB, completed, scheduled, submitted
+from tests.orchestrator.sim import config as sim_config
 
 
 class Crash(BaseException):
@@ -328,3 +329,64 @@ async def test_a_finished_job_leaves_the_stores_memory(bus: Bus, tmp_path: Path)
     stored = await orch.store.get("job1")  # read from KV again when asked
     assert stored is not None
     assert stored.value.outcome == "STOPPED"
+
+
+class CountingExecutor:
+    """Spawns nothing; counts what it is asked to start."""
+
+    def __init__(self) -> None:
+        self.started: list[Any] = []
+
+    async def start(self, framework: Any, key: Any) -> tuple[int, Path]:
+        self.started.append(key)
+        return 50_000 + len(self.started), Path("/nonexistent")
+
+    def release(self, *args: Any) -> None:
+        return None
+
+
+async def test_one_jobs_messages_handed_in_together_are_decided_together_and_each_once(bus: Bus) -> None:
+    tasks = 200
+    cfg = sim_config({"worker": {"instances": tasks}})
+    await ensure_topology(bus.js)
+    store = await FrameworkStore.open(bus.js)
+    published: list[EventBase] = []
+
+    async def publish(event: EventBase) -> None:
+        published.append(event)
+
+    executor = CountingExecutor()
+    orch = Orchestrator(store, executor, publish)  # type: ignore[arg-type]
+    await orch.apply(JOB, submitted(cfg))
+    await orch.apply(JOB, scheduled(cfg))
+    assert len(executor.started) == tasks
+    writes = [0]
+    save = store.save
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        writes[0] += 1
+        return await save(*args, **kwargs)
+
+    store.save = counted  # type: ignore[method-assign]
+    staged: list[int] = []
+    stage = store._stage
+
+    async def staging(job_id: str, token: str, records: Any, outbox: Any) -> Any:
+        staged.append(len(records))
+        return await stage(job_id, token, records, outbox)
+
+    store._stage = staging  # type: ignore[method-assign]
+    # As the consume loop hands them over: in stream order, the next before the previous is done.
+    exits = [completed((0, "worker", i, 0), 0) for i in range(tasks)]
+    await asyncio.gather(*(orch.apply(JOB, e) for e in [*exits, exits[7]]))  # one redelivered
+    assert writes[0] <= tasks // 10, writes  # a few groups, not one write per completion
+    # What the job's value carries does not grow group after group (tasks go to their own values),
+    # so no group needs its tasks staged in pieces.
+    assert staged == []
+    stored = await store.get(JOB)
+    assert stored is not None
+    assert stored.value.outcome is not None
+    done = [e for e in published if getattr(e, "type", None) == "job.completed"]
+    assert [getattr(e, "state", None) for e in done] == [JobState.SUCCEEDED]
+    assert len(executor.started) == tasks  # no task started twice
+    assert orch._batches == {}

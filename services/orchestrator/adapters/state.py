@@ -302,12 +302,14 @@ class FrameworkStore:
             ]
             revisions = kept.revisions if kept is not None else {}
         finished = framework.outcome is not None and not framework.outbox
-        small = len(changed) < CARRIED_TASKS
-        if carried and small and (finished or len(carried) + len(changed) > CARRIED_TASKS):
+        few = len(changed) <= INLINE_TASKS
+        if carried and few and (finished or len(carried) + len(changed) > CARRIED_TASKS):
             # What the job's value carries is decided already (it is in the value at `revision`):
             # copied to the tasks' own values now, the new value can leave it out. A decision
             # that changes many tasks (a placement, its launches) skips this, so tasks that are
-            # about to change again are not written one by one in between.
+            # about to change again are not written one by one in between; a group of a job's
+            # events (at most INLINE_TASKS of them: its completions) does not, or what the value
+            # carries would grow with every group.
             assert revision is not None
             await self._write_tasks(job_id, list(carried.values()), revision, revisions)
             carried = {}

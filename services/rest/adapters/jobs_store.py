@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
-from services.rest.adapters.grouping import GroupCommit
+from libs.backbone.grouping import GroupCommit
 from services.rest.adapters.tables import SEARCH_SEPARATOR, applied_events, job_attempts, jobs, task_attempts
 
 Row = dict[str, Any]
@@ -79,7 +79,7 @@ async def insert_jobs(engine: AsyncEngine, rows: Sequence[Row]) -> list[None]:
 
 
 class JobInserter:
-    """Submissions' rows, inserted in groups (see adapters/grouping.py); a duplicate fails alone."""
+    """Submissions' rows, inserted in groups (see libs/backbone/grouping.py); a duplicate fails alone."""
 
     def __init__(self, engine: AsyncEngine, *, max_batch: int = 64) -> None:
         self._group: GroupCommit[Row, None] = GroupCommit(

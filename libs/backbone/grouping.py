@@ -6,6 +6,9 @@ write on its own queues them all behind each other; a ``GroupCommit`` instead co
 whatever arrived while the previous commit ran. Each caller still waits for its own item's
 commit and gets its own result or error: a batch that fails as a whole is retried item by item,
 so one bad item (a duplicate name, a malformed event) fails alone.
+
+Used by REST (the projection's events, the submissions' rows) and by the orchestrator, which
+decides a job's queued events together and writes the job's state once for them.
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ class GroupCommit(Generic[T, R]):
         self._waiting: list[tuple[T, asyncio.Future[R]]] = []
         self._writer: asyncio.Task[None] | None = None
 
+    @property
+    def idle(self) -> bool:
+        """Nothing waits and nothing is being written."""
+        return not self._waiting and (self._writer is None or self._writer.done())
+
     async def submit(self, item: T) -> R:
         """Write ``item``; returns (or raises) once its group is committed."""
         done: asyncio.Future[R] = asyncio.get_running_loop().create_future()
@@ -49,16 +57,27 @@ class GroupCommit(Generic[T, R]):
 
     async def _write(self) -> None:
         # Started on the next turn of the loop, so callers woken together share the first commit.
-        while self._waiting:
-            batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch :]
-            try:
-                results = await self._many([item for item, _ in batch])
-            except Exception:
-                await self._one_by_one(batch)
-                continue
-            for (_, done), result in zip(batch, results, strict=True):
+        batch: list[tuple[T, asyncio.Future[R]]] = []
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch :]
+                try:
+                    results = await self._many([item for item, _ in batch])
+                except Exception:
+                    await self._one_by_one(batch)
+                    continue
+                for (_, done), result in zip(batch, results, strict=True):
+                    if not done.done():
+                        done.set_result(result)
+        except BaseException as exc:  # cancelled, or the process is going down: tell every caller
+            waiting, self._waiting = [*batch, *self._waiting], []
+            for _, done in waiting:
                 if not done.done():
-                    done.set_result(result)
+                    if isinstance(exc, asyncio.CancelledError):
+                        done.cancel()
+                    else:
+                        done.set_exception(exc)
+            raise
 
     async def _one_by_one(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
         for item, done in batch:
