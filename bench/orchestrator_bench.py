@@ -36,7 +36,7 @@ from services.orchestrator.adapters.state import FrameworkStore, SubmissionReade
 from services.orchestrator.app import CONSUMER, DURABLE, OrchestratorSettings, main
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context, TaskLaunched
-from services.orchestrator.handlers import Orchestrator
+from services.orchestrator.handlers import GROUP_LIMIT, Orchestrator
 from tests.orchestrator.jobs import job_config
 from tests.orchestrator.service_support import submit, watch_jobs
 from tests.orchestrator.sim import T0, completed, config, scheduled, submitted
@@ -247,7 +247,15 @@ async def platform_job(tasks: int) -> dict[str, float]:
             )
             executor.on_exit = orchestrator.on_task_exit
             consuming = asyncio.create_task(
-                consume(bus.js, JOBS_STREAM, DURABLE, orchestrator.handle_message, stop=stop, key=by_job_id)
+                consume(
+                    bus.js,
+                    JOBS_STREAM,
+                    DURABLE,
+                    orchestrator.handle_message,
+                    stop=stop,
+                    key=by_job_id,
+                    pipeline=GROUP_LIMIT,  # as the service consumes
+                )
             )
             watcher = await nats.connect(info.nats_url, user=info.nats_user, password=info.nats_password)
             largest = {"job stream": 0, "framework bucket": 0}

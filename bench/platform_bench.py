@@ -234,7 +234,10 @@ async def main(n: int, clients: int, seconds: float) -> None:
     cpu_used.pop("tasks", None)
     print(f"    {cpu_line(cpu_used, len(queued))}")
     print(f"  jobs that run (one task process each): {len(accepted) / load_seconds:.0f} jobs/s accepted")
-    print(f"  {reached} of them reached running within {drained:.1f} s of the load's start")
+    print(
+        f"  {reached} of them reached running within {drained:.1f} s of the load's start: "
+        f"{reached / drained:.1f} jobs/s that run"
+    )
     print(f"  {ran} of them completed; {cpu_line(run_cpu, ran)}")
 
 
