@@ -24,19 +24,17 @@ import nats
 from pydantic import SecretStr
 
 from libs.backbone.connecting import connect
-from libs.backbone.consuming import by_job_id, consume
 from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.provisioning import ensure_consumer
 from libs.backbone.topology import ensure_topology, publish_event
 from libs.embedded.platform import EmbeddedPlatform, free_port
 from libs.protocol.events import JobCompleted, decode_event
-from libs.protocol.subjects import JOBS_STREAM
 from services.orchestrator.adapters.local import TaskExit
 from services.orchestrator.adapters.state import FrameworkStore, SubmissionReader
-from services.orchestrator.app import CONSUMER, DURABLE, OrchestratorSettings, main
+from services.orchestrator.app import CONSUMER, OrchestratorSettings, consume_jobs, main
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context, TaskLaunched
-from services.orchestrator.handlers import GROUP_LIMIT, Orchestrator
+from services.orchestrator.handlers import Orchestrator
 from tests.orchestrator.jobs import job_config
 from tests.orchestrator.service_support import submit, watch_jobs
 from tests.orchestrator.sim import T0, completed, config, scheduled, submitted
@@ -246,17 +244,7 @@ async def platform_job(tasks: int) -> dict[str, float]:
                 submissions=SubmissionReader(bus.js),
             )
             executor.on_exit = orchestrator.on_task_exit
-            consuming = asyncio.create_task(
-                consume(
-                    bus.js,
-                    JOBS_STREAM,
-                    DURABLE,
-                    orchestrator.handle_message,
-                    stop=stop,
-                    key=by_job_id,
-                    pipeline=GROUP_LIMIT,  # as the service consumes
-                )
-            )
+            consuming = asyncio.create_task(consume_jobs(bus.js, orchestrator, stop))  # as the service does
             watcher = await nats.connect(info.nats_url, user=info.nats_user, password=info.nats_password)
             largest = {"job stream": 0, "framework bucket": 0}
             done = asyncio.Event()

@@ -157,6 +157,14 @@ async def pod_log_reply(executor: KubernetesExecutor, raw: bytes) -> dict[str, o
     return window(data[start : start + limit], start, len(data))
 
 
+async def consume_jobs(js: JetStreamContext, orchestrator: Orchestrator, stop: asyncio.Event) -> None:
+    """The orchestrator's consume loop on the job stream, until `stop`: one queue per job, and a
+    job's queued messages handed over together, to be decided together (`Orchestrator.apply`)."""
+    await consume(
+        js, JOBS_STREAM, DURABLE, orchestrator.handle_message, stop=stop, key=by_job_id, pipeline=GROUP_LIMIT
+    )
+
+
 async def main(
     settings: OrchestratorSettings, stop: asyncio.Event, *, ready: asyncio.Event | None = None
 ) -> None:
@@ -235,15 +243,7 @@ async def main(
         )
         if ready is not None:
             ready.set()
-        await consume(
-            bus.js,
-            JOBS_STREAM,
-            DURABLE,
-            orchestrator.handle_message,
-            stop=stop,
-            key=by_job_id,
-            pipeline=GROUP_LIMIT,  # a job's queued messages are decided together (Orchestrator.apply)
-        )
+        await consume_jobs(bus.js, orchestrator, stop)
     finally:
         stop.set()
         if watching_cluster is not None:
