@@ -35,6 +35,7 @@ from services.orchestrator.app import CONSUMER, OrchestratorSettings, consume_jo
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context, TaskLaunched
 from services.orchestrator.handlers import Orchestrator
+from tests.orchestrator.executors import InstantExecutor
 from tests.orchestrator.jobs import job_config
 from tests.orchestrator.service_support import submit, watch_jobs
 from tests.orchestrator.sim import T0, completed, config, scheduled, submitted
@@ -77,35 +78,6 @@ async def service_round_trips(runs: int) -> list[float]:
         await bus.close()
         await server.stop()
         return times
-
-
-class InstantExecutor:
-    """Spawns nothing: the handler's own cost (decisions, KV writes, publishes) is what is timed."""
-
-    def __init__(self) -> None:
-        self.spawned = 0
-
-    async def start(self, framework: Any, key: Any) -> tuple[int, Path]:
-        self.spawned += 1
-        return 100_000 + self.spawned, Path("/nonexistent")
-
-    def adopt(self, *args: Any) -> None:
-        return None
-
-    def probe(self, *args: Any) -> Any:
-        raise NotImplementedError
-
-    async def stop(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    async def report(self, *args: Any) -> None:
-        return None
-
-    def release(self, *args: Any) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
 
 
 class WriteCounter:

@@ -7,7 +7,6 @@ with the job.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,40 +17,12 @@ from libs.protocol.events import EventBase
 from services.orchestrator.adapters.state import CARRIED_TASKS, FrameworkStore, TaskRecord, task_key
 from services.orchestrator.core.frameworks import Framework
 from services.orchestrator.handlers import Orchestrator
+from tests.orchestrator.executors import InstantExecutor
 from tests.orchestrator.sim import completed, config, scheduled, submitted
 
 
 class Crash(BaseException):
     """Stands for the process dying: nothing in the handler may catch it."""
-
-
-class InstantExecutor:
-    """Spawns nothing: every task 'starts' at once with a made-up pid."""
-
-    def __init__(self) -> None:
-        self.spawned = 0
-
-    async def start(self, framework: Any, key: Any) -> tuple[int, Path]:
-        self.spawned += 1
-        return 100_000 + self.spawned, Path("/nonexistent")
-
-    def adopt(self, *args: Any) -> None:
-        return None
-
-    def probe(self, *args: Any) -> Any:
-        raise NotImplementedError
-
-    async def stop(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    async def report(self, *args: Any) -> None:
-        return None
-
-    def release(self, *args: Any) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
 
 
 async def ignore(_event: EventBase) -> None:

@@ -14,6 +14,7 @@ from libs.protocol.events import EventBase, JobState, JobStopRequested
 from services.orchestrator.adapters.local import LocalExecutor, TaskExit
 from services.orchestrator.adapters.state import FrameworkStore
 from services.orchestrator.handlers import Orchestrator
+from tests.orchestrator.executors import InstantExecutor
 from tests.orchestrator.jobs import job_config
 from tests.orchestrator.sim import JOB, completed, scheduled, submitted
 from tests.orchestrator.sim import config as sim_config
@@ -331,20 +332,6 @@ async def test_a_finished_job_leaves_the_stores_memory(bus: Bus, tmp_path: Path)
     assert stored.value.outcome == "STOPPED"
 
 
-class CountingExecutor:
-    """Spawns nothing; counts what it is asked to start."""
-
-    def __init__(self) -> None:
-        self.started: list[Any] = []
-
-    async def start(self, framework: Any, key: Any) -> tuple[int, Path]:
-        self.started.append(key)
-        return 50_000 + len(self.started), Path("/nonexistent")
-
-    def release(self, *args: Any) -> None:
-        return None
-
-
 async def test_one_jobs_messages_handed_in_together_are_decided_together_and_each_once(bus: Bus) -> None:
     tasks = 200
     cfg = sim_config({"worker": {"instances": tasks}})
@@ -355,7 +342,7 @@ async def test_one_jobs_messages_handed_in_together_are_decided_together_and_eac
     async def publish(event: EventBase) -> None:
         published.append(event)
 
-    executor = CountingExecutor()
+    executor = InstantExecutor()
     orch = Orchestrator(store, executor, publish)  # type: ignore[arg-type]
     await orch.apply(JOB, submitted(cfg))
     await orch.apply(JOB, scheduled(cfg))
