@@ -8,7 +8,7 @@ in the embedded platform and docker-compose, an Ingress path rule on Kubernetes)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import aiohttp
 import structlog
@@ -18,38 +18,18 @@ from libs.backbone.connecting import connect
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.running import serve_until_stopped
 from libs.backbone.topology import ensure_topology
+from libs.web.errors import error_middleware
 from services.events import hooks, streaming
 from services.events.adapters.delivering import Deliveries
 from services.events.adapters.following import Hub
 from services.events.adapters.identity import Identities
 from services.events.core.webhooks import parse_networks
-from services.events.errors import ApiError
 from services.events.keys import DELIVERIES, HUB, IDENTITIES, SETTINGS
 from services.events.settings import EventsSettings
 
 log = structlog.get_logger(__name__)
 
 PREFIXES = ("/api", "/rest-server/api")
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@web.middleware
-async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except ApiError as exc:
-        return web.json_response(exc.body(), status=exc.status)
-    except web.HTTPException as exc:
-        if exc.status in (404, 405):
-            message = f"No API {request.method} {request.path}; see the REST API v2 reference."
-            return web.json_response({"code": "NoApiError", "message": message}, status=exc.status)
-        raise
-    except Exception:
-        log.exception("request failed", method=request.method, path=request.path)
-        return web.json_response(
-            {"code": "UnknownError", "message": "Internal error; the service log has the details."},
-            status=500,
-        )
 
 
 async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -86,7 +66,7 @@ async def close_streams(app: web.Application) -> None:
 
 
 def build_app(settings: EventsSettings) -> web.Application:
-    app = web.Application(middlewares=[error_middleware])
+    app = web.Application(middlewares=[error_middleware("see the REST API v2 reference.")])
     app[SETTINGS] = settings
     app.cleanup_ctx.append(bus_ctx)
     app.on_shutdown.append(close_streams)

@@ -2,33 +2,7 @@
 
 from __future__ import annotations
 
+from libs.web.errors import ApiError, forbidden, not_found, unauthorized, unavailable
+from libs.web.errors import invalid as invalid_parameters
 
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-    def body(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message}
-
-
-def invalid_parameters(message: str) -> ApiError:
-    return ApiError(400, "InvalidParametersError", message)
-
-
-def unauthorized(message: str = "Guest is not allowed to do this operation; log in first.") -> ApiError:
-    return ApiError(401, "UnauthorizedUserError", message)
-
-
-def forbidden(message: str) -> ApiError:
-    return ApiError(403, "ForbiddenUserError", message)
-
-
-def not_found(message: str) -> ApiError:
-    return ApiError(404, "NotFoundError", message)
-
-
-def unavailable(message: str) -> ApiError:
-    return ApiError(503, "ServiceUnavailableError", message)
+__all__ = ["ApiError", "forbidden", "invalid_parameters", "not_found", "unauthorized", "unavailable"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import aiohttp
 import structlog
@@ -21,42 +21,19 @@ from libs.backbone.heartbeats import beat_forever
 from libs.backbone.running import serve_until_stopped
 from libs.backbone.sql import create_engine
 from libs.backbone.topology import ensure_topology
+from libs.web.errors import error_middleware
 from services.marketplace import handlers
 from services.marketplace.adapters.announcing import Announcer
 from services.marketplace.adapters.asking import Rest
 from services.marketplace.adapters.counting import count_uses
 from services.marketplace.adapters.seeding import STARTERS, seed
 from services.marketplace.adapters.storing import Store, migrate
-from services.marketplace.errors import ApiError
 from services.marketplace.keys import ANNOUNCER, REST, SETTINGS, STORE
 from services.marketplace.settings import MarketplaceSettings
 
 log = structlog.get_logger(__name__)
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 BODY_BYTES = 1024 * 1024
-
-
-@web.middleware
-async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except ApiError as exc:
-        return web.json_response(exc.body(), status=exc.status)
-    except web.HTTPException as exc:
-        if exc.status in (404, 405):
-            message = f"No API {request.method} {request.path}; see docs/marketplace.md for the routes."
-            return web.json_response({"code": "NoApiError", "message": message}, status=exc.status)
-        if exc.status == 413:
-            message = f"The body is over {BODY_BYTES:,} bytes; shorten the description or the protocol."
-            return web.json_response({"code": "RequestEntityTooLargeError", "message": message}, status=413)
-        raise
-    except Exception:
-        log.exception("request failed", method=request.method, path=request.path)
-        return web.json_response(
-            {"code": "UnknownError", "message": "Internal error; the service log has the details."},
-            status=500,
-        )
 
 
 async def database_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -106,7 +83,11 @@ async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 def build_app(settings: MarketplaceSettings) -> web.Application:
-    app = web.Application(middlewares=[error_middleware], client_max_size=BODY_BYTES)
+    too_large = f"The body is over {BODY_BYTES:,} bytes; shorten the description or the protocol."
+    app = web.Application(
+        middlewares=[error_middleware("see docs/marketplace.md for the routes.", too_large)],
+        client_max_size=BODY_BYTES,
+    )
     app[SETTINGS] = settings
     app.cleanup_ctx.append(database_ctx)
     app.cleanup_ctx.append(rest_ctx)

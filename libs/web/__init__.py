@@ -1,0 +1,1 @@
+"""What the platform's smaller HTTP services share: OpenPAI-shaped errors and their middleware."""
