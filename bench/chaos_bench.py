@@ -58,9 +58,9 @@ prerequisites:
   - {{name: image, type: dockerimage, uri: python:3.11-slim}}
 taskRoles:
   work:
-    instances: 2
+    instances: {instances}
     dockerImage: image
-    resourcePerInstance: {{cpu: 1, memoryMB: 16, gpu: 0}}
+    resourcePerInstance: {{cpu: {cpu}, memoryMB: 16, gpu: 0}}
     commands:
       - 'mktemp "{markers}/{marker}.XXXXXX" >/dev/null'
       - sleep {work}
@@ -88,6 +88,7 @@ class Report:
     # Why each job that did not succeed ended as it did, from its detail (job name -> reason).
     unsuccessful: dict[str, str] = field(default_factory=dict)
     executions: int = 0
+    expected: int = 0  # task executions without retries: two per accepted job, and the large job's
     kills: list[Kill] = field(default_factory=list)
     client_errors: collections.Counter[str] = field(default_factory=collections.Counter)
     seconds: float = 0.0
@@ -108,6 +109,7 @@ class Report:
             "twice": sum(self.twice.values()),
             "unsuccessful": self.unsuccessful,
             "executions": self.executions,
+            "expected": self.expected,
             "client_errors": dict(self.client_errors),
             "kills": [k.__dict__ for k in self.kills],
             "seconds": round(self.seconds, 1),
@@ -256,8 +258,10 @@ async def run(
     settle: float,
     data_dir: Path,
     kill_only: tuple[str, ...] = (),
+    large: int = 0,
 ) -> Report:
-    """One chaos run; `kill_only` names the processes killed each round (empty: every one)."""
+    """One chaos run; `kill_only` names the processes killed each round (empty: every one);
+    `large`, when above 0, adds one job of that many tasks (no CPU asked), submitted first."""
     rng = random.Random(seed)
     report = Report(jobs=jobs)
     markers = data_dir.parent / "markers"
@@ -302,6 +306,13 @@ async def run(
         await client.login()
         accepted: set[str] = set()
         names = [f"chaos-{i:05d}" for i in range(jobs)]
+        if large:
+            text = JOB.format(
+                name="chaos-large", instances=large, cpu=0, markers=markers, marker=MARKER, work=work
+            )
+            if await client.submit("chaos-large", text):
+                accepted.add("chaos-large")
+                report.expected += large
         queue: asyncio.Queue[str] = asyncio.Queue()
         for name in names:
             queue.put_nowait(name)
@@ -309,10 +320,10 @@ async def run(
         async def submitter() -> None:
             while not queue.empty():
                 name = queue.get_nowait()
-                if await client.submit(
-                    name, JOB.format(name=name, markers=markers, marker=MARKER, work=work)
-                ):
+                text = JOB.format(name=name, instances=2, cpu=1, markers=markers, marker=MARKER, work=work)
+                if await client.submit(name, text):
                     accepted.add(name)
+                    report.expected += 2
 
         submitting = [asyncio.create_task(submitter()) for _ in range(concurrency)]
 
@@ -372,7 +383,7 @@ def print_report(report: Report) -> None:
     print(f"jobs {report.jobs}: accepted {report.accepted}, listed {report.listed}, final {report.final}")
     print(f"states: {report.by_state}")
     print(f"lost {len(report.lost)}  stuck {len(report.stuck)}  twice {sum(report.twice.values())}")
-    print(f"task executions: {report.executions} (expected {2 * report.accepted} without retries)")
+    print(f"task executions: {report.executions} (expected {report.expected} without retries)")
     print("kills:")
     for kill in report.kills:
         back = f"{kill.api_back:.2f} s" if kill.api_back is not None else "never"
@@ -410,6 +421,9 @@ def main() -> int:
         metavar="NAME",
         help="kill only this process each round (nats or a service; repeatable; default: all)",
     )
+    parser.add_argument(
+        "--large", type=int, default=0, metavar="TASKS", help="also one job of TASKS tasks, submitted first"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON too")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pai-chaos-") as tmp:
@@ -423,6 +437,7 @@ def main() -> int:
                 args.settle,
                 Path(tmp) / "data",
                 tuple(args.kill),
+                args.large,
             )
         )
     print_report(report)
