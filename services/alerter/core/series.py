@@ -35,12 +35,40 @@ class _Value:
     since: float | None = None
 
 
+Key = tuple[str, LabelSet]
+INDEXED_LABEL = "job_id"
+"""Value series are also found by this label: a job's end removes its series without a scan of all."""
+
+
+def _indexed(labels: LabelSet) -> str | None:
+    for label, value in labels:
+        if label == INDEXED_LABEL:
+            return value
+    return None
+
+
 class SeriesStore:
     """Values by (name, labels); "touch" series report their age in seconds when read."""
 
     def __init__(self) -> None:
-        self._values: dict[tuple[str, LabelSet], _Value] = {}
-        self._touched: dict[tuple[str, LabelSet], float] = {}
+        self._values: dict[Key, _Value] = {}
+        self._touched: dict[Key, float] = {}
+        self._by_job: dict[str, set[Key]] = {}
+
+    def _candidates(self, match: Mapping[str, str]) -> list[Key]:
+        if INDEXED_LABEL in match:
+            return list(self._by_job.get(match[INDEXED_LABEL], ()))
+        return list(self._values)
+
+    def _drop(self, key: Key) -> None:
+        del self._values[key]
+        job = _indexed(key[1])
+        if job is not None:
+            keys = self._by_job.get(job)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_job[job]
 
     def set(
         self,
@@ -56,19 +84,23 @@ class SeriesStore:
         if held is not None and held.value == value and held.since is not None:
             since = held.since if since is None else min(since, held.since)
         self._values[key] = _Value(value, expires_at, since)
+        if held is None:
+            job = _indexed(key[1])
+            if job is not None:
+                self._by_job.setdefault(job, set()).add(key)
 
     def delete(self, name: str, **match: str) -> int:
         """Remove every series of ``name`` whose labels include ``match``; returns how many."""
-        doomed = [key for key in self._values if key[0] == name and _includes(key[1], match)]
+        doomed = [key for key in self._candidates(match) if key[0] == name and _includes(key[1], match)]
         for key in doomed:
-            del self._values[key]
+            self._drop(key)
         return len(doomed)
 
     def delete_labelled(self, **match: str) -> int:
         """Remove every value series (of any name) whose labels include ``match``."""
-        doomed = [key for key in self._values if _includes(key[1], match)]
+        doomed = [key for key in self._candidates(match) if _includes(key[1], match)]
         for key in doomed:
-            del self._values[key]
+            self._drop(key)
         return len(doomed)
 
     def touch(self, name: str, labels: Mapping[str, str], now: float) -> None:
@@ -82,7 +114,7 @@ class SeriesStore:
     def samples(self, now: float) -> Iterator[Sample]:
         """Every live series at ``now``; expired values are dropped on the way."""
         for key in [k for k, v in self._values.items() if v.expires_at is not None and v.expires_at <= now]:
-            del self._values[key]
+            self._drop(key)
         for (name, labels), held in self._values.items():
             yield Sample(name, dict(labels), held.value, held.since)
         for (name, labels), seen in self._touched.items():
