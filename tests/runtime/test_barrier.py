@@ -1,0 +1,42 @@
+"""The gang barrier: who is missing comes from one listing, and a large gang polls less often."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runtime import barrier
+from runtime.spec import TaskPlacement
+
+
+def test_missing_peers_are_those_without_a_ready_file(tmp_path: Path) -> None:
+    expected = [("worker", i) for i in range(5)]
+    assert barrier.missing_peers(tmp_path / "absent", expected) == [f"worker-{i}" for i in range(5)]
+    for i in (0, 3):
+        barrier.announce(tmp_path, TaskPlacement(role="worker", index=i, host_ip="127.0.0.1"))
+    (tmp_path / ".worker-1.ready.77.tmp").write_text("{}")  # a peer still writing its file
+    assert barrier.missing_peers(tmp_path, expected) == ["worker-1", "worker-2", "worker-4"]
+
+
+def test_the_poll_interval_grows_with_the_gang_up_to_half_a_second() -> None:
+    assert barrier.poll_interval(2) == barrier.POLL_INTERVAL_S
+    assert barrier.poll_interval(99) == barrier.POLL_INTERVAL_S
+    assert barrier.poll_interval(501) == 5 * barrier.POLL_INTERVAL_S
+    assert barrier.poll_interval(10_000) == barrier.MAX_POLL_INTERVAL_S
+
+
+def test_a_waiting_task_polls_at_its_gangs_interval_and_passes_once_all_are_ready(tmp_path: Path) -> None:
+    expected = [("worker", i) for i in range(300)]
+    for i in range(299):
+        barrier.announce(tmp_path, TaskPlacement(role="worker", index=i, host_ip="127.0.0.1"))
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+        if len(slept) == 3:  # the last peer arrives while this task waits
+            barrier.announce(tmp_path, TaskPlacement(role="worker", index=299, host_ip="127.0.0.1"))
+
+    missing = barrier.wait_for_peers(tmp_path, expected, 60.0, clock=lambda: now[0], sleep=sleep)
+    assert missing == []
+    assert slept == [barrier.poll_interval(300)] * 3
