@@ -179,3 +179,24 @@ async def test_a_value_of_the_former_layout_is_read_and_rewritten_in_the_new(bus
     await store.save("job1", read.value, revision)
     assert (await fresh_read(bus)).model_dump() == framework.model_dump()
     assert (await kv.get(task_key("job1", 0, 4))).value
+
+
+async def test_every_job_is_listed_for_recovery_even_when_the_buckets_listing_comes_back_short(
+    bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for job_id in ("j1", "j2", "j3"):
+        await started_job(bus, 2, job_id)
+    store = await FrameworkStore.open(bus.js)
+    read = store._read
+
+    async def short(pattern: str) -> list[tuple[str, bytes, int]]:
+        found = await read(pattern)
+        return found[:1] if pattern == "*" else found  # as a watch on a recovering bus can answer
+
+    monkeypatch.setattr(store, "_read", short)
+    assert sorted(await store.job_ids()) == ["j1", "j2", "j3"]
+    await store._kv.purge("j3")  # a key whose value is gone: listed maybe, and read as absent
+    assert set(await store.job_ids()) >= {"j1", "j2"}
+    fresh = await FrameworkStore.open(bus.js)
+    assert await fresh.get("j3") is None
+    assert await fresh.settled("j3")

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
+import nats.errors
 import structlog
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
@@ -433,7 +434,35 @@ class FrameworkStore:
         self._known.pop(job_id, None)
 
     async def job_ids(self) -> list[str]:
-        return [key for key, _value, _revision in await self._read("*")]
+        """Every job with a value in the bucket.
+
+        A watch's listing can come back short (its "nothing pending" can come first, and on a bus
+        that has just restarted a value can be dropped while the watch is set up), and a job left
+        out of a restart's recovery would never finish: the stream's own list of the bucket's
+        subjects is read too, and a job named by either is in. A listed key whose value has since
+        been deleted reads as absent, which every caller allows for.
+        """
+        listed = [key for key, _value, _revision in await self._read("*")]
+        seen = set(listed)
+        for key in await self._subjects("*"):
+            if key not in seen:
+                seen.add(key)
+                listed.append(key)
+        return listed
+
+    async def _subjects(self, pattern: str, attempts: int = 5) -> list[str]:
+        """The keys matching `pattern` that the bucket's stream holds messages for."""
+        prefix = self._kv._pre
+        for attempt in range(attempts):
+            try:
+                info = await self._kv._js.stream_info(self._kv._stream, subjects_filter=f"{prefix}{pattern}")
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+                if attempt == attempts - 1:
+                    raise
+                await asyncio.sleep(0.5)
+                continue
+            return [subject[len(prefix) :] for subject in (info.state.subjects or {})]
+        return []
 
 
 def _framework(
