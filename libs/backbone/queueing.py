@@ -74,22 +74,16 @@ class KeyedWorkQueue:
         queue = self._queues[key]
         try:
             while queue:
-                if self.pipeline == 1 or len(queue) == 1:
-                    try:
-                        await self._guarded(key, queue[0])
-                    finally:
-                        queue.popleft()
-                        self._pending -= 1
-                        await self._notify()
-                    continue
-                items = [queue[i] for i in range(min(len(queue), self.pipeline))]
+                n = min(len(queue), self.pipeline)
                 try:
-                    # gather starts them in order, each up to its first wait before the next.
-                    await asyncio.gather(*(self._guarded(key, work) for work in items))
+                    if n == 1:
+                        await self._guarded(key, queue[0])
+                    else:  # gather starts them in order, each up to its first wait before the next
+                        await asyncio.gather(*(self._guarded(key, queue[i]) for i in range(n)))
                 finally:
-                    for _ in items:
+                    for _ in range(n):
                         queue.popleft()
-                    self._pending -= len(items)
+                    self._pending -= n
                     await self._notify()
         finally:
             # Dropped whether drained or cancelled; anything left was cancelled with it.

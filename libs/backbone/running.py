@@ -21,12 +21,8 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 import structlog
-
-if TYPE_CHECKING:
-    from aiohttp import web
 
 log = structlog.get_logger(__name__)
 
@@ -110,24 +106,3 @@ def run_service(main: Main) -> None:
         sys.exit(130)
     log.info("service stopped")
     sys.exit(0)
-
-
-async def serve_until_stopped(
-    app: web.Application, host: str, port: int, stop: asyncio.Event, *, name: str
-) -> None:
-    """Serve an aiohttp application on ``host:port`` until ``stop`` is set, then drain it.
-
-    The drain waits at most 5 s for requests in flight; the services that serve HTTP (the event
-    gateway, the marketplace) all stop this way.
-    """
-    from aiohttp import web  # here, not at the top: most services serve no HTTP
-
-    runner = web.AppRunner(app, shutdown_timeout=5.0)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    log.info(f"{name} listening", host=host, port=port)
-    try:
-        await stop.wait()
-    finally:
-        await runner.cleanup()

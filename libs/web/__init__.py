@@ -1,1 +1,2 @@
-"""What the platform's smaller HTTP services share: OpenPAI-shaped errors and their middleware."""
+"""What the platform's smaller HTTP services share: OpenPAI-shaped errors, their middleware, and
+serving until stopped."""

@@ -16,9 +16,9 @@ from aiohttp import web
 
 from libs.backbone.connecting import connect
 from libs.backbone.heartbeats import beat_forever
-from libs.backbone.running import serve_until_stopped
 from libs.backbone.topology import ensure_topology
 from libs.web.errors import error_middleware
+from libs.web.serving import serve_until_stopped
 from services.events import hooks, streaming
 from services.events.adapters.delivering import Deliveries
 from services.events.adapters.following import Hub

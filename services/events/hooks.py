@@ -12,10 +12,10 @@ from typing import Any
 
 from aiohttp import web
 
+from libs.web.errors import invalid, not_found
 from services.events.adapters.delivering import AddressRefused, check_reachable
 from services.events.core.filters import Caller, FilterError
 from services.events.core.webhooks import Webhook, check_body
-from services.events.errors import invalid_parameters, not_found
 from services.events.keys import DELIVERIES
 from services.events.streaming import authenticate
 
@@ -26,9 +26,9 @@ async def _body(request: web.Request) -> dict[str, Any]:
     try:
         body = await request.json()
     except ValueError:
-        raise invalid_parameters("The body must be a JSON object (Content-Type: application/json).") from None
+        raise invalid("The body must be a JSON object (Content-Type: application/json).") from None
     if not isinstance(body, dict):
-        raise invalid_parameters("The body must be a JSON object, not a list or a scalar.")
+        raise invalid("The body must be a JSON object, not a list or a scalar.")
     return body
 
 
@@ -53,9 +53,9 @@ async def create_webhook(request: web.Request) -> web.Response:
         url, secret, flt = check_body(await _body(request))
         await check_reachable(url, deliveries.networks)
     except FilterError as exc:
-        raise invalid_parameters(exc.message) from None
+        raise invalid(exc.message) from None
     except AddressRefused as exc:
-        raise invalid_parameters(str(exc)) from None
+        raise invalid(str(exc)) from None
     query = flt.to_query()
     hook = await deliveries.create(
         Webhook(

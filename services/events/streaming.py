@@ -14,11 +14,11 @@ import contextlib
 
 from aiohttp import web
 
+from libs.web.errors import invalid, unauthorized, unavailable
 from services.events.adapters.identity import IdentityUnavailable
 from services.events.core import sse
 from services.events.core.cursors import Cursor, parse_cursor
 from services.events.core.filters import Caller, FilterError, parse_filter
-from services.events.errors import invalid_parameters, unauthorized, unavailable
 from services.events.keys import HUB, IDENTITIES, SETTINGS
 
 routes = web.RouteTableDef()
@@ -51,7 +51,7 @@ async def events(request: web.Request) -> web.StreamResponse:
             resume, name = request.query.get("since"), "since"
         start = parse_cursor(resume, streams, name) if resume else None
     except FilterError as exc:
-        raise invalid_parameters(exc.message) from None
+        raise invalid(exc.message) from None
     hub = request.app[HUB]
     keepalive = request.app[SETTINGS].events_keepalive_seconds
     subscriber, reached = hub.subscribe(caller, flt)

@@ -18,10 +18,10 @@ from aiohttp import web
 
 from libs.backbone.connecting import connect
 from libs.backbone.heartbeats import beat_forever
-from libs.backbone.running import serve_until_stopped
 from libs.backbone.sql import create_engine
 from libs.backbone.topology import ensure_topology
 from libs.web.errors import error_middleware
+from libs.web.serving import serve_until_stopped
 from services.marketplace import handlers
 from services.marketplace.adapters.announcing import Announcer
 from services.marketplace.adapters.asking import Rest

@@ -23,6 +23,15 @@ from libs.protocol.events import (
     MarketplaceItemUpdated,
 )
 from libs.protocol.limits import JobLimits
+from libs.web.errors import (
+    ApiError,
+    conflict,
+    forbidden,
+    invalid,
+    not_found,
+    unauthorized,
+    unavailable,
+)
 from services.marketplace.adapters.asking import IdentityUnavailable
 from services.marketplace.adapters.storing import Query
 from services.marketplace.core.items import (
@@ -43,15 +52,6 @@ from services.marketplace.core.items import (
     update_item,
 )
 from services.marketplace.core.jobs import job_for
-from services.marketplace.errors import (
-    ApiError,
-    conflict,
-    forbidden,
-    invalid,
-    not_found,
-    unauthorized,
-    unavailable,
-)
 from services.marketplace.keys import ANNOUNCER, REST, STORE
 
 PREFIX = "/marketplace/api"
