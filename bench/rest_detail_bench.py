@@ -2,11 +2,13 @@
 
 A job of TASKS tasks is submitted over HTTP to the REST app (a real nats-server, SQLite by
 default or PAI_BENCH_DATABASE_URL), its lifecycle (placement, every task started and completed,
-the job completed) applied to the read model in one batch of the projection, then the detail
+the job completed) applied to the read model by the projection, then the detail
 is asked for RUNS times. Printed: the median and the slowest answer, its size, and the parts
 (the SQL read of the tasks, building the answer, encoding it as JSON) timed alone.
 
-Command: .venv/bin/python bench/rest_detail_bench.py [TASKS] [RUNS]
+Command: .venv/bin/python bench/rest_detail_bench.py [TASKS] [RUNS] [BATCH]
+(BATCH: events per projection transaction, 64 by default as the service's consume loop hands
+them in)
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
 
-async def main(tasks: int, runs: int) -> None:
+async def main(tasks: int, runs: int, batch: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         async with EmbeddedNats(root / "nats") as nats:
@@ -106,8 +108,10 @@ async def main(tasks: int, runs: int) -> None:
                 assert response.status == 202, await response.text()
                 job_id = (await response.json())["jobId"]
                 engine = create_engine(settings.resolved_database_url())
+                events = lifecycle(job_id, tasks)
                 began = time.perf_counter()
-                await apply_events(engine, lifecycle(job_id, tasks))
+                for start in range(0, len(events), batch):  # as the consume loop hands them in
+                    await apply_events(engine, events[start : start + batch])
                 applied = time.perf_counter() - began
                 times = []
                 size = 0
@@ -137,7 +141,8 @@ async def main(tasks: int, runs: int) -> None:
         f"detail of a {tasks}-task job, {runs} runs: median {ms(statistics.median(times))}, "
         f"slowest {ms(max(times))}, {size / 1e6:.1f} MB; parts: SQL read of the tasks {ms(read)}, "
         f"taskRoles built {ms(building)}, JSON {ms(encoding)} "
-        f"(the lifecycle's {3 * tasks + 2} events projected in one batch in {applied:.1f} s)"
+        f"(the lifecycle's {3 * tasks + 2} events projected in batches of {batch} in {applied:.1f} s, "
+        f"{applied / (3 * tasks + 2) * 1000:.2f} ms an event)"
     )
 
 
@@ -153,6 +158,5 @@ def _job_row(detail: dict[str, Any], job_id: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    asyncio.run(
-        main(int(sys.argv[1]) if len(sys.argv) > 1 else 10_000, int(sys.argv[2]) if len(sys.argv) > 2 else 5)
-    )
+    numbers = [int(arg) for arg in sys.argv[1:4]]
+    asyncio.run(main(*(numbers + [10_000, 5, 64][len(numbers) :])))

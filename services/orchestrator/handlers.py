@@ -6,7 +6,8 @@ order and written once), always in this order, which is what makes a crash at an
 2. decide (pure) and write the new state with the revision read: the intention (a task to
    start, a task to stop, events to publish in the outbox) is on record before anything happens;
 3. carry out the effects: spawn (and feed the launch back through `apply`), stop, adopt, report;
-4. publish the outbox with deterministic event ids (the stream drops duplicates), then clear it.
+4. publish the outbox with deterministic event ids (the stream drops duplicates), then clear it;
+   a run of one kind of event of different tasks is sent together, anything else in order.
 
 A lost KV race re-reads and decides again. A write whose answer is lost with the bus may have
 been stored all the same (the server stored it and died before answering, or nats-py sent it from
@@ -291,12 +292,14 @@ class Orchestrator:
             current = await self.store.get(job_id)
             if current is None or not current.value.outbox:
                 return
-            for raw in current.value.outbox:
-                event = decode_event_dict(raw)
-                if isinstance(event, JobRetrying | JobCompleted):
-                    # Before the announcement, so whoever reacts to it finds the ports free.
-                    self.executor.release(job_id, event.attempt)
-                await self._publish_until_sent(event)
+            for run in publishing_runs([decode_event_dict(raw) for raw in current.value.outbox]):
+                for event in run:
+                    if isinstance(event, JobRetrying | JobCompleted):
+                        # Before the announcement, so whoever reacts to it finds the ports free.
+                        self.executor.release(job_id, event.attempt)
+                # A run is in flight together (its events are of different tasks, so their order
+                # among themselves means nothing); a run is stored before the next one is sent.
+                await asyncio.gather(*(self._publish_until_sent(event) for event in run))
             cleared = current.value.model_copy(update={"outbox": []})
             try:
                 await self.store.save(job_id, cleared, current.revision)
@@ -348,6 +351,44 @@ class Orchestrator:
             async with self._job_lock(job_id):
                 await self._flush_outbox(job_id)
         return count
+
+
+PUBLISH_WINDOW = 256
+"""The most outbox events in flight at once: a 10,000-task job's task.started events go out in
+dozens of round trips to the bus instead of ten thousand."""
+
+
+def publishing_runs(events: Sequence[EventBase]) -> list[list[EventBase]]:
+    """The outbox cut into runs that may be published concurrently: consecutive events of one
+    type, each of a different task (task.started of a decision's launches, say), at most
+    `PUBLISH_WINDOW` to a run. A job-level event is a run of its own, so it is stored after
+    everything before it in the outbox and before everything after it."""
+    runs: list[list[EventBase]] = []
+    keys: set[tuple[object, ...]] = set()
+    for event in events:
+        key = _task_key(event)
+        run = runs[-1] if runs else None
+        if (
+            run is None
+            or key is None
+            or _task_key(run[-1]) is None
+            or type(run[-1]) is not type(event)
+            or key in keys
+            or len(run) >= PUBLISH_WINDOW
+        ):
+            runs.append([event])
+            keys = {key} if key is not None else set()
+        else:
+            run.append(event)
+            keys.add(key)
+    return runs
+
+
+def _task_key(event: EventBase) -> tuple[object, ...] | None:
+    role, index = getattr(event, "role", None), getattr(event, "index", None)
+    if role is None or index is None:
+        return None
+    return (getattr(event, "attempt", None), role, index, getattr(event, "task_attempt", None))
 
 
 def decode_event_dict(raw: dict[str, object]) -> EventBase:

@@ -262,8 +262,13 @@ async def test_the_launches_of_a_large_job_are_recorded_in_one_write(bus: Bus, t
     await ensure_topology(bus.js)
     store = CountingStore(await FrameworkStore.open(bus.js))
     published: list[EventBase] = []
+    in_flight = [0, 0]  # now, most
 
     async def working(event: EventBase) -> None:
+        in_flight[0] += 1
+        in_flight[1] = max(in_flight)
+        await asyncio.sleep(0)  # the bus's round trip
+        in_flight[0] -= 1
         published.append(event)
 
     class InstantExecutor(LocalExecutor):
@@ -287,6 +292,7 @@ async def test_the_launches_of_a_large_job_are_recorded_in_one_write(bus: Bus, t
         range(100_001, 100_201)
     )
     assert len([e for e in published if getattr(e, "type", None) == "task.started"]) == 200
+    assert in_flight[1] == 200  # the task.started events went out together, not one by one
 
 
 async def test_a_crash_before_the_launches_are_recorded_adopts_every_spawned_task(

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from libs.backbone.queueing import KeyedWorkQueue
 from libs.protocol.events import (
     EventBase,
+    FailureInfo,
     JobCompleted,
     JobPending,
     JobScheduled,
@@ -244,3 +245,155 @@ async def test_one_jobs_many_events_share_commits_in_stream_order(engine: AsyncE
     assert {(r["task_index"], r["state"]) for r in rows} == {
         (i, "SUCCEEDED" if i % 2 == 0 else "FAILED") for i in range(tasks)
     }
+
+
+def busy_job(job_id: str) -> list[EventBase]:
+    """A job whose task events take every path of a run: rows placed and not, a task reported
+    ended before started, a retried task attempt, ports and notes on some starts only, a start
+    given twice, a failure with its rule, and another job's events cutting the runs."""
+    moment = iter(range(1, 10_000))
+
+    def at() -> datetime:
+        return datetime.fromtimestamp(1_780_000_000 + next(moment), tz=UTC)
+
+    def started(role: str, index: int, task_attempt: int = 0, **extra: Any) -> TaskStarted:
+        return TaskStarted(
+            job_id=job_id,
+            attempt=0,
+            role=role,
+            index=index,
+            task_attempt=task_attempt,
+            node="node-b",
+            pid=100 + index,
+            occurred_at=at(),
+            **extra,
+        )
+
+    def ended(role: str, index: int, code: int, task_attempt: int = 0, **extra: Any) -> TaskCompleted:
+        return TaskCompleted(
+            job_id=job_id,
+            attempt=0,
+            role=role,
+            index=index,
+            task_attempt=task_attempt,
+            exit_code=code,
+            occurred_at=at(),
+            **extra,
+        )
+
+    placements = tuple(
+        TaskPlacement(role=role, index=i, node="node-a", node_address="10.0.0.1", gpu_indices=(i,))
+        for role, count in (("worker", 6), ("ps", 2))
+        for i in range(count)
+    )
+    config = {"taskRoles": {"worker": {"instances": 6}, "ps": {"instances": 2}, "extra": {"instances": 1}}}
+    other = f"{job_id}-other"
+    rule = FailureInfo(code=-7351, phrase="disk full", type="permanent", reason="no space left")
+    return [
+        JobSubmitted(
+            job_id=job_id, user="alice", name=f"job-{job_id}", virtual_cluster="default", config=config
+        ),
+        submitted(other),
+        JobScheduled(job_id=job_id, attempt=0, placements=placements, occurred_at=at()),
+        ended("worker", 5, 0),  # ended before it is reported started
+        started("worker", 0),
+        started("worker", 1, address="10.0.0.9", ports={"http": [8080], "ssh": [22, 23]}),
+        started("worker", 2, note="runs as a local process"),
+        started("extra", 0),  # no placement row: made by the start itself
+        started("worker", 3),
+        TaskStarted(job_id=other, attempt=0, role="worker", index=0, node="node-c", pid=1, occurred_at=at()),
+        started("worker", 4),
+        started("worker", 5),
+        started("worker", 4),  # the same task attempt again, under another event id
+        started("ps", 0),
+        started("ps", 1),
+        ended("worker", 0, 0),
+        ended("worker", 1, 1, diagnostics="exit 1"),
+        ended("worker", 1, 1),  # again: a run breaks here
+        ended("worker", 2, -7351, failure=rule),
+        started("worker", 1, task_attempt=1),  # a retry: inherits its previous attempt's placement
+        ended("worker", 1, 0, task_attempt=1),
+        ended("worker", 3, 0),
+        ended("extra", 0, 0),
+        ended("ps", 0, 0),
+        JobCompleted(job_id=job_id, attempt=0, state=JobState.FAILED, exit_code=-7351, occurred_at=at()),
+    ]
+
+
+async def read_model(engine: AsyncEngine, job_id: str) -> dict[str, Any]:
+    """The job's rows, leaving out its id, name and the times its submission set."""
+    left_out = ("job_id", "id", "name", "search_text", "submission_time")
+
+    def strip(row: Any) -> dict[str, Any]:
+        return {k: v for k, v in dict(row).items() if k not in left_out}
+
+    found = await find_job(engine, "alice", f"job-{job_id}")
+    assert found is not None
+    return {
+        "job": {k: v for k, v in strip(found).items() if k != "created_time"},
+        "attempts": [strip(row) for row in await attempts_of(engine, job_id)],
+        "tasks": [strip(row) for row in await tasks_of(engine, job_id)],
+    }
+
+
+@pytest.mark.parametrize("batch", [2, 5, 64])
+async def test_runs_of_task_events_end_as_applying_them_one_by_one(engine: AsyncEngine, batch: int) -> None:
+    one_by_one, together = busy_job("single"), busy_job("runs")
+    for before_the_end in (True, False):  # compared while tasks run, and once the job is over
+        part = slice(None, -1) if before_the_end else slice(-1, None)
+        for e in one_by_one[part]:
+            assert await apply_events(engine, [e]) == [True]
+        outcomes = []
+        events = together[part]
+        for start in range(0, len(events), batch):
+            outcomes += await apply_events(engine, events[start : start + batch])
+        assert outcomes == [True] * len(events)
+        expected, got = await read_model(engine, "single"), await read_model(engine, "runs")
+        for rows in ("job", "attempts", "tasks"):
+            assert got[rows] == expected[rows], rows
+    states = {(t["role"], t["task_index"], t["task_attempt"]): t["state"] for t in got["tasks"]}
+    assert states[("worker", 5, 0)] == "SUCCEEDED"  # its end, reported first, stands
+    assert states[("worker", 1, 1)] == "SUCCEEDED"
+    retried = next(
+        t for t in got["tasks"] if (t["role"], t["task_index"], t["task_attempt"]) == ("worker", 1, 1)
+    )
+    assert (retried["ip"], retried["gpus"]) == ("10.0.0.9", "1")  # inherited from attempt 0
+
+
+async def test_a_run_of_task_events_is_a_few_statements(engine: AsyncEngine) -> None:
+    tasks = 60
+    placements = tuple(
+        TaskPlacement(role="worker", index=i, node="node-a", node_address="10.0.0.1") for i in range(tasks)
+    )
+    config = {"taskRoles": {"worker": {"instances": tasks}}}
+    await apply_events(
+        engine,
+        [
+            JobSubmitted(
+                job_id="many", user="alice", name="job-many", virtual_cluster="default", config=config
+            ),
+            JobScheduled(job_id="many", attempt=0, placements=placements),
+        ],
+    )
+    statements = [0]
+
+    def on_execute(*_args: Any) -> None:
+        statements[0] += 1
+
+    event.listen(engine.sync_engine, "before_cursor_execute", on_execute)
+    starts = [
+        TaskStarted(job_id="many", attempt=0, role="worker", index=i, node="node-a", pid=i)
+        for i in range(tasks)
+    ]
+    ends = [
+        TaskCompleted(job_id="many", attempt=0, role="worker", index=i, exit_code=0) for i in range(tasks)
+    ]
+    assert await apply_events(engine, starts) == [True] * tasks
+    assert await apply_events(engine, ends) == [True] * tasks
+    event.remove(engine.sync_engine, "before_cursor_execute", on_execute)
+    # Per batch: the applied ids read and written, the job's row, the run's rows read, the
+    # attempt and the job marked running, one executemany for the run.
+    assert statements[0] <= 16, statements[0]
+    tasks_now = await tasks_of(engine, "many")
+    assert [t["state"] for t in tasks_now] == ["SUCCEEDED"] * tasks
+    assert all(t["pid"] == t["task_index"] for t in tasks_now)

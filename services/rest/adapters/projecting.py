@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, case, func, insert, select, update
+from sqlalchemy import and_, bindparam, case, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from libs.protocol.events import (
@@ -127,9 +127,153 @@ async def apply_events(engine: AsyncEngine, events: Sequence[EventBase]) -> list
             )
             job_ids = list(dict.fromkeys(job_id for e in fresh if (job_id := _job_id(e)) is not None))
             rows = await _JobRows.read(conn, job_ids)
-            for event in fresh:
-                await _apply(conn, event, rows)
+            for run in _runs(fresh):
+                if len(run) > 1:
+                    await _apply_task_run(conn, run, rows)  # type: ignore[arg-type]
+                else:
+                    await _apply(conn, run[0], rows)
     return results
+
+
+TaskEvent = TaskStarted | TaskCompleted
+
+
+def _runs(events: Sequence[EventBase]) -> list[list[EventBase]]:
+    """Events cut into runs applied together: consecutive task.started (or task.completed) events
+    of one job, each of a different task attempt; every other event is a run of its own. Within
+    a run the order cannot matter (each event writes its own task's row), so a run is a few
+    statements however long it is, instead of one or two per event."""
+    runs: list[list[EventBase]] = []
+    keys: set[tuple[int, str, int, int]] = set()
+    for event in events:
+        run = runs[-1] if runs else None
+        key = _event_task_key(event) if isinstance(event, TaskStarted | TaskCompleted) else None
+        if (
+            run is None
+            or key is None
+            or type(run[-1]) is not type(event)
+            or _job_id(run[-1]) != _job_id(event)
+            or key in keys
+        ):
+            runs.append([event])
+            keys = {key} if key is not None else set()
+        else:
+            run.append(event)
+            keys.add(key)
+    return runs
+
+
+def _event_task_key(event: TaskEvent) -> tuple[int, str, int, int]:
+    return (event.attempt, event.role, event.index, event.task_attempt)
+
+
+async def _existing_tasks(
+    conn: AsyncConnection, job_id: str, run: Sequence[TaskEvent]
+) -> set[tuple[int, str, int, int]]:
+    """Which of the run's task attempts have a row (read by index, filtered here)."""
+    wanted = {_event_task_key(event) for event in run}
+    indexes = sorted({event.index for event in run})
+    found: set[tuple[int, str, int, int]] = set()
+    for start in range(0, len(indexes), _CHUNK):
+        result = await conn.execute(
+            select(
+                task_attempts.c.job_attempt,
+                task_attempts.c.role,
+                task_attempts.c.task_index,
+                task_attempts.c.task_attempt,
+            ).where(
+                task_attempts.c.job_id == job_id,
+                task_attempts.c.job_attempt.in_(sorted({event.attempt for event in run})),
+                task_attempts.c.task_index.in_(indexes[start : start + _CHUNK]),
+            )
+        )
+        found.update(key for key in ((a, r, i, t) for a, r, i, t in result) if key in wanted)
+    return found
+
+
+_KEY_PARAMS = {
+    "job_id": "k_job_id",
+    "job_attempt": "k_attempt",
+    "role": "k_role",
+    "task_index": "k_index",
+    "task_attempt": "k_task_attempt",
+}
+_RUN_UPDATES: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+
+def _run_update(kind: str, columns: tuple[str, ...]) -> Any:
+    """One UPDATE of a task attempt's row by its key, its values bound per row (for executemany);
+    built once per kind of event and set of columns."""
+    statement = _RUN_UPDATES.get((kind, columns))
+    if statement is None:
+        values: dict[str, Any] = {
+            column: bindparam(f"v_{column}", type_=task_attempts.c[column].type) for column in columns
+        }
+        if kind == "started":  # a task reported ended before it was reported started keeps its end
+            values["state"] = case(
+                (task_attempts.c.completed_time.is_(None), "RUNNING"), else_=task_attempts.c.state
+            )
+        statement = _RUN_UPDATES[(kind, columns)] = (
+            update(task_attempts)
+            .where(*(task_attempts.c[column] == bindparam(name) for column, name in _KEY_PARAMS.items()))
+            .values(**values)
+        )
+    return statement
+
+
+def _started_values(event: TaskStarted, at: int) -> dict[str, Any]:
+    """What a task.started writes to its task's row (besides its state)."""
+    # Older orchestrators sent neither address nor ports: keep what the placement said.
+    values: dict[str, Any] = {"node": event.node, "pid": event.pid, "launched_time": at}
+    if event.address:
+        values["ip"] = event.address
+    if event.ports:
+        values["ports"] = _container_ports(event.ports)
+    if event.note:
+        values["note"] = event.note
+    return values
+
+
+def _completed_values(event: TaskCompleted, at: int) -> dict[str, Any]:
+    return {
+        "state": states.state_for_exit(event.exit_code),
+        "exit_code": event.exit_code,
+        "exit_spec": states.exit_spec(event.exit_code, event.failure),
+        "exit_diagnostics": event.diagnostics or None,
+        "completed_time": at,
+    }
+
+
+async def _apply_task_run(conn: AsyncConnection, run: Sequence[TaskEvent], rows: _JobRows) -> None:
+    """A run of one job's task.started (or task.completed) events: the rows that exist updated
+    in one executemany per set of columns; a row not there yet is made as a single event makes it."""
+    job_id = run[0].job_id
+    job = await rows.get(conn, job_id)
+    if job is None:
+        return  # a job this read model never saw submitted
+    existing = await _existing_tasks(conn, job_id, run)
+    kind = "started" if isinstance(run[0], TaskStarted) else "completed"
+    if kind == "started":  # the attempt and the job run from the first start on, as one by one
+        first: dict[int, int] = {}
+        for event in run:
+            first.setdefault(event.attempt, states.epoch_ms(event.occurred_at))
+        for attempt, at in first.items():
+            await _start_attempt(conn, job_id, attempt, at)
+        await _job_runs(conn, job_id, job, rows, first[run[0].attempt])
+    batches: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for event in run:
+        if _event_task_key(event) not in existing:
+            await _apply(conn, event, rows)
+            continue
+        at = states.epoch_ms(event.occurred_at)
+        if isinstance(event, TaskStarted):
+            values = _started_values(event, at)
+        else:
+            values = _completed_values(event, at)
+        keys = dict(zip(_KEY_PARAMS.values(), (job_id, *_event_task_key(event)), strict=True))
+        batches.setdefault(tuple(values), []).append({**keys, **{f"v_{c}": v for c, v in values.items()}})
+    for columns, parameters in batches.items():
+        await conn.execute(_run_update(kind, columns), parameters)
 
 
 async def _updated(conn: AsyncConnection, statement: Any) -> bool:
@@ -243,6 +387,20 @@ async def _place_tasks(conn: AsyncConnection, job_id: str, event: JobScheduled, 
         await conn.execute(insert(task_attempts), fresh)
 
 
+async def _job_runs(conn: AsyncConnection, job_id: str, job: dict[str, Any], rows: _JobRows, at: int) -> None:
+    """A task started: the job runs, unless it is over, stopping, or already running."""
+    already = (
+        job["state"] == "RUNNING"
+        and job["sub_state"] == states.SUB_STATE_RUNNING
+        and job["launched_time"] is not None
+    )  # (every later task of a running job: nothing to write)
+    if job["state"] not in states.FINAL and job["state"] != "STOPPING" and not already:
+        values: dict[str, Any] = {"state": "RUNNING", "sub_state": states.SUB_STATE_RUNNING}
+        if job["launched_time"] is None:
+            values["launched_time"] = at
+        await rows.update(conn, job_id, **values)
+
+
 def _container_ports(ports: dict[str, list[int]]) -> dict[str, int | str]:
     """OpenPAI's containerPorts: one port as a number, several as its comma-separated port list."""
     return {
@@ -305,12 +463,6 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
         if not final:
             await rows.update(conn, job_id, sub_state=states.SUB_STATE_DELETING, pending_reason=event.reason)
     elif isinstance(event, TaskStarted):
-        # Older orchestrators sent neither address nor ports: keep what the placement said.
-        placed: dict[str, Any] = {"ip": event.address} if event.address else {}
-        if event.ports:
-            placed["ports"] = _container_ports(event.ports)
-        if event.note:
-            placed["note"] = event.note
         await _upsert_task(
             conn,
             job_id,
@@ -327,22 +479,10 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
                 )
             },
             state="RUNNING",
-            node=event.node,
-            pid=event.pid,
-            launched_time=at,
-            **placed,
+            **_started_values(event, at),
         )
         await _start_attempt(conn, job_id, event.attempt, at)
-        already = (
-            job["state"] == "RUNNING"
-            and job["sub_state"] == states.SUB_STATE_RUNNING
-            and job["launched_time"] is not None
-        )  # (every later task of a running job: nothing to write)
-        if not final and job["state"] != "STOPPING" and not already:
-            values = {"state": "RUNNING", "sub_state": states.SUB_STATE_RUNNING}
-            if job["launched_time"] is None:
-                values["launched_time"] = at
-            await rows.update(conn, job_id, **values)
+        await _job_runs(conn, job_id, job, rows, at)
     elif isinstance(event, TaskCompleted):
         await _upsert_task(
             conn,
@@ -351,11 +491,7 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
             event.role,
             event.index,
             event.task_attempt,
-            state=states.state_for_exit(event.exit_code),
-            exit_code=event.exit_code,
-            exit_spec=states.exit_spec(event.exit_code, event.failure),
-            exit_diagnostics=event.diagnostics or None,
-            completed_time=at,
+            **_completed_values(event, at),
         )
     elif isinstance(event, JobRetrying):
         await _upsert_attempt(
