@@ -10,6 +10,7 @@ No event carries a secret value: job configs travel masked; secrets stay in thei
 
 from __future__ import annotations
 
+import operator
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -67,20 +68,26 @@ class EventBase(_Model):
         return alert_subject(str(ids["alert_id"]), event_type)
 
 
+def _is_none(value: object) -> bool:
+    return value is None
+
+
 class TaskPlacement(_Model):
     """Where one task runs: the node, the address peers reach it at, and its devices.
 
     `gpu_milli` is set when the task shares its device: the thousandths of each device in
     `gpu_indices` it holds (absent: the devices are whole). `gpu_memory_mib` caps its device memory.
+    Fields at their defaults are left out of the JSON (a placement of a task without devices is
+    about 70 bytes instead of 125: a 10,000-task job's job.scheduled is 0.7 MB, not 1.26 MB).
     """
 
     role: str
     index: int
     node: str
     node_address: str
-    gpu_indices: tuple[int, ...] = ()
-    gpu_milli: int | None = Field(None, ge=1, le=999)
-    gpu_memory_mib: int | None = Field(None, ge=1)
+    gpu_indices: tuple[int, ...] = Field((), exclude_if=operator.not_)
+    gpu_milli: int | None = Field(None, ge=1, le=999, exclude_if=_is_none)
+    gpu_memory_mib: int | None = Field(None, ge=1, exclude_if=_is_none)
 
 
 class FailureInfo(_Model):

@@ -99,3 +99,38 @@ def test_the_catalog_lists_every_event_type() -> None:
         "alert.fired",
         "alert.resolved",
     }
+
+
+def test_a_placement_leaves_out_what_it_does_not_use_and_reads_back_equal() -> None:
+    bare = TaskPlacement(role="worker", index=7, node="node-a", node_address="10.0.0.1")
+    assert json.loads(bare.model_dump_json()) == {
+        "role": "worker",
+        "index": 7,
+        "node": "node-a",
+        "node_address": "10.0.0.1",
+    }
+    shared = TaskPlacement(
+        role="worker", index=8, node="node-a", node_address="10.0.0.1", gpu_indices=(0,), gpu_milli=500
+    )
+    assert json.loads(shared.model_dump_json())["gpu_milli"] == 500
+    for placement in (bare, shared):
+        assert TaskPlacement.model_validate_json(placement.model_dump_json()) == placement
+
+
+def test_the_placement_of_the_largest_job_allowed_stays_far_below_the_bus_limit() -> None:
+    """10,000 tasks (the default limit per job) on nodes of realistic names and addresses: NATS'
+    own default message limit is 1 MB, the platform's 8 MB."""
+    placements = tuple(
+        TaskPlacement(
+            role="worker",
+            index=i,
+            node=f"gpu-node-{i // 8:05d}",
+            node_address=f"10.{i // 65536}.{i // 256 % 256}.{i % 256}",
+        )
+        for i in range(10_000)
+    )
+    encoded = encode_event(JobScheduled(job_id="f" * 32, attempt=0, placements=placements))
+    assert len(encoded) < 1_000_000, len(encoded)
+    decoded = decode_event(encoded)
+    assert isinstance(decoded, JobScheduled)
+    assert decoded.placements == placements

@@ -322,6 +322,10 @@ class FrameworkStore:
                 **dict(framework),
                 "attempts": [attempt.model_copy(update={"tasks": []}) for attempt in framework.attempts],
                 "task_counts": [len(attempt.tasks) for attempt in framework.attempts],
+                # Given, not defaulted: pydantic inspects a default factory's signature on every
+                # construction (0.17 ms for `list`, a third of a 10,000-task job's launch time).
+                "changes": [],
+                "staged": None,
             }
         )
         token = None
