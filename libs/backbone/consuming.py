@@ -72,14 +72,45 @@ def _num_delivered(msg: Msg) -> int:
         return 1
 
 
-async def _keep_alive(msg: Msg, every: float) -> None:
-    """Send +WPI every ``every`` seconds until cancelled (a timer, not a wait for an outcome)."""
-    while True:
-        await asyncio.sleep(every)
+class KeepAlive:
+    """Sends +WPI for a message every ``every`` seconds until stopped.
+
+    A timer of the event loop, not a task: a message handled well within its ack wait (nearly
+    all of them) costs a timer set and cancelled, where a task per message cost about 20 us of
+    CPU to create, cancel and reap (30,000 of them for a 10,000-task job's events).
+    """
+
+    def __init__(self, msg: Msg, every: float) -> None:
+        self._msg = msg
+        self._every = every
+        self._loop = asyncio.get_running_loop()
+        self._timer = self._loop.call_later(every, self._tick)
+        self._sending: asyncio.Task[None] | None = None
+        self._stopped = False
+
+    def _tick(self) -> None:
+        if self._stopped:
+            return
+        if self._sending is None or self._sending.done():
+            self._sending = self._loop.create_task(self._send())
+        self._timer = self._loop.call_later(self._every, self._tick)
+
+    async def _send(self) -> None:
         try:
-            await msg.in_progress()
+            await self._msg.in_progress()
         except nats.errors.Error as exc:
             log.warning("in-progress ack failed", error=str(exc))
+
+    def cancel(self) -> None:
+        """No more +WPI from now on (one being sent may still finish: `stop` waits for it)."""
+        self._stopped = True
+        self._timer.cancel()
+
+    async def stop(self) -> None:
+        self.cancel()
+        if self._sending is not None:
+            self._sending.cancel()
+            await asyncio.gather(self._sending, return_exceptions=True)
 
 
 async def handle_message(
@@ -87,7 +118,7 @@ async def handle_message(
     handler: Handler,
     *,
     in_progress_every: float | None = None,
-    keep_alive: asyncio.Task[None] | None = None,
+    keep_alive: KeepAlive | None = None,
 ) -> str:
     """Run ``handler`` on one message and settle it; returns the outcome for logs and tests.
 
@@ -118,7 +149,7 @@ async def handle_message(
     ):
         ticker = keep_alive
         if ticker is None and in_progress_every:
-            ticker = asyncio.create_task(_keep_alive(msg, in_progress_every))
+            ticker = KeepAlive(msg, in_progress_every)
         outcome = "acked"
         delay: float | None = None
         reason: str | None = None
@@ -136,8 +167,7 @@ async def handle_message(
             log.exception("handler failed unexpectedly; will retry", delivered=delivered, delay=delay)
         finally:
             if ticker is not None:
-                ticker.cancel()
-                await asyncio.gather(ticker, return_exceptions=True)
+                await ticker.stop()
         try:
             if outcome == "acked":
                 await msg.ack()
@@ -196,7 +226,7 @@ async def consume(
     queue = KeyedWorkQueue(limit=max(max_in_flight, batch) if key else batch, pipeline=pipeline if key else 1)
     bound.info("consuming")
     failures = 0
-    tickers: set[asyncio.Task[None]] = set()
+    tickers: set[KeepAlive] = set()
     try:
         while not stop.is_set():
             await queue.wait_for_room(1)
@@ -221,10 +251,9 @@ async def consume(
                 message_key = (key(msg) if key else None) or ""
                 # The keep-alive starts now, not when the handler starts: a message queued
                 # behind a slow one of the same job must not reach its ack wait either.
-                ticker = asyncio.create_task(_keep_alive(msg, in_progress_every))
+                ticker = KeepAlive(msg, in_progress_every)
                 tickers.add(ticker)
-                ticker.add_done_callback(tickers.discard)
-                queue.submit(message_key, _bind_work(msg, handler, ticker))
+                queue.submit(message_key, _bind_work(msg, handler, ticker, tickers))
             if key is None:
                 # Unkeyed: strictly one message after the other, batch after batch.
                 await queue.join()
@@ -232,10 +261,7 @@ async def consume(
     finally:
         # Reached normally after draining, or on cancellation: never leave workers behind.
         await queue.close(cancel=True)
-        leftover = list(tickers)
-        for ticker in leftover:
-            ticker.cancel()
-        await asyncio.gather(*leftover, return_exceptions=True)
+        await asyncio.gather(*(ticker.stop() for ticker in list(tickers)), return_exceptions=True)
         with contextlib.suppress(nats.errors.Error):
             await sub.unsubscribe()
         bound.info("consumer stopped")
@@ -264,11 +290,14 @@ async def _consumer_info(
     return None
 
 
-def _bind_work(msg: Msg, handler: Handler, ticker: asyncio.Task[None]) -> Callable[[], Awaitable[None]]:
+def _bind_work(
+    msg: Msg, handler: Handler, ticker: KeepAlive, tickers: set[KeepAlive]
+) -> Callable[[], Awaitable[None]]:
     async def work() -> None:
         try:
             await handle_message(msg, handler, keep_alive=ticker)
         finally:
             ticker.cancel()  # already stopped unless handle_message itself failed
+            tickers.discard(ticker)
 
     return work
