@@ -17,6 +17,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 from libs.backbone.settings import BackboneSettings
 
@@ -24,11 +25,17 @@ TRACER_NAME = "pai.backbone"
 
 
 def build_tracer_provider(settings: BackboneSettings, *, console: TextIO | None = None) -> TracerProvider:
-    """A tracer provider with the exporter the settings ask for (none: spans are made, not sent).
+    """A tracer provider with the exporter the settings ask for.
 
-    ``console`` is where the console exporter writes (standard output by default).
+    With no exporter, spans still carry trace and span ids (logs name them, message headers pass
+    them on) but record nothing: a recorded span that nobody exports cost REST about a sixth of
+    its CPU, one per message it consumes. ``console`` is where the console exporter writes
+    (standard output by default).
     """
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: settings.service_name}))
+    resource = Resource.create({SERVICE_NAME: settings.service_name})
+    if settings.otel_exporter == "none":
+        return TracerProvider(resource=resource, sampler=ALWAYS_OFF)
+    provider = TracerProvider(resource=resource)
     exporter: SpanExporter | None = None
     if settings.otel_exporter == "console":
         exporter = ConsoleSpanExporter(service_name=settings.service_name, out=console or sys.stdout)

@@ -161,7 +161,14 @@ async def consume_jobs(js: JetStreamContext, orchestrator: Orchestrator, stop: a
     """The orchestrator's consume loop on the job stream, until `stop`: one queue per job, and a
     job's queued messages handed over together, to be decided together (`Orchestrator.apply`)."""
     await consume(
-        js, JOBS_STREAM, DURABLE, orchestrator.handle_message, stop=stop, key=by_job_id, pipeline=GROUP_LIMIT
+        js,
+        JOBS_STREAM,
+        DURABLE,
+        orchestrator.handle_message,
+        stop=stop,
+        key=by_job_id,
+        batch=GROUP_LIMIT,
+        pipeline=GROUP_LIMIT,
     )
 
 

@@ -129,3 +129,13 @@ def test_the_otlp_exporter_is_chosen_by_setting_and_gets_the_endpoint(
     provider.shutdown()
     assert endpoints == ["http://collector:4318/v1/traces"]
     assert exported == ["place job"]
+
+
+def test_without_an_exporter_spans_record_nothing_but_keep_their_ids() -> None:
+    provider = build_tracer_provider(BackboneSettings(otel_exporter="none"))
+    with provider.get_tracer("test").start_as_current_span("process", attributes={"a": 1}) as span:
+        assert not span.is_recording()
+        context = span.get_span_context()
+        assert context.is_valid  # logs and message headers still carry the trace
+        assert inject_headers({})["traceparent"].split("-")[1] == format(context.trace_id, "032x")
+    provider.shutdown()
