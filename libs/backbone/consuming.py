@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from libs.backbone.errors import PermanentError, TemporaryError
 from libs.backbone.publishing import MSG_ID_HEADER, messaging_attributes, subject_template
 from libs.backbone.queueing import KeyedWorkQueue
-from libs.backbone.tracing import extract_context, get_tracer
+from libs.backbone.tracing import extract_context, message_span
 
 log = structlog.get_logger(__name__)
 
@@ -140,7 +140,7 @@ async def handle_message(
     started = time.monotonic()
     with (
         structlog.contextvars.bound_contextvars(**context_vars),
-        get_tracer().start_as_current_span(
+        message_span(
             f"process {subject_template(msg.subject)}",
             context=extract_context(headers),
             kind=SpanKind.CONSUMER,

@@ -17,7 +17,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import BaseModel
 
 from libs.backbone.errors import TemporaryError
-from libs.backbone.tracing import get_tracer, inject_headers
+from libs.backbone.tracing import inject_headers, message_span
 
 MSG_ID_HEADER = "Nats-Msg-Id"
 CONTENT_TYPE = "application/json"
@@ -57,10 +57,9 @@ async def publish_bytes(
     ack_timeout: float | None = None,
 ) -> PubAck:
     """Publish raw bytes the way :func:`publish` does (for payloads that are not models)."""
-    tracer = get_tracer()
     attributes = messaging_attributes(subject, msg_id, len(payload))
     attributes["messaging.operation.type"] = "send"
-    with tracer.start_as_current_span(
+    with message_span(
         f"send {subject_template(subject)}", kind=SpanKind.PRODUCER, attributes=attributes
     ) as span:
         # Injected inside the span so the consumer becomes this span's child.

@@ -139,3 +139,25 @@ def test_without_an_exporter_spans_record_nothing_but_keep_their_ids() -> None:
         assert context.is_valid  # logs and message headers still carry the trace
         assert inject_headers({})["traceparent"].split("-")[1] == format(context.trace_id, "032x")
     provider.shutdown()
+
+
+def test_where_nothing_records_a_message_span_passes_the_messages_trace_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from opentelemetry import trace
+    from opentelemetry.trace import SpanKind
+
+    from libs.backbone.tracing import message_span
+
+    quiet = build_tracer_provider(BackboneSettings(otel_exporter="none"))
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: quiet)
+    carried = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    before = trace.get_current_span()
+    with message_span(
+        "process x", kind=SpanKind.CONSUMER, attributes={}, context=extract_context(carried)
+    ) as span:
+        assert not span.is_recording()
+        assert format(span.get_span_context().trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
+        assert inject_headers({})["traceparent"] == carried["traceparent"]  # what it publishes carries it
+    assert trace.get_current_span() is before
+    quiet.shutdown()
