@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -361,3 +362,42 @@ def decode_event(data: bytes | str) -> Event:
 
 def encode_event(event: EventBase) -> bytes:
     return event.model_dump_json().encode()
+
+
+TaskAttemptKey = tuple[str, int, str, int, int]
+"""A task attempt's event: (job id, job attempt, role, index, task attempt)."""
+
+
+def task_attempt_key(event: EventBase) -> TaskAttemptKey | None:
+    """The task attempt a task.started or task.completed is about; None for any other event."""
+    if isinstance(event, TaskStarted | TaskCompleted):
+        return (event.job_id, event.attempt, event.role, event.index, event.task_attempt)
+    return None
+
+
+def task_event_runs(events: Sequence[EventBase], *, longest: int | None = None) -> list[list[EventBase]]:
+    """`events` cut into runs, in order: consecutive task.started (or task.completed) events of one
+    job, each of a different task attempt, at most `longest` to a run; every other event is a run
+    of its own. The events of a run can be handled in any order, or together (each is about its
+    own task attempt), while a run still comes after everything before it."""
+    runs: list[list[EventBase]] = []
+    keys: set[TaskAttemptKey] = set()
+    for event in events:
+        key = task_attempt_key(event)
+        run = runs[-1] if runs else None
+        last = task_attempt_key(run[-1]) if run else None
+        if (
+            run is None
+            or key is None
+            or last is None
+            or type(run[-1]) is not type(event)
+            or last[0] != key[0]
+            or key in keys
+            or (longest is not None and len(run) >= longest)
+        ):
+            runs.append([event])
+            keys = {key} if key is not None else set()
+        else:
+            run.append(event)
+            keys.add(key)
+    return runs

@@ -45,6 +45,7 @@ from libs.protocol.events import (
     JobSubmitted,
     TaskCompleted,
     decode_event,
+    task_event_runs,
 )
 from services.orchestrator.adapters.executing import Executor
 from services.orchestrator.adapters.local import AlreadyRunningError, TaskExit, to_failure_info
@@ -292,7 +293,8 @@ class Orchestrator:
             current = await self.store.get(job_id)
             if current is None or not current.value.outbox:
                 return
-            for run in publishing_runs([decode_event_dict(raw) for raw in current.value.outbox]):
+            outbox = [decode_event_dict(raw) for raw in current.value.outbox]
+            for run in task_event_runs(outbox, longest=PUBLISH_WINDOW):
                 for event in run:
                     if isinstance(event, JobRetrying | JobCompleted):
                         # Before the announcement, so whoever reacts to it finds the ports free.
@@ -356,39 +358,6 @@ class Orchestrator:
 PUBLISH_WINDOW = 256
 """The most outbox events in flight at once: a 10,000-task job's task.started events go out in
 dozens of round trips to the bus instead of ten thousand."""
-
-
-def publishing_runs(events: Sequence[EventBase]) -> list[list[EventBase]]:
-    """The outbox cut into runs that may be published concurrently: consecutive events of one
-    type, each of a different task (task.started of a decision's launches, say), at most
-    `PUBLISH_WINDOW` to a run. A job-level event is a run of its own, so it is stored after
-    everything before it in the outbox and before everything after it."""
-    runs: list[list[EventBase]] = []
-    keys: set[tuple[object, ...]] = set()
-    for event in events:
-        key = _task_key(event)
-        run = runs[-1] if runs else None
-        if (
-            run is None
-            or key is None
-            or _task_key(run[-1]) is None
-            or type(run[-1]) is not type(event)
-            or key in keys
-            or len(run) >= PUBLISH_WINDOW
-        ):
-            runs.append([event])
-            keys = {key} if key is not None else set()
-        else:
-            run.append(event)
-            keys.add(key)
-    return runs
-
-
-def _task_key(event: EventBase) -> tuple[object, ...] | None:
-    role, index = getattr(event, "role", None), getattr(event, "index", None)
-    if role is None or index is None:
-        return None
-    return (getattr(event, "attempt", None), role, index, getattr(event, "task_attempt", None))
 
 
 def decode_event_dict(raw: dict[str, object]) -> EventBase:

@@ -28,6 +28,7 @@ from libs.protocol.events import (
     JobTagged,
     TaskCompleted,
     TaskStarted,
+    task_event_runs,
 )
 from services.rest.adapters.tables import applied_events, job_attempts, jobs, task_attempts
 from services.rest.adapters.tagging import change_tag_in
@@ -127,7 +128,7 @@ async def apply_events(engine: AsyncEngine, events: Sequence[EventBase]) -> list
             )
             job_ids = list(dict.fromkeys(job_id for e in fresh if (job_id := _job_id(e)) is not None))
             rows = await _JobRows.read(conn, job_ids)
-            for run in _runs(fresh):
+            for run in task_event_runs(fresh):
                 if len(run) > 1:
                     await _apply_task_run(conn, run, rows)  # type: ignore[arg-type]
                 else:
@@ -136,31 +137,6 @@ async def apply_events(engine: AsyncEngine, events: Sequence[EventBase]) -> list
 
 
 TaskEvent = TaskStarted | TaskCompleted
-
-
-def _runs(events: Sequence[EventBase]) -> list[list[EventBase]]:
-    """Events cut into runs applied together: consecutive task.started (or task.completed) events
-    of one job, each of a different task attempt; every other event is a run of its own. Within
-    a run the order cannot matter (each event writes its own task's row), so a run is a few
-    statements however long it is, instead of one or two per event."""
-    runs: list[list[EventBase]] = []
-    keys: set[tuple[int, str, int, int]] = set()
-    for event in events:
-        run = runs[-1] if runs else None
-        key = _event_task_key(event) if isinstance(event, TaskStarted | TaskCompleted) else None
-        if (
-            run is None
-            or key is None
-            or type(run[-1]) is not type(event)
-            or _job_id(run[-1]) != _job_id(event)
-            or key in keys
-        ):
-            runs.append([event])
-            keys = {key} if key is not None else set()
-        else:
-            run.append(event)
-            keys.add(key)
-    return runs
 
 
 def _event_task_key(event: TaskEvent) -> tuple[int, str, int, int]:
