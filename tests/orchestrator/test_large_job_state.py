@@ -8,10 +8,10 @@ from services.orchestrator.adapters.state import FrameworkStore
 from services.orchestrator.core.effects import TaskLaunched
 from tests.orchestrator.sim import JOB, World, config, scheduled, submitted
 
-TASKS = 3_000
+TASKS = 4_000
 
 
-async def test_the_state_of_a_three_thousand_task_job_is_stored_and_read_back(bus: Bus) -> None:
+async def test_the_state_of_a_four_thousand_task_job_is_stored_and_read_back(bus: Bus) -> None:
     cfg = config({"worker": {"instances": TASKS}})
     world = World()
     world.feed(submitted(cfg))
