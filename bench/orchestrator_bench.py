@@ -15,8 +15,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -29,6 +30,7 @@ from libs.backbone.connecting import connect
 from libs.backbone.logging import configure_logging
 from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.provisioning import ensure_consumer
+from libs.backbone.running import new_event_loop
 from libs.backbone.topology import ensure_topology, publish_event
 from libs.embedded.platform import EmbeddedPlatform, free_port
 from libs.protocol.events import JobCompleted, decode_event
@@ -42,6 +44,8 @@ from tests.orchestrator.executors import InstantExecutor
 from tests.orchestrator.jobs import job_config
 from tests.orchestrator.service_support import submit, watch_jobs
 from tests.orchestrator.sim import T0, completed, config, scheduled, submitted
+
+T = TypeVar("T")
 
 
 def core_lifecycle(tasks: int) -> tuple[float, int]:
@@ -297,8 +301,14 @@ async def platform_job(tasks: int) -> dict[str, Any]:
             await platform.stop()
 
 
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """On the services' own event loop (uvloop), as the orchestrator runs in `pai up`."""
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        return runner.run(main)
+
+
 def report_platform(tasks: int) -> None:
-    result = asyncio.run(platform_job(tasks))
+    result = run(platform_job(tasks))
     for kind, (first, last, count) in result.pop("timeline").items():
         print(f"  {kind}: {count} between {first:.2f} s and {last:.2f} s after the POST")
     print(
@@ -328,7 +338,7 @@ def report(sizes: tuple[int, ...] = (100, 1000, 10_000)) -> None:
 
 def report_handler(sizes: tuple[int, ...]) -> None:
     for tasks, together in [(n, t) for n in sizes for t in (False, True)]:
-        launch, completions, launching, completing = asyncio.run(handler_lifecycle(tasks, together))
+        launch, completions, launching, completing = run(handler_lifecycle(tasks, together))
         how = "as the consume loop hands them over" if together else "one at a time"
         print(
             f"handler with KV ({how}): {tasks:5d}-task job: every launch recorded in {launch * 1000:7.0f} ms "
