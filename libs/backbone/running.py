@@ -24,6 +24,9 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from libs.backbone.settings import BackboneSettings
+from libs.backbone.tracing import configure_tracing
+
 log = structlog.get_logger(__name__)
 
 Main = Callable[[asyncio.Event], Awaitable[None]]
@@ -91,18 +94,24 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
-def run_service(main: Main) -> None:
+def run_service(main: Main, settings: BackboneSettings | None = None) -> None:
     """The body of a service's ``__main__``: run ``main`` and exit 0 once it returns after a stop.
 
+    With ``settings``, the service's spans go where they say (``PAI_OTEL_EXPORTER``), flushed
+    when it ends, so a job's trace has a span from every service it crosses.
     Whatever a service writes (secrets, the database, logs, the bus's store) is its own: files
     0600 and directories 0700, unless it says otherwise (a task's directories, see the
     orchestrator's isolation.py).
     """
     os.umask(0o077)
+    provider = configure_tracing(settings) if settings is not None else None
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(run_until_stopped(main))
     except asyncio.CancelledError:
         sys.exit(130)
+    finally:
+        if provider is not None:
+            provider.shutdown()
     log.info("service stopped")
     sys.exit(0)

@@ -15,4 +15,4 @@ async def _main(stop: asyncio.Event) -> None:
     await serve(settings, stop)
 
 
-run_service(_main)
+run_service(_main, settings)

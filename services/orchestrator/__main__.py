@@ -25,4 +25,4 @@ async def _main(stop: asyncio.Event) -> None:
     await main(settings, stop)
 
 
-run_service(_main)
+run_service(_main, settings)
