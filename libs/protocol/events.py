@@ -364,15 +364,17 @@ def encode_event(event: EventBase) -> bytes:
     return event.model_dump_json().encode()
 
 
+TaskEvent = TaskStarted | TaskCompleted
 TaskAttemptKey = tuple[str, int, str, int, int]
-"""A task attempt's event: (job id, job attempt, role, index, task attempt)."""
+"""The task attempt a task event is about: (job id, job attempt, role, index, task attempt)."""
 
 
-def task_attempt_key(event: EventBase) -> TaskAttemptKey | None:
-    """The task attempt a task.started or task.completed is about; None for any other event."""
-    if isinstance(event, TaskStarted | TaskCompleted):
-        return (event.job_id, event.attempt, event.role, event.index, event.task_attempt)
-    return None
+def task_attempt_key(event: TaskEvent) -> TaskAttemptKey:
+    return (event.job_id, event.attempt, event.role, event.index, event.task_attempt)
+
+
+def _key_if_task_event(event: EventBase) -> TaskAttemptKey | None:
+    return task_attempt_key(event) if isinstance(event, TaskStarted | TaskCompleted) else None
 
 
 def task_event_runs(events: Sequence[EventBase], *, longest: int | None = None) -> list[list[EventBase]]:
@@ -383,9 +385,9 @@ def task_event_runs(events: Sequence[EventBase], *, longest: int | None = None) 
     runs: list[list[EventBase]] = []
     keys: set[TaskAttemptKey] = set()
     for event in events:
-        key = task_attempt_key(event)
+        key = _key_if_task_event(event)
         run = runs[-1] if runs else None
-        last = task_attempt_key(run[-1]) if run else None
+        last = _key_if_task_event(run[-1]) if run else None
         if (
             run is None
             or key is None

@@ -26,8 +26,11 @@ from libs.protocol.events import (
     JobStopRequested,
     JobSubmitted,
     JobTagged,
+    TaskAttemptKey,
     TaskCompleted,
+    TaskEvent,
     TaskStarted,
+    task_attempt_key,
     task_event_runs,
 )
 from services.rest.adapters.tables import applied_events, job_attempts, jobs, task_attempts
@@ -136,20 +139,13 @@ async def apply_events(engine: AsyncEngine, events: Sequence[EventBase]) -> list
     return results
 
 
-TaskEvent = TaskStarted | TaskCompleted
-
-
-def _event_task_key(event: TaskEvent) -> tuple[int, str, int, int]:
-    return (event.attempt, event.role, event.index, event.task_attempt)
-
-
 async def _existing_tasks(
     conn: AsyncConnection, job_id: str, run: Sequence[TaskEvent]
-) -> set[tuple[int, str, int, int]]:
+) -> set[TaskAttemptKey]:
     """Which of the run's task attempts have a row (read by index, filtered here)."""
-    wanted = {_event_task_key(event) for event in run}
+    wanted = {task_attempt_key(event) for event in run}
     indexes = sorted({event.index for event in run})
-    found: set[tuple[int, str, int, int]] = set()
+    found: set[TaskAttemptKey] = set()
     for start in range(0, len(indexes), _CHUNK):
         result = await conn.execute(
             select(
@@ -163,11 +159,11 @@ async def _existing_tasks(
                 task_attempts.c.task_index.in_(indexes[start : start + _CHUNK]),
             )
         )
-        found.update(key for key in ((a, r, i, t) for a, r, i, t in result) if key in wanted)
+        found.update(key for key in ((job_id, a, r, i, t) for a, r, i, t in result) if key in wanted)
     return found
 
 
-_KEY_PARAMS = {
+_KEY_PARAMS = {  # in the order of task_attempt_key
     "job_id": "k_job_id",
     "job_attempt": "k_attempt",
     "role": "k_role",
@@ -238,7 +234,7 @@ async def _apply_task_run(conn: AsyncConnection, run: Sequence[TaskEvent], rows:
         await _job_runs(conn, job_id, job, rows, first[run[0].attempt])
     batches: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for event in run:
-        if _event_task_key(event) not in existing:
+        if task_attempt_key(event) not in existing:
             await _apply(conn, event, rows)
             continue
         at = states.epoch_ms(event.occurred_at)
@@ -246,7 +242,7 @@ async def _apply_task_run(conn: AsyncConnection, run: Sequence[TaskEvent], rows:
             values = _started_values(event, at)
         else:
             values = _completed_values(event, at)
-        keys = dict(zip(_KEY_PARAMS.values(), (job_id, *_event_task_key(event)), strict=True))
+        keys = dict(zip(_KEY_PARAMS.values(), task_attempt_key(event), strict=True))
         batches.setdefault(tuple(values), []).append({**keys, **{f"v_{c}": v for c, v in values.items()}})
     for columns, parameters in batches.items():
         await conn.execute(_run_update(kind, columns), parameters)
