@@ -1,10 +1,13 @@
 """REST: the detail of a large job (GET /api/v2/jobs/{user}~{name}), and where its time goes.
 
 A job of TASKS tasks is submitted over HTTP to the REST app (a real nats-server, SQLite by
-default or PAI_BENCH_DATABASE_URL), its lifecycle (placement, every task started and completed,
-the job completed) applied to the read model by the projection, then the detail
-is asked for RUNS times. Printed: the median and the slowest answer, its size, and the parts
-(the SQL read of the tasks, building the answer, encoding it as JSON) timed alone.
+default or PAI_BENCH_DATABASE_URL) and its lifecycle applied to the read model by the projection:
+placement and every task started; then the detail is asked for once (the first request, nothing
+kept); then the task completions are applied BATCH at a time, the detail asked for after each
+batch (a request after a change of BATCH tasks, as a client polling a running job sees it); then
+the job completed, and the detail asked for RUNS times. Printed: those figures, the answer's
+size, and the parts of a full build (the SQL read of the tasks, building and encoding each
+status, joining them) timed alone; a full build is what the first request after rest starts pays.
 
 Command: .venv/bin/python bench/rest_detail_bench.py [TASKS] [RUNS] [BATCH]
 (BATCH: events per projection transaction, 64 by default as the service's consume loop hands
@@ -42,7 +45,7 @@ from services.rest.adapters.database import create_engine
 from services.rest.adapters.jobs_store import tasks_of
 from services.rest.adapters.projecting import apply_events
 from services.rest.app import build_app
-from services.rest.core import views
+from services.rest.core.task_table import TaskTable
 from services.rest.settings import RestSettings
 
 JOB = """protocolVersion: 2
@@ -109,10 +112,30 @@ async def main(tasks: int, runs: int, batch: int) -> None:
                 job_id = (await response.json())["jobId"]
                 engine = create_engine(settings.resolved_database_url())
                 events = lifecycle(job_id, tasks)
+                running, completions, end = events[: 1 + tasks], events[1 + tasks : -1], events[-1:]
+
+                async def ask() -> float:
+                    began = time.perf_counter()
+                    detail = await client.get("/api/v2/jobs/admin~large", headers=headers)
+                    await detail.read()
+                    assert detail.status == 200
+                    return time.perf_counter() - began
+
+                applied = 0.0
+                for start in range(0, len(running), batch):  # as the consume loop hands them in
+                    began = time.perf_counter()
+                    await apply_events(engine, running[start : start + batch])
+                    applied += time.perf_counter() - began
+                first = await ask()
+                after_change = []
+                for start in range(0, len(completions), batch):
+                    began = time.perf_counter()
+                    await apply_events(engine, completions[start : start + batch])
+                    applied += time.perf_counter() - began
+                    after_change.append(await ask())
                 began = time.perf_counter()
-                for start in range(0, len(events), batch):  # as the consume loop hands them in
-                    await apply_events(engine, events[start : start + batch])
-                applied = time.perf_counter() - began
+                await apply_events(engine, end)
+                applied += time.perf_counter() - began
                 times = []
                 size = 0
                 for _ in range(runs):
@@ -129,25 +152,28 @@ async def main(tasks: int, runs: int, batch: int) -> None:
                 rows = await tasks_of(engine, job_id, 0)
                 read = time.perf_counter() - began
                 began = time.perf_counter()
-                built = views.task_roles(_job_row(parsed, job_id), 0, rows)
+                table, job = TaskTable(0), _job_row(parsed, job_id)
+                table.apply(job, rows, 1)  # each status built and encoded
                 building = time.perf_counter() - began
                 began = time.perf_counter()
-                json.dumps(built)
+                table.encoded(job)  # the pieces joined
                 encoding = time.perf_counter() - began
                 await engine.dispose()
             finally:
                 await client.close()
     print(
-        f"detail of a {tasks}-task job, {runs} runs: median {ms(statistics.median(times))}, "
-        f"slowest {ms(max(times))}, {size / 1e6:.1f} MB; parts: SQL read of the tasks {ms(read)}, "
-        f"taskRoles built {ms(building)}, JSON {ms(encoding)} "
+        f"detail of a {tasks}-task job: first request {ms(first)}; after each change of {batch} tasks "
+        f"({len(after_change)} requests) median {ms(statistics.median(after_change))}, "
+        f"slowest {ms(max(after_change))}; unchanged ({runs} runs) median {ms(statistics.median(times))}, "
+        f"slowest {ms(max(times))}; {size / 1e6:.1f} MB; a full build's parts: SQL read of the tasks "
+        f"{ms(read)}, statuses built and encoded {ms(building)}, joined {ms(encoding)} "
         f"(the lifecycle's {3 * tasks + 2} events projected in batches of {batch} in {applied:.1f} s, "
         f"{applied / (3 * tasks + 2) * 1000:.2f} ms an event)"
     )
 
 
 def _job_row(detail: dict[str, Any], job_id: str) -> dict[str, Any]:
-    """What views.task_roles reads of a job row, from the detail itself."""
+    """What a task table reads of a job row, from the detail itself."""
     statuses = detail["taskRoles"]["worker"]["taskStatuses"]
     return {
         "id": job_id,

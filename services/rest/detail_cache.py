@@ -1,46 +1,49 @@
-"""The `taskRoles` of job details, kept encoded while the job's task rows stay as they were.
+"""Job details' task tables, kept while rest runs, so a large job's detail costs its changes.
 
-A job of ten thousand tasks has a detail of about ten megabytes: reading its rows, building
-the statuses and encoding them costs seconds, while the rows change only when the projection
-applies an event of the job. So the encoded `taskRoles` is kept under (job id, attempt, how
-many events of the job the read model has applied), and a detail asked for again costs the
-small rest of it. Entries are bounded by their total size; the least recently used go first.
+The `taskRoles` of a job of ten thousand tasks is about ten megabytes. A table per (job,
+attempt) (services/rest/core/task_table.py) keeps each task's status encoded and is brought up
+to date from the task rows written after the revision it was read at. Tables are bounded by
+their total size; the least recently used go first. A small job's table is not kept: building
+its roles again costs less than keeping them.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 
-Key = tuple[str, int, int]
+from services.rest.core.task_table import TaskTable
 
-DEFAULT_BUDGET = 64 * 1024 * 1024
+DEFAULT_BUDGET = 128 * 1024 * 1024
 SMALLEST_KEPT = 64 * 1024
-"""Below this size building the roles again costs less than keeping them."""
 
 
 class TaskRolesCache:
     def __init__(self, budget: int = DEFAULT_BUDGET) -> None:
         self._budget = budget
-        self._used = 0
-        self._entries: OrderedDict[tuple[str, int], tuple[int, bytes]] = OrderedDict()
+        self._tables: OrderedDict[tuple[str, int], TaskTable] = OrderedDict()
 
-    def get(self, key: Key) -> bytes | None:
-        job_id, attempt, version = key
-        found = self._entries.get((job_id, attempt))
-        if found is None or found[0] != version:
-            return None
-        self._entries.move_to_end((job_id, attempt))
-        return found[1]
+    @property
+    def size(self) -> int:
+        """Bytes the kept tables hold."""
+        return sum(table.size for table in self._tables.values())
 
-    def put(self, key: Key, encoded: bytes) -> None:
-        job_id, attempt, version = key
-        if len(encoded) < SMALLEST_KEPT or len(encoded) > self._budget // 4:
+    def table(self, job_id: str, job_attempt: int) -> TaskTable:
+        """The kept table of the job's attempt, or a new one with nothing read."""
+        found = self._tables.get((job_id, job_attempt))
+        if found is None:
+            return TaskTable(job_attempt)
+        self._tables.move_to_end((job_id, job_attempt))
+        return found
+
+    def keep(self, job_id: str, table: TaskTable) -> None:
+        """Keep the table (if it is worth keeping), dropping the least recently used over budget."""
+        key = (job_id, table.job_attempt)
+        if table.size < SMALLEST_KEPT or table.size > self._budget // 4:
+            self._tables.pop(key, None)
             return
-        old = self._entries.pop((job_id, attempt), None)
-        if old is not None:
-            self._used -= len(old[1])
-        self._entries[(job_id, attempt)] = (version, encoded)
-        self._used += len(encoded)
-        while self._used > self._budget:
-            _key, (_version, dropped) = self._entries.popitem(last=False)
-            self._used -= len(dropped)
+        self._tables[key] = table
+        self._tables.move_to_end(key)
+        used = self.size
+        while used > self._budget and len(self._tables) > 1:
+            _key, dropped = self._tables.popitem(last=False)
+            used -= dropped.size

@@ -59,7 +59,7 @@ async def test_a_kept_detail_changes_with_every_projected_event_of_its_job(
     )
     assert states(placed) == ["WAITING"] * TASKS
     cache = api.app[DETAIL_CACHE]
-    assert cache._used >= SMALLEST_KEPT, "the taskRoles of this job are kept"
+    assert cache.size >= SMALLEST_KEPT, "the taskRoles of this job are kept"
     again = await detail(api)
     assert again == placed
 

@@ -4,6 +4,7 @@ still once each, in each job's order, and with a failing item failing alone."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -30,6 +31,8 @@ from services.rest.adapters.database import create_engine, migrate
 from services.rest.adapters.jobs_store import DuplicateJobError, JobInserter, attempts_of, find_job, tasks_of
 from services.rest.adapters.projecting import apply_event, apply_events
 from services.rest.adapters.tables import applied_events
+from services.rest.core import views
+from services.rest.core.task_table import TaskTable
 from services.rest.core.totals import job_row_from_config
 from services.rest.projection import Projector
 
@@ -321,18 +324,21 @@ def busy_job(job_id: str) -> list[EventBase]:
 
 
 async def read_model(engine: AsyncEngine, job_id: str) -> dict[str, Any]:
-    """The job's rows, leaving out its id, name and the times its submission set."""
-    left_out = ("job_id", "id", "name", "search_text", "submission_time")
+    """The job's rows, leaving out its id, name and the times its submission set, and the
+    revision stamps (one per transaction, so they count batches; checked here to be in order)."""
+    left_out = ("job_id", "id", "name", "search_text", "submission_time", "tasks_revision", "revision")
 
     def strip(row: Any) -> dict[str, Any]:
         return {k: v for k, v in dict(row).items() if k not in left_out}
 
     found = await find_job(engine, "alice", f"job-{job_id}")
     assert found is not None
+    tasks = await tasks_of(engine, job_id)
+    assert all(1 <= task["revision"] <= found["tasks_revision"] for task in tasks)
     return {
         "job": {k: v for k, v in strip(found).items() if k != "created_time"},
         "attempts": [strip(row) for row in await attempts_of(engine, job_id)],
-        "tasks": [strip(row) for row in await tasks_of(engine, job_id)],
+        "tasks": [strip(row) for row in tasks],
     }
 
 
@@ -397,3 +403,30 @@ async def test_a_run_of_task_events_is_a_few_statements(engine: AsyncEngine) -> 
     tasks_now = await tasks_of(engine, "many")
     assert [t["state"] for t in tasks_now] == ["SUCCEEDED"] * tasks
     assert all(t["pid"] == t["task_index"] for t in tasks_now)
+
+
+@pytest.mark.parametrize("batch", [1, 3, 64])
+async def test_a_detail_brought_up_to_date_from_the_rows_past_its_revision_is_a_full_build(
+    engine: AsyncEngine, batch: int
+) -> None:
+    """Each transaction stamps the task rows it writes with the job's raised tasks_revision, so the
+    rows above a revision are every row changed since (services/rest/core/task_table.py)."""
+    events = busy_job("stamped")
+    table = TaskTable(0)
+    revisions = []
+    for start in range(0, len(events), batch):
+        await apply_events(engine, events[start : start + batch])
+        job = await find_job(engine, "alice", "job-stamped")
+        assert job is not None
+        revisions.append(job["tasks_revision"])
+        if start % (2 * batch) == 0:  # not every change is read before the next
+            table.apply(
+                job, await tasks_of(engine, "stamped", 0, after=table.revision), job["tasks_revision"]
+            )
+            built = views.task_roles(job, 0, await tasks_of(engine, "stamped", 0))
+            whole = {"taskRoles": built, "sharedGpus": views.shared_gpus(built)}
+            assert json.loads(b"{" + table.encoded(job) + b"}") == whole
+    assert revisions == sorted(revisions)
+    assert revisions[-1] > 0
+    unchanged = await tasks_of(engine, "stamped", 0, after=revisions[-1])
+    assert unchanged == []

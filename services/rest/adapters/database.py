@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from libs.backbone.sql import create_engine
+from libs.backbone.sql import ENGINE_OPTIONS, create_engine
 from libs.backbone.sql import migrate as migrate_service
 
 __all__ = ["create_engine", "create_read_engine", "migrate"]
@@ -34,7 +34,9 @@ def create_read_engine(url: str, engine: AsyncEngine, *, readers: int = 2) -> As
     """
     if not url.startswith("sqlite") or url.split("///", 1)[-1] in ("", ":memory:"):
         return engine
-    reader = create_async_engine(url, connect_args={"timeout": 30}, pool_size=readers, max_overflow=0)
+    reader = create_async_engine(
+        url, connect_args={"timeout": 30}, pool_size=readers, max_overflow=0, **ENGINE_OPTIONS
+    )
 
     @event.listens_for(reader.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:

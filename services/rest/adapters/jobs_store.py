@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
 from libs.backbone.grouping import GroupCommit
-from services.rest.adapters.tables import SEARCH_SEPARATOR, applied_events, job_attempts, jobs, task_attempts
+from services.rest.adapters.tables import SEARCH_SEPARATOR, job_attempts, jobs, task_attempts
 
 Row = dict[str, Any]
 
@@ -118,27 +118,24 @@ async def attempts_of(engine: AsyncEngine, job_id: str) -> list[Row]:
         return [dict(row) for row in result.mappings()]
 
 
-def _tasks_query(job_id: str, attempt: int | None) -> Any:
+def _tasks_query(job_id: str, attempt: int | None, after: int | None) -> Any:
     query = select(task_attempts).where(task_attempts.c.job_id == job_id)
     if attempt is not None:
         query = query.where(task_attempts.c.job_attempt == attempt)
+    if after is not None:
+        query = query.where(task_attempts.c.revision > after)
     return query.order_by(task_attempts.c.role, task_attempts.c.task_index, task_attempts.c.task_attempt)
 
 
-async def tasks_of(engine: AsyncEngine, job_id: str, attempt: int | None = None) -> list[Row]:
+async def tasks_of(
+    engine: AsyncEngine, job_id: str, attempt: int | None = None, *, after: int | None = None
+) -> list[Row]:
+    """The job's task rows (of one attempt), or only those written after revision `after`
+    (the job's `tasks_revision` when what is kept of them was read)."""
     async with engine.connect() as conn:
-        return [dict(row) for row in (await conn.execute(_tasks_query(job_id, attempt))).mappings()]
-
-
-async def tasks_version(engine: AsyncEngine, job_id: str) -> int:
-    """How many events the read model has applied to the job: its task rows change with it only.
-
-    A stamp for what was built from them: equal stamps, equal rows (events are applied once,
-    each in the transaction that records it).
-    """
-    query = select(func.count()).select_from(applied_events).where(applied_events.c.job_id == job_id)
-    async with engine.connect() as conn:
-        return int((await conn.execute(query)).scalar_one())
+        result = await conn.execute(_tasks_query(job_id, attempt, after))
+        columns = tuple(result.keys())
+        return [dict(zip(columns, row, strict=True)) for row in result]
 
 
 # What a list item shows (views.job_summary); the config and exit details stay on disk.

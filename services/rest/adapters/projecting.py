@@ -68,6 +68,7 @@ class _JobRows:
 
     def __init__(self, rows: dict[str, dict[str, Any] | None]) -> None:
         self._rows = rows
+        self._revisions: dict[str, int] = {}
 
     @classmethod
     async def read(cls, conn: AsyncConnection, job_ids: Sequence[str]) -> _JobRows:
@@ -85,6 +86,20 @@ class _JobRows:
         row = (await conn.execute(select(*_JOB_COLUMNS).where(jobs.c.id == job_id))).mappings().first()
         self._rows[job_id] = dict(row) if row is not None else None
         return self._rows[job_id]
+
+    async def revision(self, conn: AsyncConnection, job_id: str) -> int:
+        """The revision this transaction stamps on the job's task rows it writes: the job's
+        tasks_revision raised by one, the first time the transaction asks (see tables.py)."""
+        revision = self._revisions.get(job_id)
+        if revision is None:
+            raised = (
+                update(jobs)
+                .where(jobs.c.id == job_id)
+                .values(tasks_revision=jobs.c.tasks_revision + 1)
+                .returning(jobs.c.tasks_revision)
+            )
+            revision = self._revisions[job_id] = int((await conn.execute(raised)).scalar_one_or_none() or 0)
+        return revision
 
     async def update(self, conn: AsyncConnection, job_id: str, **values: Any) -> None:
         """Write the job's row, and keep the batch's copy of it the same."""
@@ -181,6 +196,7 @@ def _run_update(kind: str, columns: tuple[str, ...]) -> Any:
         values: dict[str, Any] = {
             column: bindparam(f"v_{column}", type_=task_attempts.c[column].type) for column in columns
         }
+        values["revision"] = bindparam("v_revision")
         if kind == "started":  # a task reported ended before it was reported started keeps its end
             values["state"] = case(
                 (task_attempts.c.completed_time.is_(None), "RUNNING"), else_=task_attempts.c.state
@@ -233,6 +249,7 @@ async def _apply_task_run(conn: AsyncConnection, run: Sequence[TaskEvent], rows:
             await _start_attempt(conn, job_id, attempt, at)
         await _job_runs(conn, job_id, job, rows, first[run[0].attempt])
     batches: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    revision = await rows.revision(conn, job_id)
     for event in run:
         if task_attempt_key(event) not in existing:
             await _apply(conn, event, rows)
@@ -243,7 +260,9 @@ async def _apply_task_run(conn: AsyncConnection, run: Sequence[TaskEvent], rows:
         else:
             values = _completed_values(event, at)
         keys = dict(zip(_KEY_PARAMS.values(), task_attempt_key(event), strict=True))
-        batches.setdefault(tuple(values), []).append({**keys, **{f"v_{c}": v for c, v in values.items()}})
+        batches.setdefault(tuple(values), []).append(
+            {**keys, **{f"v_{c}": v for c, v in values.items()}, "v_revision": revision}
+        )
     for columns, parameters in batches.items():
         await conn.execute(_run_update(kind, columns), parameters)
 
@@ -317,7 +336,9 @@ async def _upsert_task(
         )
 
 
-async def _place_tasks(conn: AsyncConnection, job_id: str, event: JobScheduled, at: int) -> None:
+async def _place_tasks(
+    conn: AsyncConnection, job_id: str, event: JobScheduled, at: int, revision: int
+) -> None:
     """Each placed task's first attempt row: new rows in one statement, existing ones updated."""
     existing = {
         (role, index)
@@ -338,6 +359,7 @@ async def _place_tasks(conn: AsyncConnection, job_id: str, event: JobScheduled, 
             "ip": placement.node_address,
             "gpus": ",".join(str(gpu) for gpu in placement.gpu_indices) or None,
             "created_time": at,
+            "revision": revision,
         }
         if (placement.role, placement.index) in existing:
             key = _task_key(job_id, event.attempt, placement.role, placement.index, 0)
@@ -421,7 +443,7 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
         await _upsert_attempt(
             conn, job_id, event.attempt, created_time=at, sub_state=states.SUB_STATE_PREPARING
         )
-        await _place_tasks(conn, job_id, event, at)
+        await _place_tasks(conn, job_id, event, at, await rows.revision(conn, job_id))
         if not final:
             values: dict[str, Any] = {
                 "attempt": event.attempt,
@@ -451,6 +473,7 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
                 )
             },
             state="RUNNING",
+            revision=await rows.revision(conn, job_id),
             **_started_values(event, at),
         )
         await _start_attempt(conn, job_id, event.attempt, at)
@@ -463,6 +486,7 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
             event.role,
             event.index,
             event.task_attempt,
+            revision=await rows.revision(conn, job_id),
             **_completed_values(event, at),
         )
     elif isinstance(event, JobRetrying):
@@ -518,7 +542,11 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
                     task_attempts.c.state.in_(("WAITING", "RUNNING")),
                 )
             )
-            .values(state="STOPPED" if event.state.value == "STOPPED" else "FAILED", completed_time=at)
+            .values(
+                state="STOPPED" if event.state.value == "STOPPED" else "FAILED",
+                completed_time=at,
+                revision=await rows.revision(conn, job_id),
+            )
         )
         if not final:
             await rows.update(

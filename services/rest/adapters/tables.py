@@ -25,6 +25,7 @@ from sqlalchemy import (
     UniqueConstraint,
     cast,
     literal_column,
+    text,
 )
 
 metadata = MetaData()
@@ -81,6 +82,10 @@ jobs = Table(
     Column("total_tasks", Integer, nullable=False, default=0),
     Column("total_task_roles", Integer, nullable=False, default=0),
     Column("config", JSON, nullable=True),
+    # Raised once by every projection transaction that writes the job's task rows, and stamped
+    # on each row it writes (task_attempts.revision; 0005): a detail kept at revision R needs only
+    # the rows above R to be current (services/rest/detail_cache.py).
+    Column("tasks_revision", BigInteger, nullable=False, server_default=text("0")),
     # What the list's keyword searches, lower-cased once when the row is written (the three
     # fields never change). The same SQL on both backends; SQLite computes it on read.
     Column("search_text", Text, Computed(SEARCH_TEXT), nullable=True),
@@ -178,6 +183,8 @@ task_attempts = Table(
     Column("exit_diagnostics", Text, nullable=True),
     # What the executor told the user about how the task runs (task.started's note; 0004).
     Column("note", Text, nullable=True),
+    # The job's tasks_revision of the transaction that last wrote this row (0005).
+    Column("revision", BigInteger, nullable=False, server_default=text("0")),
 )
 
 # Event ids already applied: a redelivered or duplicated event is recognised and skipped.

@@ -101,20 +101,37 @@ def _share_of(job: Row, role: str) -> int | None:
     return share.gpu_milli if share is not None else None
 
 
+GpuShare = tuple[str, str, int]
+"""A task's hold on a shared GPU: node, device, thousandths."""
+
+
+def gpu_share(status: Mapping[str, Any]) -> GpuShare | None:
+    """The shared GPU a task status holds part of, if it holds one (and is placed)."""
+    if status.get("containerGpuMilli") and status.get("containerGpus") and status["taskState"] != "WAITING":
+        node = str(status.get("containerNodeName") or "")
+        return node, str(status["containerGpus"]), int(status["containerGpuMilli"])
+    return None
+
+
+def shared_gpu_list(held: Iterable[tuple[str, int, GpuShare]]) -> list[dict[str, Any]]:
+    """`sharedGpus` from each (role, index, share) in the order of the job's task statuses."""
+    devices: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for role, index, (node, gpu, milli) in held:
+        devices.setdefault((node, gpu), []).append({"taskRole": role, "taskIndex": index, "gpuMilli": milli})
+    return [
+        {"node": node, "gpu": gpu, "gpuMilli": sum(t["gpuMilli"] for t in tasks), "tasks": tasks}
+        for (node, gpu), tasks in sorted(devices.items())
+    ]
+
+
 def shared_gpus(roles: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The GPUs the job's tasks share, each with how much of it the job's tasks hold and which."""
-    devices: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for role, status in roles.items():
-        for task in status["taskStatuses"]:
-            if task.get("containerGpuMilli") and task.get("containerGpus") and task["taskState"] != "WAITING":
-                key = (str(task.get("containerNodeName") or ""), str(task["containerGpus"]))
-                devices.setdefault(key, []).append(
-                    {"taskRole": role, "taskIndex": task["taskIndex"], "gpuMilli": task["containerGpuMilli"]}
-                )
-    return [
-        {"node": node, "gpu": gpu, "gpuMilli": sum(t["gpuMilli"] for t in held), "tasks": held}
-        for (node, gpu), held in sorted(devices.items())
-    ]
+    return shared_gpu_list(
+        (role, task["taskIndex"], share)
+        for role, status in roles.items()
+        for task in status["taskStatuses"]
+        if (share := gpu_share(task)) is not None
+    )
 
 
 def task_status(job: Row, task: Row) -> dict[str, Any]:
@@ -168,7 +185,8 @@ def _waiting_task(job: Row, job_attempt: int, role: str, index: int) -> dict[str
 MAX_WAITING_LISTED = 10_000
 
 
-def _placeholders(instances: Any) -> int:
+def placeholders(instances: Any) -> int:
+    """How many tasks of a role the config asks for, as many as a detail lists."""
     try:
         count = int(instances or 1)
     except (TypeError, ValueError, OverflowError):
@@ -209,6 +227,26 @@ def waiting_task(job: Row, job_attempt: int, role: str, index: int) -> dict[str,
     return _waiting_task(job, job_attempt, role, index)
 
 
+def waiting_status(job: Row, job_attempt: int, role: str, index: int) -> dict[str, Any]:
+    """The status of a task not placed yet (a WAITING placeholder)."""
+    return task_status(job, _waiting_task(job, job_attempt, role, index))
+
+
+def role_sizes(job: Row, placed: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """How many statuses each role lists: the config's roles in its order with their instances,
+    then roles only the rows know, by name; a role reaches past its highest placed index."""
+    sizes: dict[str, int] = {}
+    for role, spec in ((job["config"] or {}).get("taskRoles") or {}).items():
+        sizes[role] = placeholders((spec or {}).get("instances", 1))
+    beyond: dict[str, int] = {}
+    for role, index in placed:
+        if role in sizes:
+            sizes[role] = max(sizes[role], index + 1)
+        else:
+            beyond[role] = max(beyond.get(role, 0), index + 1)
+    return sizes | dict(sorted(beyond.items()))
+
+
 def task_roles(job: Row, job_attempt: int, tasks: Iterable[Row]) -> dict[str, Any]:
     """``taskRoles`` of a job detail: every role of the config, each task at its latest attempt.
 
@@ -219,14 +257,8 @@ def task_roles(job: Row, job_attempt: int, tasks: Iterable[Row]) -> dict[str, An
         key = (task["role"], task["task_index"])
         if key not in latest or task["task_attempt"] > latest[key]["task_attempt"]:
             latest[key] = task
-    roles: dict[str, int] = {}
-    config_roles = (job["config"] or {}).get("taskRoles") or {}
-    for role, spec in config_roles.items():
-        roles[role] = _placeholders((spec or {}).get("instances", 1))
-    for role, index in latest:
-        roles[role] = max(roles.get(role, 0), index + 1)
     result: dict[str, Any] = {}
-    for role, instances in roles.items():
+    for role, instances in role_sizes(job, latest).items():
         statuses = []
         for index in range(instances):
             row = latest.get((role, index)) or _waiting_task(job, job_attempt, role, index)

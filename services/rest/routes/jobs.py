@@ -29,7 +29,6 @@ from services.rest.adapters.jobs_store import (
     delete_job,
     list_jobs,
     tasks_of,
-    tasks_version,
 )
 from services.rest.adapters.tagging import change_tag
 from services.rest.auth import Principal, require_user
@@ -221,8 +220,8 @@ async def _attempts(request: web.Request, job: dict[str, Any]) -> list[dict[str,
 
 
 async def _detail(request: web.Request, attempt_id: int | None) -> web.Response:
-    """The detail as a response; its `taskRoles` (most of a large job's) kept encoded while the
-    job's task rows do not change (services/rest/detail_cache.py)."""
+    """The detail as a response; its `taskRoles` (most of a large job's) kept encoded per task
+    and brought up to date from the task rows that changed (services/rest/detail_cache.py)."""
     job = await readable_job(request)
     engine = request.app[READ_ENGINE]
     attempts = await _attempts(request, job)
@@ -236,14 +235,14 @@ async def _detail(request: web.Request, attempt_id: int | None) -> web.Response:
         if chosen is None:
             raise NO_JOB_ATTEMPT(attempt=attempt_id, job=f"{job['username']}~{job['name']}")
     cache = request.app[DETAIL_CACHE]
-    key = (job["id"], attempt_id or 0, await tasks_version(engine, job["id"]))
-    roles = cache.get(key)
-    if roles is None:
-        tasks = await tasks_of(engine, job["id"], attempt_id) if attempt_id is not None else []
-        built = views.task_roles(job, attempt_id or 0, tasks)
-        # `"taskRoles": ..., "sharedGpus": ...`, the end of the answer, without the braces.
-        roles = json.dumps({"taskRoles": built, "sharedGpus": views.shared_gpus(built)}).encode()[1:-1]
-        cache.put(key, roles)
+    table = cache.table(job["id"], attempt_id or 0)
+    revision = job["tasks_revision"]
+    if table.revision < revision:  # read the rows written since (all of them for a new table)
+        after = table.revision
+        rows = [] if attempt_id is None else await tasks_of(engine, job["id"], attempt_id, after=after)
+        table.apply(job, rows, revision)
+    roles = table.encoded(job)
+    cache.keep(job["id"], table)
     detail = views.job_detail(job, chosen, (), roles={})
     del detail["taskRoles"], detail["sharedGpus"]
     declared = request.app[SETTINGS].simulated_gpus
