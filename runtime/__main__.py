@@ -6,6 +6,7 @@ about 10 ms to the start of every task.
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 
@@ -54,4 +55,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # What start-up made (modules, classes, functions) lives until the process exits: frozen, it
+    # is out of the collector's sight, so neither the collections during the task nor the
+    # interpreter's last ones at exit walk it again (about 2.5 ms of every task's CPU). What the
+    # task allocates from here on is collected as usual.
+    gc.freeze()
     sys.exit(main())

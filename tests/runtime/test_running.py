@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import time
 from pathlib import Path
 
 from runtime import exitcodes
+from runtime.running import TaskRun
+from runtime.spec import parse_spec
 from tests.runtime.helpers import (
     all_log,
     log_dir,
@@ -193,6 +197,46 @@ def test_sigterm_is_forwarded_and_nothing_runs_after_the_command(tmp_path: Path)
     assert "not-reached" not in log
     assert "POST" not in log
     assert result_of(spec)["stoppedBy"] == "SIGTERM"
+
+
+def test_what_a_stopping_command_starts_after_the_signal_is_signalled_too(tmp_path: Path) -> None:
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    # On SIGTERM the command starts a new process: the runtime keeps signalling the tree.
+    command = f"trap 'sleep 60; echo after-late-child' TERM; echo started > {fifo}; sleep 60"
+    spec = spec_for(tmp_path, "worker", 0, [role("worker")], command)
+    proc = start_runtime(write_spec(tmp_path, spec))
+    with open(fifo) as f:
+        assert f.readline().strip() == "started"
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=20)
+    assert time.monotonic() - started < 10
+    assert "after-late-child" in all_log(spec)
+    assert result_of(spec)["stoppedBy"] == "SIGTERM"
+
+
+def test_a_task_users_script_reaches_bash_whole_through_its_descriptor_alone(tmp_path: Path) -> None:
+    run_as = {"name": "someone", "uid": 4242, "gid": 4242}
+    spec = parse_spec(spec_for(tmp_path, "worker", 0, [role("worker")], "true", run_as=run_as))
+    text = (
+        'printf "%s|%s|" "$0" "${_pai_script-unset}"\n'
+        "x='back\\slash  '\n"
+        'printf "%s|" "$x"\n'
+        'for fd in /proc/self/fd/*; do readlink "$fd"; done | grep -c script.sh || true\n\n\n'
+    )
+    path = tmp_path / "script.sh"
+    path.write_text(text)
+    script = os.open(path, os.O_RDONLY)
+    try:
+        # As the runtime's own user: the command line, not the change of user, is under test.
+        done = subprocess.run(
+            TaskRun(spec)._command(path, script), pass_fds=(script,), capture_output=True, text=True
+        )
+    finally:
+        os.close(script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "script.sh|unset|back\\slash  |0\n"
 
 
 def test_an_invalid_spec_is_reported_by_field(tmp_path: Path) -> None:
