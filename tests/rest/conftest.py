@@ -17,8 +17,10 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type hints
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from libs.backbone.natsserver import EmbeddedNats
+from services.rest.adapters.database import create_engine, migrate
 from services.rest.app import build_app
 from services.rest.settings import RestSettings
 from tests.rest.fake_idp import FakeIdp
@@ -76,6 +78,17 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
     asyncio.run(reset())
     return dsn.replace("postgresql://", "postgresql+asyncpg://", 1)
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    """The read model's engine on the backend, its schema migrated, and nothing else running."""
+    engine = create_engine(database_url)
+    await migrate(engine)
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import insert
@@ -11,20 +10,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from libs.backbone.sql import read_json
 from libs.protocol.events import JobSubmitted
-from services.rest.adapters.database import create_engine, create_read_engine, migrate
+from services.rest.adapters.database import create_read_engine
 from services.rest.adapters.jobs_store import find_job
 from services.rest.adapters.tables import jobs
 from services.rest.core.totals import job_row_from_config
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(database_url)
-    await migrate(engine)
-    try:
-        yield engine
-    finally:
-        await engine.dispose()
 
 
 def test_values_python_wrote_that_orjson_refuses_are_read_by_python() -> None:

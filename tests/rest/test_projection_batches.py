@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +27,6 @@ from libs.protocol.events import (
     TaskStarted,
 )
 from services.rest.adapters import projecting
-from services.rest.adapters.database import create_engine, migrate
 from services.rest.adapters.jobs_store import DuplicateJobError, JobInserter, attempts_of, find_job, tasks_of
 from services.rest.adapters.projecting import apply_event, apply_events
 from services.rest.adapters.tables import applied_events
@@ -37,16 +36,6 @@ from services.rest.core.totals import job_row_from_config
 from services.rest.projection import Projector
 
 PLACEMENT = (TaskPlacement(role="worker", index=0, node="node-a", node_address="10.0.0.1"),)
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(database_url)
-    await migrate(engine)
-    try:
-        yield engine
-    finally:
-        await engine.dispose()
 
 
 def submitted(job_id: str) -> JobSubmitted:
