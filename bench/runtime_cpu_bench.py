@@ -13,10 +13,8 @@ exit (p50), also for the runtime's own user without ports, and for a bare ``pyth
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pwd
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.runtime_bench import spec  # noqa: E402  # the script beside this one
+from libs.embedded.platform import free_port  # noqa: E402
 from services.orchestrator.adapters.isolation import task_environment  # noqa: E402
 from services.orchestrator.adapters.local import runtime_command, runtime_path  # noqa: E402
 
@@ -43,47 +43,32 @@ def task_user() -> dict[str, object] | None:
     return {"name": entry.pw_name, "uid": entry.pw_uid, "gid": entry.pw_gid}
 
 
-def free_ports(count: int) -> list[int]:
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind(("0.0.0.0", 0))
-        return [sock.getsockname()[1] for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
+def two_ports() -> dict[str, list[int]]:
+    ports: set[int] = set()
+    while len(ports) < 2:
+        ports.add(free_port("0.0.0.0"))
+    return dict(zip(("ssh", "http"), ([p] for p in sorted(ports)), strict=True))
 
 
 def write_spec(directory: Path, as_platform: bool) -> Path:
     """A one-task job as the orchestrator writes it (build_spec's fields, no secrets); with
     ``as_platform`` its ssh and http ports and, as root, the task user as well."""
     run_as = task_user() if as_platform else None
-    ports = dict(zip(("ssh", "http"), ([p] for p in free_ports(2)), strict=True)) if as_platform else {}
-    work = directory / "work"
-    work.mkdir(mode=0o700)
+    work = directory / "main" / "work"
+    work.mkdir(mode=0o700, parents=True)
     if run_as is not None:
         os.chown(work, int(str(run_as["uid"])), int(str(run_as["gid"])))
-    data = {
-        "spec_version": 1,
-        "job": {"user": "bench", "name": "cpu", "uid": "bench-cpu", "attempt_id": 0},
-        "role": "main",
-        "index": 0,
-        "entrypoint": "true",
-        "roles": [{"name": "main", "instances": 1, "resources": {"cpu": 1, "memory_mb": 256}}],
-        "tasks": [{"role": "main", "index": 0, "host_ip": "127.0.0.1", "ports": ports}],
-        "dirs": {
-            "work_dir": str(work),
-            "log_dir": str(directory / "logs"),
-            "barrier_dir": str(directory / "barrier"),
-            "ssh_key_dir": str(directory / "ssh"),
-        },
-        "gang": True,
-        "run_as": run_as,
-        "notice": "bench: runs on the host",
-    }
-    path = directory / "spec.json"
-    path.write_text(json.dumps(data, indent=2))
-    return path
+    ports = two_ports() if as_platform else {}
+    return spec(
+        directory,
+        "main",
+        ["main"],
+        "true",
+        tasks=[{"role": "main", "index": 0, "host_ip": "127.0.0.1", "ports": ports}],
+        gang=True,
+        run_as=run_as,
+        notice="bench: runs on the host",
+    )
 
 
 def run_once(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, int]:
