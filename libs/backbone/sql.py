@@ -7,6 +7,7 @@ platform's database never touch each other's tables.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -18,6 +19,8 @@ from alembic.config import Config
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from libs.backbone import sqlite_loop
 
 
 def read_json(text: str | bytes) -> Any:
@@ -38,6 +41,12 @@ ENGINE_OPTIONS: dict[str, Any] = {"json_deserializer": read_json}
 """Options every engine of the platform is made with."""
 
 
+async def _open_on_loop(path: str) -> sqlite_loop.LoopConnection:
+    connection = sqlite_loop.connect(path, timeout=30)
+    await connection
+    return connection
+
+
 def create_engine(url: str) -> AsyncEngine:
     """An async engine; SQLite gets foreign keys on, WAL with NORMAL sync, and one shared connection."""
     if url.startswith("sqlite"):
@@ -46,9 +55,11 @@ def create_engine(url: str) -> AsyncEngine:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         # One connection: SQLite has one writer at a time anyway, and queueing in the pool is far
         # cheaper than SQLite's busy-wait backoff when writers collide (measured in bench/).
-        engine = create_async_engine(
-            url, connect_args={"timeout": 30}, pool_size=1, max_overflow=0, **ENGINE_OPTIONS
-        )
+        options: dict[str, Any] = {"connect_args": {"timeout": 30}}
+        if path and path != ":memory:" and "?" not in path:
+            # Its small calls made on the event loop's thread (libs/backbone/sqlite_loop.py).
+            options = {"async_creator": functools.partial(_open_on_loop, path)}
+        engine = create_async_engine(url, pool_size=1, max_overflow=0, **options, **ENGINE_OPTIONS)
 
         @event.listens_for(engine.sync_engine, "connect")
         def _on_connect(dbapi_connection: Any, _record: Any) -> None:
