@@ -306,3 +306,27 @@ async def test_each_handled_message_logs_one_line_with_its_job_and_message_ids(b
         assert (entry["job_id"], entry["msg_id"]) == ("j7", "e7")
     assert line["outcome"] == "acked"
     assert line["subject"] == "pai.job.j7.submitted"
+    assert line["log_level"] == "debug"  # routine: acked in good time
+
+
+@pytest.mark.parametrize("case", ["terminated", "slow"])
+async def test_a_message_not_acked_or_slow_to_ack_logs_its_line_at_info(
+    bus: Bus, case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await provision(bus)
+    handled = asyncio.Event()
+
+    async def handler(msg: Msg) -> None:
+        handled.set()
+        if case == "terminated":
+            raise PermanentError("not for us")
+
+    if case == "slow":
+        monkeypatch.setattr("libs.backbone.consuming.SLOW_HANDLING_SECONDS", 0.0)
+    with structlog.testing.capture_logs() as logs:
+        async with running_consumer(bus.js, "JOBS", "worker", handler):
+            await publish(bus.js, "pai.job.j8.submitted", Event(n=1), msg_id="e8")
+            await asyncio.wait_for(handled.wait(), 20)
+    (line,) = (entry for entry in logs if entry["event"] == "message handled")
+    assert line["log_level"] == "info"
+    assert line["outcome"] == ("terminated" if case == "terminated" else "acked")
