@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import socket
 import time
 import uuid
@@ -25,6 +24,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import nats.errors
+import orjson
 import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -259,7 +259,8 @@ class Deliveries:
     def _handler(self, stream: str):  # type: ignore[no-untyped-def]
         async def handle(msg: Msg) -> None:
             sequence = msg.metadata.sequence.stream
-            located = locate(json.loads(msg.data), self.hub.directory)
+            data = orjson.loads(msg.data)
+            located = locate(data, self.hub.directory)
             job = self.hub.directory.job(located.job_id)
             targets = [
                 hook
@@ -270,7 +271,7 @@ class Deliveries:
             ]
             if not targets:
                 return
-            event_id = str(json.loads(msg.data).get("event_id", ""))
+            event_id = str(data.get("event_id", ""))
             await asyncio.gather(
                 *(self.deliver(hook, stream, sequence, located.type, event_id, msg.data) for hook in targets)
             )

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import nats.errors
+import orjson
 import structlog
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -143,7 +143,7 @@ class Hub:
         """Teach the directory from the events on ``subject`` up to sequence ``until``."""
         async for msg in self._read(subject, 1, until):
             with contextlib.suppress(ValueError):
-                locate(json.loads(msg.data), self.directory)
+                locate(orjson.loads(msg.data), self.directory)
 
     async def _read(self, subject: str, start: int, until: int) -> AsyncIterator[Msg]:
         """The stored messages on ``subject`` with sequences from ``start`` to ``until``."""
@@ -173,7 +173,7 @@ class Hub:
 
     def _item(self, stream: str, msg: Msg) -> Item | None:
         try:
-            data = json.loads(msg.data)
+            data = orjson.loads(msg.data)  # only its type and job are read; the bytes go out as they are
         except ValueError:
             log.warning("undecodable message skipped", subject=msg.subject)
             return None

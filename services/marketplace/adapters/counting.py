@@ -21,6 +21,8 @@ from services.marketplace.adapters.storing import Store
 
 DURABLE = "marketplace-uses"
 SUBMITTED = f"{ROOT}.job.*.job.submitted"
+# The key as every job.submitted's JSON spells it (rest publishes them; keys are never escaped).
+SUBMIT_FROM = b'"submitFrom"'
 
 
 def submitted_from(event: JobSubmitted) -> str | None:
@@ -33,6 +35,8 @@ async def count_uses(js: JetStreamContext, store: Store, stop: asyncio.Event) ->
     """Consume ``job.submitted`` until ``stop``; each job from an item counts once."""
 
     async def handle(msg: Msg) -> None:
+        if SUBMIT_FROM not in msg.data:  # most jobs: not from an item, and not worth decoding
+            return
         event = decode_event(msg.data)
         if not isinstance(event, JobSubmitted):
             return
