@@ -42,7 +42,7 @@ from libs.protocol.events import (
     TaskStarted,
 )
 from services.rest.adapters.database import create_engine
-from services.rest.adapters.jobs_store import tasks_of
+from services.rest.adapters.jobs_store import task_rows
 from services.rest.adapters.projecting import apply_events
 from services.rest.app import build_app
 from services.rest.core.task_table import TaskTable
@@ -149,7 +149,7 @@ async def main(tasks: int, runs: int, batch: int) -> None:
                 assert parsed["jobStatus"]["state"] == "SUCCEEDED", parsed["jobStatus"]
                 assert len(parsed["taskRoles"]["worker"]["taskStatuses"]) == tasks
                 began = time.perf_counter()
-                rows = await tasks_of(engine, job_id, 0)
+                rows = await task_rows(engine, job_id, 0)
                 read = time.perf_counter() - began
                 began = time.perf_counter()
                 table, job = TaskTable(0), _job_row(parsed, job_id)

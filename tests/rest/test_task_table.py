@@ -110,8 +110,14 @@ def test_the_size_counts_what_is_held() -> None:
     rng = random.Random(3)
     table = TaskTable(0)
     table.apply(JOB, [task_row("worker", i, 0, 1, rng) for i in range(6)], 1)
-    encoded = table.encoded(JOB)
-    assert table.size > len(encoded) > 0
-    before = table.size
-    table.apply(JOB, [task_row("ps", 0, 0, 2, rng)], 2)  # a placeholder replaced, the joined copy dropped
-    assert table.size < before
+
+    def statuses(pieces: list[bytes]) -> int:
+        return sum(len(piece) for piece in pieces if piece.startswith(b"{"))  # kept or waiting
+
+    pieces = table.pieces(JOB)
+    assert b"".join(pieces) == table.encoded(JOB)
+    # Each status once (the pieces share them; no joined copy is held), and the list itself.
+    assert table.size == statuses(pieces) + 8 * len(pieces)
+    table.apply(JOB, [task_row("ps", 0, 0, 2, rng)], 2)  # a placeholder replaced
+    pieces = table.pieces(JOB)
+    assert table.size == statuses(pieces) + 8 * len(pieces)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import uuid
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from libs.protocol.events import FailureInfo
 from services.rest.core import states, views
@@ -22,6 +25,15 @@ def test_an_exit_code_maps_to_openpai_final_state(exit_code: int, state: str) ->
 
 def test_the_framework_name_is_openpai_md5_of_user_and_job() -> None:
     assert states.framework_name("alice", "train~1") == hashlib.md5(b"alice~train~1").hexdigest()
+
+
+@given(
+    job_id=st.text(max_size=40), role=st.text(max_size=40), index=st.integers(min_value=0, max_value=10**6)
+)
+def test_a_task_uid_is_the_name_based_uuid5_of_its_task(job_id: str, role: str, index: int) -> None:
+    expected = uuid.uuid5(uuid.NAMESPACE_URL, f"pai:{job_id}:{role}:{index}")
+    assert states.task_uid(job_id, role, index) == str(expected)
+    assert uuid.UUID(states.task_uid(job_id, role, index)).version == 5
 
 
 def test_an_exit_spec_carries_the_matched_rule() -> None:

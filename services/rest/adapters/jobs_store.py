@@ -13,12 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Text, and_, cast, delete, func, insert, literal_column, or_, select
+from sqlalchemy import Text, and_, cast, delete, func, insert, literal_column, or_, select, type_coerce
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
 from libs.backbone.grouping import GroupCommit
+from libs.backbone.sql import read_json
 from services.rest.adapters.tables import SEARCH_SEPARATOR, job_attempts, jobs, task_attempts
 
 Row = dict[str, Any]
@@ -118,8 +119,10 @@ async def attempts_of(engine: AsyncEngine, job_id: str) -> list[Row]:
         return [dict(row) for row in result.mappings()]
 
 
-def _tasks_query(job_id: str, attempt: int | None, after: int | None) -> Any:
-    query = select(task_attempts).where(task_attempts.c.job_id == job_id)
+def _tasks_query(
+    job_id: str, attempt: int | None, after: int | None, columns: Sequence[Any] = (task_attempts,)
+) -> Any:
+    query = select(*columns).where(task_attempts.c.job_id == job_id)
     if attempt is not None:
         query = query.where(task_attempts.c.job_attempt == attempt)
     if after is not None:
@@ -136,6 +139,37 @@ async def tasks_of(
         result = await conn.execute(_tasks_query(job_id, attempt, after))
         columns = tuple(result.keys())
         return [dict(zip(columns, row, strict=True)) for row in result]
+
+
+# The task row's JSON columns read as their text, for task_rows to decode.
+_JSON_COLUMNS = ("ports", "exit_spec")
+_AS_TEXT = tuple(
+    type_coerce(column, Text).label(column.name) if column.name in _JSON_COLUMNS else column
+    for column in task_attempts.c
+)
+
+
+async def task_rows(
+    engine: AsyncEngine, job_id: str, attempt: int | None = None, *, after: int | None = None
+) -> list[Row]:
+    """``tasks_of`` for a job detail's task table, which only reads them: each distinct text of
+    a JSON column is decoded once, so rows holding equal values share one decoded object. A
+    large job's tasks mostly hold the same ports and exit spec, and decoding each row's was half
+    the time of reading ten thousand of them."""
+    async with engine.connect() as conn:
+        result = await conn.execute(_tasks_query(job_id, attempt, after, _AS_TEXT))
+        columns = tuple(result.keys())
+        rows = [dict(zip(columns, row, strict=True)) for row in result]
+    decoded: dict[str, Any] = {}
+    for row in rows:
+        for column in _JSON_COLUMNS:
+            text = row[column]
+            if isinstance(text, str):  # (asyncpg decodes json columns itself)
+                value = decoded.get(text)
+                if value is None:
+                    value = decoded[text] = read_json(text)
+                row[column] = value
+    return rows
 
 
 # What a list item shows (views.job_summary); the config and exit details stay on disk.

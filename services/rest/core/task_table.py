@@ -42,13 +42,13 @@ class TaskTable:
         self.revision = NOTHING_READ
         self._tasks: dict[tuple[str, int], _Task] = {}
         self._waiting: dict[tuple[str, int], bytes] = {}
-        self._encoded: bytes | None = None
+        self._pieces: list[bytes] | None = None
         self._size = 0
 
     @property
     def size(self) -> int:
-        """Bytes held (the pieces and their joined copy), for a cache's budget."""
-        return self._size + len(self._encoded or b"")
+        """Bytes held (the pieces; their list shares them), for a cache's budget."""
+        return self._size + 8 * len(self._pieces or ())
 
     def apply(self, job: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], revision: int) -> None:
         """Take rows read after `self.revision`, the job's `tasks_revision` being `revision` (or
@@ -65,39 +65,41 @@ class TaskTable:
             self._tasks[key] = task
             self._size += len(task.encoded) - (len(held.encoded) if held is not None else 0)
             self._size -= len(self._waiting.pop(key, b""))
-            self._encoded = None
+            self._pieces = None
         self.revision = max(self.revision, revision)
 
-    def encoded(self, job: Mapping[str, Any]) -> bytes:
-        """`"taskRoles": {...}, "sharedGpus": [...]`: the end of a detail, without its braces."""
-        if self._encoded is None:
-            self._encoded = self._encode(job)
-        return self._encoded
+    def pieces(self, job: Mapping[str, Any]) -> list[bytes]:
+        """`"taskRoles": {...}, "sharedGpus": [...]` (the end of a detail, without its braces) in
+        pieces, most of them the tasks' kept statuses: whoever sends it joins them once."""
+        if self._pieces is None:
+            self._pieces = self._encode(job)
+        return self._pieces
 
-    def _encode(self, job: Mapping[str, Any]) -> bytes:
-        roles: list[bytes] = []
+    def encoded(self, job: Mapping[str, Any]) -> bytes:
+        """The pieces joined."""
+        return b"".join(self.pieces(job))
+
+    def _encode(self, job: Mapping[str, Any]) -> list[bytes]:
+        pieces: list[bytes] = [b'"taskRoles": {']
         shares: list[tuple[str, int, views.GpuShare]] = []
-        for role, count in views.role_sizes(job, self._tasks).items():
-            statuses: list[bytes] = []
+        for number, (role, count) in enumerate(views.role_sizes(job, self._tasks).items()):
+            name = json.dumps(role).encode()
+            if number:
+                pieces.append(b", ")
+            pieces += (name, b': {"taskRoleStatus": {"name": ', name, b'}, "taskStatuses": [')
             for index in range(count):
+                if index:
+                    pieces.append(b", ")
                 task = self._tasks.get((role, index))
                 if task is None:
-                    statuses.append(self._waiting_status(job, role, index))
+                    pieces.append(self._waiting_status(job, role, index))
                     continue
-                statuses.append(task.encoded)
+                pieces.append(task.encoded)
                 if task.share is not None:
                     shares.append((role, index, task.share))
-            name = json.dumps(role).encode()
-            roles.append(
-                name
-                + b': {"taskRoleStatus": {"name": '
-                + name
-                + b'}, "taskStatuses": ['
-                + b", ".join(statuses)
-                + b"]}"
-            )
-        shared = json.dumps(views.shared_gpu_list(shares)).encode()
-        return b'"taskRoles": {' + b", ".join(roles) + b'}, "sharedGpus": ' + shared
+            pieces.append(b"]}")
+        pieces += (b'}, "sharedGpus": ', json.dumps(views.shared_gpu_list(shares)).encode())
+        return pieces
 
     def _waiting_status(self, job: Mapping[str, Any], role: str, index: int) -> bytes:
         encoded = self._waiting.get((role, index))

@@ -28,6 +28,7 @@ from services.rest.adapters.jobs_store import (
     attempts_of,
     delete_job,
     list_jobs,
+    task_rows,
     tasks_of,
 )
 from services.rest.adapters.tagging import change_tag
@@ -239,9 +240,9 @@ async def _detail(request: web.Request, attempt_id: int | None) -> web.Response:
     revision = job["tasks_revision"]
     if table.revision < revision:  # read the rows written since (all of them for a new table)
         after = table.revision
-        rows = [] if attempt_id is None else await tasks_of(engine, job["id"], attempt_id, after=after)
+        rows = [] if attempt_id is None else await task_rows(engine, job["id"], attempt_id, after=after)
         table.apply(job, rows, revision)
-    roles = table.encoded(job)
+    roles = table.pieces(job)
     cache.keep(job["id"], table)
     detail = views.job_detail(job, chosen, (), roles={})
     del detail["taskRoles"], detail["sharedGpus"]
@@ -254,7 +255,7 @@ async def _detail(request: web.Request, attempt_id: int | None) -> web.Response:
             "CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES with their indices, but no GPU hardware."
         )
     head = json.dumps(detail).encode()
-    body = head[:-1] + (b", " if detail else b"") + roles + b"}"
+    body = b"".join((head[:-1], b", " if detail else b"", *roles, b"}"))
     return web.Response(body=body, content_type="application/json")
 
 
