@@ -30,7 +30,7 @@ from services.rest.adapters import projecting
 from services.rest.adapters.jobs_store import DuplicateJobError, JobInserter, attempts_of, find_job, tasks_of
 from services.rest.adapters.projecting import apply_event, apply_events
 from services.rest.adapters.tables import applied_events
-from services.rest.core import views
+from services.rest.core import states, views
 from services.rest.core.task_table import TaskTable
 from services.rest.core.totals import job_row_from_config
 from services.rest.projection import Projector
@@ -419,3 +419,26 @@ async def test_a_detail_brought_up_to_date_from_the_rows_past_its_revision_is_a_
     assert revisions[-1] > 0
     unchanged = await tasks_of(engine, "stamped", 0, after=revisions[-1])
     assert unchanged == []
+
+
+async def test_a_burst_of_job_events_writes_the_job_rows_in_one_statement(engine: AsyncEngine) -> None:
+    """Each job's row is written once per batch, and jobs changing the same columns together."""
+    jobs = [f"burst-{i}" for i in range(20)]
+    await apply_events(engine, [submitted(job_id) for job_id in jobs])
+    updates: list[str] = []
+
+    def on_execute(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip().upper().startswith("UPDATE JOBS"):
+            updates.append(statement)
+
+    event.listen(engine.sync_engine, "before_cursor_execute", on_execute)
+    pending = [JobPending(job_id=job_id, reason=f"no GPU for {job_id}") for job_id in jobs]
+    pending.append(JobPending(job_id=jobs[0], reason="still no GPU"))  # a job's later event wins
+    assert await apply_events(engine, pending) == [True] * len(pending)
+    event.remove(engine.sync_engine, "before_cursor_execute", on_execute)
+    assert len(updates) == 1, updates
+    for job_id in jobs:
+        job = await find_job(engine, "alice", f"job-{job_id}")
+        assert job is not None
+        reason = "still no GPU" if job_id == jobs[0] else f"no GPU for {job_id}"
+        assert (job["pending_reason"], job["sub_state"]) == (reason, states.SUB_STATE_WAITING), job_id

@@ -69,6 +69,7 @@ class _JobRows:
     def __init__(self, rows: dict[str, dict[str, Any] | None]) -> None:
         self._rows = rows
         self._revisions: dict[str, int] = {}
+        self._writes: dict[str, dict[str, Any]] = {}
 
     @classmethod
     async def read(cls, conn: AsyncConnection, job_ids: Sequence[str]) -> _JobRows:
@@ -101,12 +102,41 @@ class _JobRows:
             revision = self._revisions[job_id] = int((await conn.execute(raised)).scalar_one_or_none() or 0)
         return revision
 
-    async def update(self, conn: AsyncConnection, job_id: str, **values: Any) -> None:
-        """Write the job's row, and keep the batch's copy of it the same."""
-        await conn.execute(update(jobs).where(jobs.c.id == job_id).values(**values))
+    def update(self, job_id: str, **values: Any) -> None:
+        """Change the job's row: at once in the batch's copy, in the table by ``write`` (the
+        batch's changes of a job written in one statement, jobs changing the same columns in one
+        executemany: a burst of job.pending is one statement, not one per job)."""
+        self._writes.setdefault(job_id, {}).update(values)
         cached = self._rows.get(job_id)
         if cached is not None:
             cached.update((column, value) for column, value in values.items() if column in cached)
+
+    async def write(self, conn: AsyncConnection) -> None:
+        """Write the changes ``update`` kept, before the transaction commits."""
+        by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for job_id, values in self._writes.items():
+            columns = tuple(sorted(values))
+            by_columns.setdefault(columns, []).append(
+                {"k_id": job_id, **{f"v_{column}": values[column] for column in columns}}
+            )
+        self._writes.clear()
+        for columns, parameters in by_columns.items():
+            await conn.execute(_job_update(columns), parameters)
+
+
+_JOB_UPDATES: dict[tuple[str, ...], Any] = {}
+
+
+def _job_update(columns: tuple[str, ...]) -> Any:
+    """One UPDATE of a job's row by its id, its values bound per row (for executemany)."""
+    statement = _JOB_UPDATES.get(columns)
+    if statement is None:
+        statement = _JOB_UPDATES[columns] = (
+            update(jobs)
+            .where(jobs.c.id == bindparam("k_id"))
+            .values(**{column: bindparam(f"v_{column}", type_=jobs.c[column].type) for column in columns})
+        )
+    return statement
 
 
 async def apply_event(engine: AsyncEngine, event: EventBase) -> bool:
@@ -151,6 +181,7 @@ async def apply_events(engine: AsyncEngine, events: Sequence[EventBase]) -> list
                     await _apply_task_run(conn, run, rows)  # type: ignore[arg-type]
                 else:
                     await _apply(conn, run[0], rows)
+            await rows.write(conn)
     return results
 
 
@@ -247,7 +278,7 @@ async def _apply_task_run(conn: AsyncConnection, run: Sequence[TaskEvent], rows:
             first.setdefault(event.attempt, states.epoch_ms(event.occurred_at))
         for attempt, at in first.items():
             await _start_attempt(conn, job_id, attempt, at)
-        await _job_runs(conn, job_id, job, rows, first[run[0].attempt])
+        _job_runs(job_id, job, rows, first[run[0].attempt])
     batches: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     revision = await rows.revision(conn, job_id)
     for event in run:
@@ -381,7 +412,7 @@ async def _place_tasks(
         await conn.execute(insert(task_attempts), fresh)
 
 
-async def _job_runs(conn: AsyncConnection, job_id: str, job: dict[str, Any], rows: _JobRows, at: int) -> None:
+def _job_runs(job_id: str, job: dict[str, Any], rows: _JobRows, at: int) -> None:
     """A task started: the job runs, unless it is over, stopping, or already running."""
     already = (
         job["state"] == "RUNNING"
@@ -392,7 +423,7 @@ async def _job_runs(conn: AsyncConnection, job_id: str, job: dict[str, Any], row
         values: dict[str, Any] = {"state": "RUNNING", "sub_state": states.SUB_STATE_RUNNING}
         if job["launched_time"] is None:
             values["launched_time"] = at
-        await rows.update(conn, job_id, **values)
+        rows.update(job_id, **values)
 
 
 def _container_ports(ports: dict[str, list[int]]) -> dict[str, int | str]:
@@ -438,7 +469,7 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
     final = job["state"] in states.FINAL
     if isinstance(event, JobPending):
         if not final:
-            await rows.update(conn, job_id, pending_reason=event.reason, sub_state=states.SUB_STATE_WAITING)
+            rows.update(job_id, pending_reason=event.reason, sub_state=states.SUB_STATE_WAITING)
     elif isinstance(event, JobScheduled):
         await _upsert_attempt(
             conn, job_id, event.attempt, created_time=at, sub_state=states.SUB_STATE_PREPARING
@@ -452,10 +483,10 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
             }
             if job["created_time"] is None:
                 values["created_time"] = at
-            await rows.update(conn, job_id, **values)
+            rows.update(job_id, **values)
     elif isinstance(event, JobPreempting):
         if not final:
-            await rows.update(conn, job_id, sub_state=states.SUB_STATE_DELETING, pending_reason=event.reason)
+            rows.update(job_id, sub_state=states.SUB_STATE_DELETING, pending_reason=event.reason)
     elif isinstance(event, TaskStarted):
         await _upsert_task(
             conn,
@@ -477,7 +508,7 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
             **_started_values(event, at),
         )
         await _start_attempt(conn, job_id, event.attempt, at)
-        await _job_runs(conn, job_id, job, rows, at)
+        _job_runs(job_id, job, rows, at)
     elif isinstance(event, TaskCompleted):
         await _upsert_task(
             conn,
@@ -502,8 +533,7 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
         )
         if not final:
             kind_column = f"retries_{event.kind}"
-            await rows.update(
-                conn,
+            rows.update(
                 job_id,
                 retries=job["retries"] + 1,
                 **{kind_column: job[kind_column] + 1},
@@ -549,8 +579,7 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
             )
         )
         if not final:
-            await rows.update(
-                conn,
+            rows.update(
                 job_id,
                 state=event.state.value,
                 sub_state=states.SUB_STATE_COMPLETED,
@@ -559,9 +588,7 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
                 **exit_values,
             )
     elif isinstance(event, JobStopRequested) and not final:
-        await rows.update(
-            conn, job_id, execution_type="STOP", state="STOPPING", sub_state=states.SUB_STATE_DELETING
-        )
+        rows.update(job_id, execution_type="STOP", state="STOPPING", sub_state=states.SUB_STATE_DELETING)
     elif isinstance(event, JobTagged):
         # The tag routes changed the row already; replaying the stream gets the same tags back.
         await change_tag_in(conn, job_id, event.tag, add=not event.removed)
