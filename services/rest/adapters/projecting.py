@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, bindparam, case, func, insert, select, update
+from sqlalchemy import BigInteger, and_, bindparam, case, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from libs.protocol.events import (
@@ -53,6 +53,49 @@ _JOB_COLUMNS = (
 # Bound parameters per IN list, well under SQLite's and PostgreSQL's limits.
 _CHUNK = 500
 
+# The statements every batch runs, built once: building a statement and its cache key each time
+# cost more than SQLite's work for it.
+_SEEN = select(applied_events.c.event_id).where(
+    applied_events.c.event_id.in_(bindparam("ids", expanding=True))
+)
+_RECORD_APPLIED = insert(applied_events)
+_READ_JOBS = select(*_JOB_COLUMNS).where(jobs.c.id.in_(bindparam("ids", expanding=True)))
+_READ_JOB = select(*_JOB_COLUMNS).where(jobs.c.id == bindparam("k_id"))
+_RAISE_REVISION = (
+    update(jobs)
+    .where(jobs.c.id == bindparam("k_id"))
+    .values(tasks_revision=jobs.c.tasks_revision + 1)
+    .returning(jobs.c.tasks_revision)
+)
+_ATTEMPT_KEY = and_(
+    job_attempts.c.job_id == bindparam("k_job_id"), job_attempts.c.attempt == bindparam("k_attempt")
+)
+_START_ATTEMPT = (
+    update(job_attempts)
+    .where(_ATTEMPT_KEY)
+    .values(
+        state="RUNNING",
+        sub_state=states.SUB_STATE_RUNNING,
+        launched_time=func.coalesce(job_attempts.c.launched_time, bindparam("at", type_=BigInteger)),
+    )
+)
+_PLACED = select(task_attempts.c.role, task_attempts.c.task_index).where(
+    task_attempts.c.job_id == bindparam("k_job_id"),
+    task_attempts.c.job_attempt == bindparam("k_attempt"),
+    task_attempts.c.task_attempt == 0,
+)
+_INSERT_TASKS = insert(task_attempts)
+_INSERT_ATTEMPT = insert(job_attempts)
+_STOP_TASKS = (
+    update(task_attempts)
+    .where(
+        task_attempts.c.job_id == bindparam("k_job_id"),
+        task_attempts.c.job_attempt == bindparam("k_attempt"),
+        task_attempts.c.state.in_(("WAITING", "RUNNING")),
+    )
+    .values(state=bindparam("v_state"), completed_time=bindparam("v_at"), revision=bindparam("v_revision"))
+)
+
 
 def _job_id(event: EventBase) -> str | None:
     job_id: str | None = getattr(event, "job_id", None)
@@ -75,7 +118,7 @@ class _JobRows:
     async def read(cls, conn: AsyncConnection, job_ids: Sequence[str]) -> _JobRows:
         rows: dict[str, dict[str, Any] | None] = dict.fromkeys(job_ids)
         for chunk in _chunks(job_ids):
-            result = await conn.execute(select(*_JOB_COLUMNS).where(jobs.c.id.in_(chunk)))
+            result = await conn.execute(_READ_JOBS, {"ids": list(chunk)})
             rows.update((row["id"], dict(row)) for row in result.mappings())
         return cls(rows)
 
@@ -84,7 +127,7 @@ class _JobRows:
         if cached is not None:
             return cached
         # Not read yet, or absent when read (an event of this batch may have created it since).
-        row = (await conn.execute(select(*_JOB_COLUMNS).where(jobs.c.id == job_id))).mappings().first()
+        row = (await conn.execute(_READ_JOB, {"k_id": job_id})).mappings().first()
         self._rows[job_id] = dict(row) if row is not None else None
         return self._rows[job_id]
 
@@ -93,13 +136,8 @@ class _JobRows:
         tasks_revision raised by one, the first time the transaction asks (see tables.py)."""
         revision = self._revisions.get(job_id)
         if revision is None:
-            raised = (
-                update(jobs)
-                .where(jobs.c.id == job_id)
-                .values(tasks_revision=jobs.c.tasks_revision + 1)
-                .returning(jobs.c.tasks_revision)
-            )
-            revision = self._revisions[job_id] = int((await conn.execute(raised)).scalar_one_or_none() or 0)
+            raised = await conn.execute(_RAISE_REVISION, {"k_id": job_id})
+            revision = self._revisions[job_id] = int(raised.scalar_one_or_none() or 0)
         return revision
 
     def update(self, job_id: str, **values: Any) -> None:
@@ -156,11 +194,7 @@ async def apply_events(engine: AsyncEngine, events: Sequence[EventBase]) -> list
         ids = list(dict.fromkeys(event.event_id for event in events))
         seen: set[str] = set()
         for chunk in _chunks(ids):
-            seen.update(
-                await conn.scalars(
-                    select(applied_events.c.event_id).where(applied_events.c.event_id.in_(chunk))
-                )
-            )
+            seen.update(await conn.scalars(_SEEN, {"ids": list(chunk)}))
         results: list[bool] = []
         fresh: list[EventBase] = []
         for event in events:
@@ -171,7 +205,7 @@ async def apply_events(engine: AsyncEngine, events: Sequence[EventBase]) -> list
         if fresh:
             now = int(time.time() * 1000)
             await conn.execute(
-                insert(applied_events),
+                _RECORD_APPLIED,
                 [{"event_id": e.event_id, "job_id": _job_id(e), "applied_at": now} for e in fresh],
             )
             job_ids = list(dict.fromkeys(job_id for e in fresh if (job_id := _job_id(e)) is not None))
@@ -298,27 +332,33 @@ async def _apply_task_run(conn: AsyncConnection, run: Sequence[TaskEvent], rows:
         await conn.execute(_run_update(kind, columns), parameters)
 
 
-async def _updated(conn: AsyncConnection, statement: Any) -> bool:
-    """Run an UPDATE; whether it found its row (an upsert then needs no read first)."""
-    result = await conn.execute(statement)
-    return bool(result.rowcount)
+_ATTEMPT_UPDATES: dict[tuple[str, ...], Any] = {}
+
+
+def _attempt_update(columns: tuple[str, ...]) -> Any:
+    """An UPDATE of an attempt's row by its key, its values bound (built once per set of columns)."""
+    statement = _ATTEMPT_UPDATES.get(columns)
+    if statement is None:
+        values = {column: bindparam(f"v_{column}", type_=job_attempts.c[column].type) for column in columns}
+        statement = _ATTEMPT_UPDATES[columns] = update(job_attempts).where(_ATTEMPT_KEY).values(**values)
+    return statement
 
 
 async def _upsert_attempt(conn: AsyncConnection, job_id: str, attempt: int, **values: Any) -> None:
-    key = and_(job_attempts.c.job_id == job_id, job_attempts.c.attempt == attempt)
-    if not await _updated(conn, update(job_attempts).where(key).values(**values)):
+    parameters = {"k_job_id": job_id, "k_attempt": attempt, **{f"v_{c}": v for c, v in values.items()}}
+    if not (await conn.execute(_attempt_update(tuple(values)), parameters)).rowcount:
         base = {"state": "WAITING", "sub_state": states.SUB_STATE_PREPARING}
-        await conn.execute(insert(job_attempts).values(job_id=job_id, attempt=attempt, **{**base, **values}))
+        await conn.execute(_INSERT_ATTEMPT, {"job_id": job_id, "attempt": attempt, **base, **values})
 
 
 async def _start_attempt(conn: AsyncConnection, job_id: str, attempt: int, at: int) -> None:
     """The attempt runs; its launch time is the first task's start (one write)."""
-    key = and_(job_attempts.c.job_id == job_id, job_attempts.c.attempt == attempt)
     running: dict[str, Any] = {"state": "RUNNING", "sub_state": states.SUB_STATE_RUNNING}
-    first_start = func.coalesce(job_attempts.c.launched_time, at)
-    if not await _updated(conn, update(job_attempts).where(key).values(**running, launched_time=first_start)):
+    if not (
+        await conn.execute(_START_ATTEMPT, {"k_job_id": job_id, "k_attempt": attempt, "at": at})
+    ).rowcount:
         await conn.execute(
-            insert(job_attempts).values(job_id=job_id, attempt=attempt, **running, launched_time=at)
+            _INSERT_ATTEMPT, {"job_id": job_id, "attempt": attempt, **running, "launched_time": at}
         )
 
 
@@ -332,39 +372,42 @@ def _task_key(job_id: str, attempt: int, role: str, index: int, task_attempt: in
     )
 
 
-async def _upsert_task(
-    conn: AsyncConnection,
-    job_id: str,
-    attempt: int,
-    role: str,
-    index: int,
-    task_attempt: int,
-    *,
-    updating: dict[str, Any] | None = None,
-    **values: Any,
-) -> None:
-    """Update the task attempt's row with `values` (and `updating`, for an existing row only), or
-    insert it with `values`."""
-    key = _task_key(job_id, attempt, role, index, task_attempt)
-    if not await _updated(conn, update(task_attempts).where(key).values(**{**values, **(updating or {})})):
-        # A retried task inherits where its previous attempt was placed (a first one has none).
-        previous = None
-        if task_attempt > 0:
-            placed_before = select(
-                task_attempts.c.node, task_attempts.c.ip, task_attempts.c.gpus, task_attempts.c.ports
-            ).where(_task_key(job_id, attempt, role, index, task_attempt - 1))
-            previous = (await conn.execute(placed_before)).mappings().first()
-        base: dict[str, Any] = {"state": "WAITING", "ports": {}, **(dict(previous) if previous else {})}
-        await conn.execute(
-            insert(task_attempts).values(
-                job_id=job_id,
-                job_attempt=attempt,
-                role=role,
-                task_index=index,
-                task_attempt=task_attempt,
-                **{**base, **values},
-            )
+async def _upsert_task(conn: AsyncConnection, event: TaskStarted | TaskCompleted, revision: int) -> None:
+    """Write what the event says to its task attempt's row (as a run of such events does), or
+    insert the row when the attempt has none yet."""
+    at = states.epoch_ms(event.occurred_at)
+    if isinstance(event, TaskStarted):
+        kind, values = "started", _started_values(event, at)
+    else:
+        kind, values = "completed", _completed_values(event, at)
+    job_id, attempt, role, index, task_attempt = key = task_attempt_key(event)
+    parameters = {
+        **dict(zip(_KEY_PARAMS.values(), key, strict=True)),
+        **{f"v_{column}": value for column, value in values.items()},
+        "v_revision": revision,
+    }
+    if (await conn.execute(_run_update(kind, tuple(values)), parameters)).rowcount:
+        return
+    # A retried task inherits where its previous attempt was placed (a first one has none).
+    previous = None
+    if task_attempt > 0:
+        placed_before = select(
+            task_attempts.c.node, task_attempts.c.ip, task_attempts.c.gpus, task_attempts.c.ports
+        ).where(_task_key(job_id, attempt, role, index, task_attempt - 1))
+        previous = (await conn.execute(placed_before)).mappings().first()
+    base: dict[str, Any] = {"state": "WAITING", "ports": {}, **(dict(previous) if previous else {})}
+    if kind == "started":
+        base["state"] = "RUNNING"
+    await conn.execute(
+        insert(task_attempts).values(
+            job_id=job_id,
+            job_attempt=attempt,
+            role=role,
+            task_index=index,
+            task_attempt=task_attempt,
+            **{**base, **values, "revision": revision},
         )
+    )
 
 
 async def _place_tasks(
@@ -373,15 +416,7 @@ async def _place_tasks(
     """Each placed task's first attempt row: new rows in one statement, existing ones updated."""
     existing = {
         (role, index)
-        for role, index in (
-            await conn.execute(
-                select(task_attempts.c.role, task_attempts.c.task_index).where(
-                    task_attempts.c.job_id == job_id,
-                    task_attempts.c.job_attempt == event.attempt,
-                    task_attempts.c.task_attempt == 0,
-                )
-            )
-        )
+        for role, index in await conn.execute(_PLACED, {"k_job_id": job_id, "k_attempt": event.attempt})
     }
     fresh: list[dict[str, Any]] = []
     for placement in event.placements:
@@ -409,7 +444,7 @@ async def _place_tasks(
                 }
             )
     if fresh:
-        await conn.execute(insert(task_attempts), fresh)
+        await conn.execute(_INSERT_TASKS, fresh)
 
 
 def _job_runs(job_id: str, job: dict[str, Any], rows: _JobRows, at: int) -> None:
@@ -488,38 +523,14 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
         if not final:
             rows.update(job_id, sub_state=states.SUB_STATE_DELETING, pending_reason=event.reason)
     elif isinstance(event, TaskStarted):
-        await _upsert_task(
-            conn,
-            job_id,
-            event.attempt,
-            event.role,
-            event.index,
-            event.task_attempt,
-            # A task that ended at once may be reported ended before it is reported started (the
-            # executor publishes its exit while the orchestrator still records the launches):
-            # its row keeps the state its end gave it.
-            updating={
-                "state": case(
-                    (task_attempts.c.completed_time.is_(None), "RUNNING"), else_=task_attempts.c.state
-                )
-            },
-            state="RUNNING",
-            revision=await rows.revision(conn, job_id),
-            **_started_values(event, at),
-        )
+        # A task that ended at once may be reported ended before it is reported started (the
+        # executor publishes its exit while the orchestrator still records the launches): its
+        # row keeps the state its end gave it (see _run_update).
+        await _upsert_task(conn, event, await rows.revision(conn, job_id))
         await _start_attempt(conn, job_id, event.attempt, at)
         _job_runs(job_id, job, rows, at)
     elif isinstance(event, TaskCompleted):
-        await _upsert_task(
-            conn,
-            job_id,
-            event.attempt,
-            event.role,
-            event.index,
-            event.task_attempt,
-            revision=await rows.revision(conn, job_id),
-            **_completed_values(event, at),
-        )
+        await _upsert_task(conn, event, await rows.revision(conn, job_id))
     elif isinstance(event, JobRetrying):
         await _upsert_attempt(
             conn,
@@ -564,19 +575,14 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
         )
         # Tasks still shown running when the attempt ended were stopped with it.
         await conn.execute(
-            update(task_attempts)
-            .where(
-                and_(
-                    task_attempts.c.job_id == job_id,
-                    task_attempts.c.job_attempt == event.attempt,
-                    task_attempts.c.state.in_(("WAITING", "RUNNING")),
-                )
-            )
-            .values(
-                state="STOPPED" if event.state.value == "STOPPED" else "FAILED",
-                completed_time=at,
-                revision=await rows.revision(conn, job_id),
-            )
+            _STOP_TASKS,
+            {
+                "k_job_id": job_id,
+                "k_attempt": event.attempt,
+                "v_state": "STOPPED" if event.state.value == "STOPPED" else "FAILED",
+                "v_at": at,
+                "v_revision": await rows.revision(conn, job_id),
+            },
         )
         if not final:
             rows.update(
