@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, and_, bindparam, case, func, insert, select, update
+from sqlalchemy import BigInteger, Table, and_, bindparam, case, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from libs.protocol.events import (
@@ -159,22 +159,7 @@ class _JobRows:
             )
         self._writes.clear()
         for columns, parameters in by_columns.items():
-            await conn.execute(_job_update(columns), parameters)
-
-
-_JOB_UPDATES: dict[tuple[str, ...], Any] = {}
-
-
-def _job_update(columns: tuple[str, ...]) -> Any:
-    """One UPDATE of a job's row by its id, its values bound per row (for executemany)."""
-    statement = _JOB_UPDATES.get(columns)
-    if statement is None:
-        statement = _JOB_UPDATES[columns] = (
-            update(jobs)
-            .where(jobs.c.id == bindparam("k_id"))
-            .values(**{column: bindparam(f"v_{column}", type_=jobs.c[column].type) for column in columns})
-        )
-    return statement
+            await conn.execute(_prepared_update(jobs, "job", columns), parameters)
 
 
 async def apply_event(engine: AsyncEngine, event: EventBase) -> bool:
@@ -250,27 +235,31 @@ _KEY_PARAMS = {  # in the order of task_attempt_key
     "task_index": "k_index",
     "task_attempt": "k_task_attempt",
 }
-_RUN_UPDATES: dict[tuple[str, tuple[str, ...]], Any] = {}
+_UPDATES: dict[tuple[str, tuple[str, ...]], Any] = {}
 
 
-def _run_update(kind: str, columns: tuple[str, ...]) -> Any:
-    """One UPDATE of a task attempt's row by its key, its values bound per row (for executemany);
-    built once per kind of event and set of columns."""
-    statement = _RUN_UPDATES.get((kind, columns))
+def _prepared_update(table: Table, kind: str, columns: tuple[str, ...]) -> Any:
+    """An UPDATE of one row of ``table`` by its key, each column's value bound as ``v_<column>``
+    (one statement for executemany); built once per kind and set of columns. Kinds: ``job``
+    (key ``k_id``), ``attempt`` (``k_job_id``, ``k_attempt``), and a run's ``started`` or
+    ``completed`` for task attempts (the parameters of ``_KEY_PARAMS``, and ``v_revision``)."""
+    statement = _UPDATES.get((kind, columns))
     if statement is None:
         values: dict[str, Any] = {
-            column: bindparam(f"v_{column}", type_=task_attempts.c[column].type) for column in columns
+            column: bindparam(f"v_{column}", type_=table.c[column].type) for column in columns
         }
-        values["revision"] = bindparam("v_revision")
+        if kind == "job":
+            key: Any = jobs.c.id == bindparam("k_id")
+        elif kind == "attempt":
+            key = _ATTEMPT_KEY
+        else:
+            key = and_(*(task_attempts.c[column] == bindparam(name) for column, name in _KEY_PARAMS.items()))
+            values["revision"] = bindparam("v_revision")
         if kind == "started":  # a task reported ended before it was reported started keeps its end
             values["state"] = case(
                 (task_attempts.c.completed_time.is_(None), "RUNNING"), else_=task_attempts.c.state
             )
-        statement = _RUN_UPDATES[(kind, columns)] = (
-            update(task_attempts)
-            .where(*(task_attempts.c[column] == bindparam(name) for column, name in _KEY_PARAMS.items()))
-            .values(**values)
-        )
+        statement = _UPDATES[(kind, columns)] = update(table).where(key).values(**values)
     return statement
 
 
@@ -329,24 +318,14 @@ async def _apply_task_run(conn: AsyncConnection, run: Sequence[TaskEvent], rows:
             {**keys, **{f"v_{c}": v for c, v in values.items()}, "v_revision": revision}
         )
     for columns, parameters in batches.items():
-        await conn.execute(_run_update(kind, columns), parameters)
-
-
-_ATTEMPT_UPDATES: dict[tuple[str, ...], Any] = {}
-
-
-def _attempt_update(columns: tuple[str, ...]) -> Any:
-    """An UPDATE of an attempt's row by its key, its values bound (built once per set of columns)."""
-    statement = _ATTEMPT_UPDATES.get(columns)
-    if statement is None:
-        values = {column: bindparam(f"v_{column}", type_=job_attempts.c[column].type) for column in columns}
-        statement = _ATTEMPT_UPDATES[columns] = update(job_attempts).where(_ATTEMPT_KEY).values(**values)
-    return statement
+        await conn.execute(_prepared_update(task_attempts, kind, columns), parameters)
 
 
 async def _upsert_attempt(conn: AsyncConnection, job_id: str, attempt: int, **values: Any) -> None:
     parameters = {"k_job_id": job_id, "k_attempt": attempt, **{f"v_{c}": v for c, v in values.items()}}
-    if not (await conn.execute(_attempt_update(tuple(values)), parameters)).rowcount:
+    if not (
+        await conn.execute(_prepared_update(job_attempts, "attempt", tuple(values)), parameters)
+    ).rowcount:
         base = {"state": "WAITING", "sub_state": states.SUB_STATE_PREPARING}
         await conn.execute(_INSERT_ATTEMPT, {"job_id": job_id, "attempt": attempt, **base, **values})
 
@@ -386,7 +365,7 @@ async def _upsert_task(conn: AsyncConnection, event: TaskStarted | TaskCompleted
         **{f"v_{column}": value for column, value in values.items()},
         "v_revision": revision,
     }
-    if (await conn.execute(_run_update(kind, tuple(values)), parameters)).rowcount:
+    if (await conn.execute(_prepared_update(task_attempts, kind, tuple(values)), parameters)).rowcount:
         return
     # A retried task inherits where its previous attempt was placed (a first one has none).
     previous = None
@@ -525,7 +504,7 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
     elif isinstance(event, TaskStarted):
         # A task that ended at once may be reported ended before it is reported started (the
         # executor publishes its exit while the orchestrator still records the launches): its
-        # row keeps the state its end gave it (see _run_update).
+        # row keeps the state its end gave it (see _prepared_update).
         await _upsert_task(conn, event, await rows.revision(conn, job_id))
         await _start_attempt(conn, job_id, event.attempt, at)
         _job_runs(job_id, job, rows, at)
