@@ -32,6 +32,7 @@ from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.provisioning import ensure_consumer
 from libs.backbone.running import new_event_loop
 from libs.backbone.topology import ensure_topology, publish_event
+from libs.backbone.tracing import configure_tracing
 from libs.embedded.platform import EmbeddedPlatform, free_port
 from libs.protocol.events import JobCompleted, decode_event
 from services.orchestrator.adapters.local import TaskExit
@@ -213,7 +214,10 @@ async def platform_job(tasks: int) -> dict[str, Any]:
                 data_dir=Path(tmp) / "orchestrator",
                 log_level="warning",
             )
-            configure_logging(settings)  # as the service does: a line per handled message costs
+            # As the service does (run_service): a line per handled message costs, and with no
+            # tracer provider installed every message would look one up in the environment.
+            configure_logging(settings)
+            configure_tracing(settings)
             bus = await connect(settings, name="bench-orchestrator")
             await ensure_consumer(bus.js, CONSUMER)
             executor = EndingExecutor()
