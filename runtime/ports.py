@@ -39,11 +39,14 @@ def with_default_ports(requests: dict[str, int]) -> dict[str, int]:
     return merged
 
 
-def assign_ports(requests: dict[str, int], used: set[int], low: int, high: int) -> dict[str, list[int]]:
+def assign_ports(
+    requests: dict[str, int], used: set[int], low: int, high: int, *, start: int | None = None
+) -> dict[str, list[int]]:
     """Give each label its count of distinct ports from [low, high), none of them in ``used``.
 
-    Deterministic: the lowest free ports, labels in the request's order. Raises
-    PortsExhaustedError when the range has too few free ports.
+    Deterministic: the lowest free ports, labels in the request's order; the search begins at
+    ``start`` when every port below it is known to be used. Raises PortsExhaustedError when the
+    range has too few free ports.
     """
     if low < 1 or high > 65536 or low >= high:
         raise ValueError(f"port range [{low}, {high}) must be non-empty and within 1..65535")
@@ -51,7 +54,7 @@ def assign_ports(requests: dict[str, int], used: set[int], low: int, high: int) 
         if count < 0:
             raise ValueError(f"ports.{label}: the count must be 0 or more, not {count}")
     needed = sum(requests.values())
-    free = _free_ports(used, low, high)
+    free = _free_ports(used, max(low, start or low), high)
     chosen: list[int] = []
     for port in free:
         if len(chosen) == needed:
@@ -102,9 +105,9 @@ def _locked(directory: Path) -> Iterator[dict[str, list[int]]]:
         try:
             path = directory / _RESERVATIONS_FILE
             table: dict[str, list[int]] = json.loads(path.read_text()) if path.exists() else {}
-            before = json.dumps(table, sort_keys=True)
+            before = {owner: list(ports) for owner, ports in table.items()}
             yield table
-            if json.dumps(table, sort_keys=True) != before:
+            if table != before:
                 tmp = path.with_suffix(f".{os.getpid()}.tmp")
                 tmp.write_text(json.dumps(table, sort_keys=True))
                 os.replace(tmp, path)
@@ -125,17 +128,39 @@ def reserve_ports(
     Ports reserved by any other owner in ``directory`` and ports that cannot be bound on 0.0.0.0
     are skipped. Reserving again for the same owner replaces its earlier reservation.
     """
+    return reserve_many({owner: requests}, directory, low, high, bindable)[owner]
+
+
+def reserve_many(
+    wanted: dict[str, dict[str, int]],
+    directory: Path,
+    low: int = DEFAULT_PORT_LOW,
+    high: int = DEFAULT_PORT_HIGH,
+    bindable: Callable[[int], bool] = port_is_bindable,
+) -> dict[str, dict[str, list[int]]]:
+    """``reserve_ports`` for several owners (an attempt's tasks) under one lock, with one read and
+    one write of the reservations: reserving them one by one rewrote every reservation of the
+    node for each task, so a job's reservations cost the square of its size."""
     with _locked(directory) as table:
-        table.pop(owner, None)
+        for owner in wanted:
+            table.pop(owner, None)
         used = {p for ports in table.values() for p in ports}
-        while True:
-            assigned = assign_ports(requests, used, low, high)
-            taken = [p for ports in assigned.values() for p in ports if not bindable(p)]
-            if not taken:
-                break
-            used.update(taken)
-        table[owner] = sorted(p for ports in assigned.values() for p in ports)
-        return assigned
+        start = low
+        reserved: dict[str, dict[str, list[int]]] = {}
+        for owner, requests in wanted.items():
+            while True:
+                assigned = assign_ports(requests, used, low, high, start=start)
+                taken = [p for ports in assigned.values() for p in ports if not bindable(p)]
+                if not taken:
+                    break
+                used.update(taken)
+            chosen = sorted(p for ports in assigned.values() for p in ports)
+            used.update(chosen)
+            if chosen:  # every port below the highest chosen is now used
+                start = chosen[-1] + 1
+            table[owner] = chosen
+            reserved[owner] = assigned
+        return reserved
 
 
 def release_ports(directory: Path, owners: Iterable[str]) -> None:

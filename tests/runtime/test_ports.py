@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -14,6 +16,7 @@ from runtime.ports import (
     PortsExhaustedError,
     assign_ports,
     release_ports,
+    reserve_many,
     reserve_ports,
     reserved_ports,
     with_default_ports,
@@ -93,3 +96,34 @@ def test_released_ports_can_be_reserved_again(tmp_path: Path) -> None:
         reserve_ports({"http": 1}, tmp_path, "b", port, port + 1)
     release_ports(tmp_path, ["a"])
     assert reserve_ports({"http": 1}, tmp_path, "b", port, port + 1) == first
+
+
+@pytest.mark.parametrize("refused", [0, 7], ids=["all-bindable", "every-7th-held"])
+def test_reserving_many_at_once_gives_what_reserving_one_by_one_gives(
+    tmp_path: Path, refused: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def bindable(port: int) -> bool:
+        return not refused or port % refused != 0
+
+    wanted = {f"job/0/worker-{n}": {"http": 1, "ssh": 1, "grpc": n % 3} for n in range(40)}
+    reserve_ports({"http": 3}, tmp_path / "many", "other/0/a-0", 21000, 21500, bindable)
+    reserve_ports({"http": 3}, tmp_path / "single", "other/0/a-0", 21000, 21500, bindable)
+    one_by_one = {
+        owner: reserve_ports(requests, tmp_path / "single", owner, 21000, 21500, bindable)
+        for owner, requests in wanted.items()
+    }
+    writes: list[object] = []
+    real_replace = os.replace
+
+    def replace(*args: Any) -> None:
+        writes.append(args)
+        real_replace(*args)
+
+    monkeypatch.setattr(os, "replace", replace)
+    together = reserve_many(wanted, tmp_path / "many", 21000, 21500, bindable)
+    assert together == one_by_one
+    assert len(writes) == 1  # the node's reservations rewritten once, not once per task
+    assert reserved_ports(tmp_path / "many") == reserved_ports(tmp_path / "single")
+    every = [p for ports in reserved_ports(tmp_path / "many").values() for p in ports]
+    assert len(every) == len(set(every))
+    assert all(bindable(p) for p in every)

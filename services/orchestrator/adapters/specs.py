@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from libs.protocol import JobConfig, render_entrypoint
-from runtime.ports import release_ports, reserve_ports, with_default_ports
+from runtime.ports import release_ports, reserve_many, with_default_ports
 from runtime.spec import SpecError, load_spec
 from runtime.spec_model import (
     Directories,
@@ -67,14 +67,18 @@ def _ports_for_attempt(data_dir: Path, framework: Framework, attempt: int) -> di
     if path.exists():
         stored: dict[str, dict[str, list[int]]] = json.loads(path.read_text())
         return stored
-    ports: dict[str, dict[str, list[int]]] = {}
+    wanted: dict[str, dict[str, int]] = {}
     for name, body in (framework.config.get("taskRoles") or {}).items():
         requests = with_default_ports(
             {k: int(v) for k, v in ((body.get("resourcePerInstance") or {}).get("ports") or {}).items()}
         )
         for index in range(int(body.get("instances", 1))):
-            owner = f"{framework.job_id}/{attempt}/{name}-{index}"
-            ports[f"{name}-{index}"] = reserve_ports(requests, data_dir / "ports", owner)
+            wanted[f"{framework.job_id}/{attempt}/{name}-{index}"] = requests
+    prefix = f"{framework.job_id}/{attempt}/"
+    ports = {
+        owner.removeprefix(prefix): assigned
+        for owner, assigned in reserve_many(wanted, data_dir / "ports").items()
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(ports))
