@@ -245,7 +245,14 @@ def _walk(value: object, path: tuple[str | int, ...], limits: JobLimits) -> Iter
             yield from _walk(item, (*path, index), limits)
     else:
         number = _number(value)
-        if number is not None and abs(number) > MAX_SAFE_NUMBER:
+        if isinstance(number, float) and math.isnan(number):
+            yield (
+                path,
+                "NaN is not a number JSON can hold (the API and the portal answer in JSON, and "
+                "PostgreSQL's json refuses it)",
+                "write a number, or quote it to make it text",
+            )
+        elif number is not None and abs(number) > MAX_SAFE_NUMBER:
             yield (
                 path,
                 f"{_fmt(value)} is too large a number (the largest is 2^53 = {MAX_SAFE_NUMBER:,})",

@@ -135,3 +135,22 @@ async def test_submitting_needs_a_token(api: Client) -> None:
     response = await api.post("/api/v2/jobs", data=job_yaml("anon"), headers=YAML)
     assert response.status == 401
     assert (await response.json())["code"] == "UnauthorizedUserError"
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.Inf", "1e999"])
+async def test_a_number_json_cannot_hold_is_refused_by_its_path(
+    api: Client, admin_headers: dict[str, str], bus: Bus, value: str
+) -> None:
+    """NaN and infinities have no JSON form: PostgreSQL's json refuses them and a browser cannot
+    parse them, so the job is refused, naming where the value is and how to keep it."""
+    text = job_yaml("odd") + f"parameters:\n  rates: [0.1, {value}]\nextras:\n  limit: 1\n"
+    response = await api.post("/api/v2/jobs", data=text, headers={**admin_headers, **YAML})
+    assert response.status == 400, await response.text()
+    body = await response.json()
+    assert body["code"] == "InvalidProtocolError"
+    (problem,) = body["problems"]
+    assert problem["path"] == "parameters.rates[1]"
+    assert "quote" in problem["hint"]
+    assert await stream_messages(bus) == 0
+    quoted = text.replace(f"[0.1, {value}]", f"[0.1, '{value}']")
+    assert (await api.post("/api/v2/jobs", data=quoted, headers={**admin_headers, **YAML})).status == 202
