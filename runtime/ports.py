@@ -25,6 +25,9 @@ ALWAYS_REQUESTED = ("ssh", "http")
 
 _LOCK_FILE = "ports.lock"
 _RESERVATIONS_FILE = "ports.json"
+_JOURNAL_FILE = "ports.log"
+COMPACT_AFTER = 1024
+"""Journal lines after which (and after twice the reservations) the snapshot is written again."""
 
 
 class PortsExhaustedError(Exception):
@@ -97,20 +100,134 @@ def port_is_bindable(port: int, host: str = "0.0.0.0") -> bool:
     return True
 
 
+class _Read:
+    """What this process last read of a directory's reservations (valid while the files match).
+    A plain class: the runtime imports this module, and dataclasses would cost its start-up."""
+
+    def __init__(
+        self,
+        snapshot: tuple[int, int, int] | None,  # the snapshot's inode, mtime and size, if it exists
+        journal_inode: int | None,
+        offset: int,  # bytes of the journal read
+        lines: int,  # lines in the journal
+        table: dict[str, list[int]],
+    ) -> None:
+        self.snapshot, self.journal_inode, self.offset, self.lines, self.table = (
+            snapshot,
+            journal_inode,
+            offset,
+            lines,
+            table,
+        )
+
+
+_READ: dict[Path, _Read] = {}
+"""Per directory, used only while holding its lock (so by one thread at a time)."""
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    return found.st_ino, found.st_mtime_ns, found.st_size
+
+
+class _Reservations:
+    """The node's reservations while its lock is held.
+
+    They are a snapshot (``ports.json``) and a journal of changes after it (``ports.log``, one
+    JSON line ``[owner, ports]``, or ``[owner, null]`` for a release). A change appends a line
+    instead of rewriting every reservation of the node, so reserving for a job costs the same
+    with a thousand tasks running as with none. This process keeps what it read and reads only
+    the journal's new lines, unless the snapshot changed. Past ``COMPACT_AFTER`` lines (and twice
+    the reservations) the snapshot is written again and the journal emptied. A crash between the
+    two leaves lines the new snapshot already holds: each line sets its owner's state, so reading
+    them again changes nothing. A line torn by a crash is cut off before the next append.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.snapshot_path = directory / _RESERVATIONS_FILE
+        self.journal_path = directory / _JOURNAL_FILE
+        self.changes: dict[str, list[int] | None] = {}
+        snapshot = _identity(self.snapshot_path)
+        cached = _READ.pop(directory, None)
+        journal = _identity(self.journal_path)
+        if (
+            cached is not None
+            and cached.snapshot == snapshot
+            and journal is not None
+            and cached.journal_inode == journal[0]
+            and journal[2] >= cached.offset
+        ):
+            self.read = cached
+        else:
+            table = json.loads(self.snapshot_path.read_text()) if snapshot is not None else {}
+            self.read = _Read(snapshot, journal[0] if journal else None, 0, 0, table)
+        if journal is not None and journal[2] > self.read.offset:
+            self._replay(journal[0])
+        self.table = self.read.table
+
+    def _replay(self, inode: int) -> None:
+        with open(self.journal_path, "rb") as journal:
+            journal.seek(self.read.offset)
+            data = journal.read()
+        whole = data[: data.rfind(b"\n") + 1]
+        for line in whole.splitlines():
+            owner, ports = json.loads(line)
+            if ports is None:
+                self.read.table.pop(owner, None)
+            else:
+                self.read.table[owner] = ports
+            self.read.lines += 1
+        self.read.offset += len(whole)
+        self.read.journal_inode = inode
+        if len(whole) < len(data):  # a line torn by a crash: never completed, so never in force
+            os.truncate(self.journal_path, self.read.offset)
+
+    def set(self, owner: str, ports: list[int]) -> None:
+        self.table[owner] = self.changes[owner] = ports
+
+    def drop(self, owner: str) -> None:
+        if self.table.pop(owner, None) is not None:
+            self.changes[owner] = None
+
+    def save(self) -> None:
+        """Append the changes (and compact when the journal has grown long); remember the read."""
+        if self.changes:
+            data = b"".join(
+                json.dumps([owner, ports]).encode() + b"\n" for owner, ports in self.changes.items()
+            )
+            fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                written = 0
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+                self.read.journal_inode = os.fstat(fd).st_ino
+            finally:
+                os.close(fd)
+            self.read.offset += len(data)
+            self.read.lines += len(self.changes)
+            if self.read.lines > max(COMPACT_AFTER, 2 * len(self.table)):
+                tmp = self.snapshot_path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(self.table, sort_keys=True))
+                os.replace(tmp, self.snapshot_path)
+                os.truncate(self.journal_path, 0)
+                self.read.offset = self.read.lines = 0
+            self.read.snapshot = _identity(self.snapshot_path)
+        _READ[self.directory] = self.read
+
+
 @contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[dict[str, list[int]]]:
+def _locked(directory: Path) -> Iterator[_Reservations]:
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / _LOCK_FILE, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            path = directory / _RESERVATIONS_FILE
-            table: dict[str, list[int]] = json.loads(path.read_text()) if path.exists() else {}
-            before = {owner: list(ports) for owner, ports in table.items()}
-            yield table
-            if table != before:
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_text(json.dumps(table, sort_keys=True))
-                os.replace(tmp, path)
+            reservations = _Reservations(directory)
+            yield reservations
+            reservations.save()
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
@@ -141,10 +258,10 @@ def reserve_many(
     """``reserve_ports`` for several owners (an attempt's tasks) under one lock, with one read and
     one write of the reservations: reserving them one by one rewrote every reservation of the
     node for each task, so a job's reservations cost the square of its size."""
-    with _locked(directory) as table:
+    with _locked(directory) as reservations:
         for owner in wanted:
-            table.pop(owner, None)
-        used = {p for ports in table.values() for p in ports}
+            reservations.drop(owner)
+        used = {p for ports in reservations.table.values() for p in ports}
         start = low
         reserved: dict[str, dict[str, list[int]]] = {}
         for owner, requests in wanted.items():
@@ -158,19 +275,19 @@ def reserve_many(
             used.update(chosen)
             if chosen:  # every port below the highest chosen is now used
                 start = chosen[-1] + 1
-            table[owner] = chosen
+            reservations.set(owner, chosen)
             reserved[owner] = assigned
         return reserved
 
 
 def release_ports(directory: Path, owners: Iterable[str]) -> None:
     """Forget the reservations of ``owners`` (when their tasks have ended)."""
-    with _locked(directory) as table:
+    with _locked(directory) as reservations:
         for owner in owners:
-            table.pop(owner, None)
+            reservations.drop(owner)
 
 
 def reserved_ports(directory: Path) -> dict[str, list[int]]:
     """Every current reservation, by owner."""
-    with _locked(directory) as table:
-        return {owner: list(ports) for owner, ports in table.items()}
+    with _locked(directory) as reservations:
+        return {owner: list(ports) for owner, ports in reservations.table.items()}

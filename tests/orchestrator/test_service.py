@@ -14,6 +14,7 @@ from libs.backbone.connecting import Bus
 from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.topology import FRAMEWORKS, publish_event
 from libs.protocol.events import JobPreempting, JobState, JobStopRequested, JobSubmitted, NodeLost
+from runtime.ports import reserved_ports
 from services.orchestrator.adapters.logs import LOGS_SUBJECT
 from services.orchestrator.app import OrchestratorSettings, main
 from tests.orchestrator.jobs import job_config
@@ -145,7 +146,7 @@ async def test_an_ended_job_leaves_no_secret_and_no_port_reserved(
 
 def leftovers(data: Path, job_id: str) -> tuple[list[Path], dict[str, object], str]:
     """Secret files still on disk, port reservations still held, and task 0's stdout."""
-    reserved = json.loads((data / "ports" / "ports.json").read_text())
+    reserved: dict[str, object] = dict(reserved_ports(data / "ports"))
     stdout = (data / f"jobs/{job_id}/attempt-0/worker-0/try-0/logs/user.pai.stdout").read_text()
     return list(data.glob(f"jobs/{job_id}/**/secrets.json")), reserved, stdout
 

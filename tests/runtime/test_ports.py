@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from concurrent.futures import ThreadPoolExecutor
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runtime import ports
 from runtime.ports import (
     PortsExhaustedError,
     assign_ports,
@@ -113,17 +115,63 @@ def test_reserving_many_at_once_gives_what_reserving_one_by_one_gives(
         for owner, requests in wanted.items()
     }
     writes: list[object] = []
-    real_replace = os.replace
+    real_write = os.write
 
-    def replace(*args: Any) -> None:
-        writes.append(args)
-        real_replace(*args)
+    def write(fd: int, data: Any) -> int:
+        writes.append(data)
+        return real_write(fd, data)
 
-    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "write", write)
     together = reserve_many(wanted, tmp_path / "many", 21000, 21500, bindable)
     assert together == one_by_one
-    assert len(writes) == 1  # the node's reservations rewritten once, not once per task
+    assert len(writes) == 1  # one append of the 40 tasks' lines, not a write per task
     assert reserved_ports(tmp_path / "many") == reserved_ports(tmp_path / "single")
     every = [p for ports in reserved_ports(tmp_path / "many").values() for p in ports]
     assert len(every) == len(set(every))
     assert all(bindable(p) for p in every)
+
+
+def journal(directory: Path) -> list[Any]:
+    return [json.loads(line) for line in (directory / "ports.log").read_text().splitlines()]
+
+
+def test_a_reservation_appends_its_own_line_and_another_process_reads_the_same(tmp_path: Path) -> None:
+    for n in range(300):
+        reserve_ports({"http": 1}, tmp_path, f"job{n}/0/main-0", 30000, 31000, lambda _: True)
+    release_ports(tmp_path, [f"job{n}/0/main-0" for n in range(0, 300, 3)])
+    before = (tmp_path / "ports.log").stat().st_size
+    reserve_ports({"http": 2}, tmp_path, "late/0/main-0", 30000, 31000, lambda _: True)
+    assert journal(tmp_path)[-1] == ["late/0/main-0", [30000, 30003]]  # the lowest two freed
+    assert (tmp_path / "ports.log").stat().st_size - before == len('["late/0/main-0", [30000, 30003]]\n')
+    mine = reserved_ports(tmp_path)
+    ports._READ.clear()  # what a process that never read them sees
+    assert reserved_ports(tmp_path) == mine
+    assert len(mine) == 201
+
+
+def test_a_long_journal_is_folded_into_the_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ports, "COMPACT_AFTER", 10)
+    model: dict[str, list[int]] = {}
+    for n in range(40):
+        owner = f"job{n % 7}/0/main-0"
+        if n % 3 == 2:
+            release_ports(tmp_path, [owner])
+            model.pop(owner, None)
+        else:
+            got = reserve_ports({"http": 1}, tmp_path, owner, 30000, 31000, lambda _: True)
+            model[owner] = got["http"]
+        assert reserved_ports(tmp_path) == model
+    assert len(journal(tmp_path)) <= 10
+    assert json.loads((tmp_path / "ports.json").read_text()) != {}
+    ports._READ.clear()
+    assert reserved_ports(tmp_path) == model
+
+
+def test_a_line_torn_by_a_crash_is_cut_off(tmp_path: Path) -> None:
+    reserve_ports({"http": 1}, tmp_path, "a/0/main-0", 30000, 31000, lambda _: True)
+    with open(tmp_path / "ports.log", "ab") as log:
+        log.write(b'["b/0/main-0", [300')  # the process died mid-append
+    ports._READ.clear()
+    assert reserved_ports(tmp_path) == {"a/0/main-0": [30000]}
+    reserve_ports({"http": 1}, tmp_path, "c/0/main-0", 30000, 31000, lambda _: True)
+    assert journal(tmp_path) == [["a/0/main-0", [30000]], ["c/0/main-0", [30001]]]
