@@ -112,13 +112,11 @@ class _Read:
         lines: int,  # lines in the journal
         table: dict[str, list[int]],
     ) -> None:
-        self.snapshot, self.journal_inode, self.offset, self.lines, self.table = (
-            snapshot,
-            journal_inode,
-            offset,
-            lines,
-            table,
-        )
+        self.snapshot = snapshot
+        self.journal_inode = journal_inode
+        self.offset = offset
+        self.lines = lines
+        self.table = table
 
 
 _READ: dict[Path, _Read] = {}
@@ -215,7 +213,7 @@ class _Reservations:
                 os.replace(tmp, self.snapshot_path)
                 os.truncate(self.journal_path, 0)
                 self.read.offset = self.read.lines = 0
-            self.read.snapshot = _identity(self.snapshot_path)
+                self.read.snapshot = _identity(self.snapshot_path)
         _READ[self.directory] = self.read
 
 
@@ -255,9 +253,8 @@ def reserve_many(
     high: int = DEFAULT_PORT_HIGH,
     bindable: Callable[[int], bool] = port_is_bindable,
 ) -> dict[str, dict[str, list[int]]]:
-    """``reserve_ports`` for several owners (an attempt's tasks) under one lock, with one read and
-    one write of the reservations: reserving them one by one rewrote every reservation of the
-    node for each task, so a job's reservations cost the square of its size."""
+    """``reserve_ports`` for several owners (an attempt's tasks) under one lock and with one
+    append to the journal, instead of a lock and an append per task."""
     with _locked(directory) as reservations:
         for owner in wanted:
             reservations.drop(owner)

@@ -135,8 +135,13 @@ async def tasks_of(
 ) -> list[Row]:
     """The job's task rows (of one attempt), or only those written after revision `after`
     (the job's `tasks_revision` when what is kept of them was read)."""
+    return await _read_rows(engine, _tasks_query(job_id, attempt, after))
+
+
+async def _read_rows(engine: AsyncEngine, query: Any) -> list[Row]:
+    """The query's rows as dicts (built from plain rows: a large job's tasks are thousands)."""
     async with engine.connect() as conn:
-        result = await conn.execute(_tasks_query(job_id, attempt, after))
+        result = await conn.execute(query)
         columns = tuple(result.keys())
         return [dict(zip(columns, row, strict=True)) for row in result]
 
@@ -156,10 +161,7 @@ async def task_rows(
     a JSON column is decoded once, so rows holding equal values share one decoded object. A
     large job's tasks mostly hold the same ports and exit spec, and decoding each row's was half
     the time of reading ten thousand of them."""
-    async with engine.connect() as conn:
-        result = await conn.execute(_tasks_query(job_id, attempt, after, _AS_TEXT))
-        columns = tuple(result.keys())
-        rows = [dict(zip(columns, row, strict=True)) for row in result]
+    rows = await _read_rows(engine, _tasks_query(job_id, attempt, after, _AS_TEXT))
     decoded: dict[str, Any] = {}
     for row in rows:
         for column in _JSON_COLUMNS:
