@@ -18,6 +18,7 @@ Command: .venv/bin/python bench/platform_bench.py [N] [C] [S]
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import statistics
 import subprocess
@@ -34,6 +35,7 @@ from nats.aio.msg import Msg
 
 from libs.embedded.platform import EmbeddedPlatform, free_port
 from libs.protocol.events import JobCompleted, TaskStarted, decode_event
+from services.orchestrator.adapters.forking import FORK_SERVER_MODULE
 from services.orchestrator.adapters.isolation import task_environment
 from services.orchestrator.adapters.local import runtime_command, runtime_path
 
@@ -86,12 +88,18 @@ def platform_processes(platform: EmbeddedPlatform) -> dict[str, psutil.Process]:
 
 
 def cpu_seconds(processes: dict[str, psutil.Process]) -> dict[str, float]:
-    """User plus system CPU time each process has used so far; "tasks" is what the orchestrator's
-    ended children (the tasks' runtimes and their commands) used."""
+    """User plus system CPU time each process has used so far; "tasks" is what the tasks' runtimes
+    and their commands used: the orchestrator's ended children (runtimes it spawned), and its
+    runtime fork server with the children that server has reaped (runtimes it forked)."""
     used = {name: sum(process.cpu_times()[:2]) for name, process in processes.items()}
     if "orchestrator" in processes:
-        times = processes["orchestrator"].cpu_times()
+        orchestrator = processes["orchestrator"]
+        times = orchestrator.cpu_times()
         used["tasks"] = times.children_user + times.children_system
+        for child in orchestrator.children():
+            with contextlib.suppress(psutil.Error):
+                if FORK_SERVER_MODULE in child.cmdline():
+                    used["tasks"] += sum(child.cpu_times()[:4])
     return used
 
 

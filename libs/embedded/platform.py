@@ -104,6 +104,19 @@ class PlatformInfo:
     extra: dict[str, object] = field(default_factory=dict)
 
 
+def task_runtimes(data_dir: Path) -> list[psutil.Process]:
+    """The task runtimes running on this machine for the platform at `data_dir`, each named
+    ``python -S -m runtime --spec DATA_DIR/...``: spawned or forked, whether the orchestrator that
+    started them still runs or not (the next one adopts them)."""
+    root = str(data_dir.resolve()) + os.sep
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if "runtime" in cmdline and "--spec" in cmdline and cmdline[-1].startswith(root):
+            found.append(process)
+    return found
+
+
 class EmbeddedPlatform:
     def __init__(
         self,
@@ -327,13 +340,7 @@ class EmbeddedPlatform:
 
     def running_tasks(self) -> int:
         """How many task processes the local executor runs now (they outlive a stop)."""
-        pid = self.supervisor.pids().get("orchestrator") if self.supervisor is not None else None
-        if pid is None:
-            return 0
-        try:
-            return len(psutil.Process(pid).children())
-        except psutil.Error:
-            return 0
+        return len(task_runtimes(self.data_dir))
 
     def kill(self) -> None:
         """SIGKILL every process of the platform now."""

@@ -91,6 +91,9 @@ class OrchestratorSettings(BackboneSettings):
     # root, created if missing; else the orchestrator's user), "none" (the orchestrator's user),
     # or a user name (services/orchestrator/adapters/isolation.py).
     task_user: str = "auto"
+    # Local tasks' runtimes forked from a warm one (runtime/forkserver.py); false: each task's
+    # runtime is a new interpreter.
+    fork_server: bool = True
 
 
 async def kubernetes_executor(
@@ -224,6 +227,7 @@ async def main(
                 poll_seconds=settings.adopt_poll_seconds,
                 rules=lambda: rules.rules,
                 task_user=await asyncio.to_thread(resolve_task_user, settings.task_user),
+                fork_server=settings.fork_server,
             )
         submissions = SubmissionReader(bus.js)
         orchestrator = Orchestrator(store, executor, publish, rules=rules, submissions=submissions)

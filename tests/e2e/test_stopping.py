@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from libs.cli.main import app
+from libs.embedded.platform import task_runtimes
 from tests.e2e.platform import job_yaml
 from tests.e2e.up_process import UpProcess, gone
 from tests.support.waiting import eventually, polled
@@ -50,8 +51,7 @@ async def test_sigint_with_the_bus_killed_stops_every_process_within_10_s(tmp_pa
                 headers={"Content-Type": "text/yaml"},
             )
             assert submitted.status_code == 202, submitted.text
-            orchestrator = up.child_named("services.orchestrator")
-            tasks = await eventually(polled(orchestrator.children), bool, within=60)
+            tasks = await eventually(polled(lambda: task_runtimes(tmp_path / "data")), bool, within=60)
 
         up.child_named("nats-server").kill()
         asked = time.monotonic()

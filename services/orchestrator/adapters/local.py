@@ -48,6 +48,7 @@ from libs.protocol import JobConfig
 from libs.protocol.events import FailureInfo
 from runtime.exitcodes import from_returncode
 from runtime.spec_model import RunAs
+from services.orchestrator.adapters.forking import Forked, ForkServer, ForkServerLost
 from services.orchestrator.adapters.isolation import (
     TaskUser,
     prepare_task_dir,
@@ -74,6 +75,7 @@ from services.orchestrator.core.policies import KILLED_EXIT_CODE, PREEMPTED_EXIT
 log = structlog.get_logger(__name__)
 
 _REPO_ROOT = Path(runtime.__file__).resolve().parents[1]
+FORK_SERVER_STARTS = 3
 
 
 def runtime_command(spec_file: Path) -> list[str]:
@@ -150,7 +152,8 @@ def _pid_of(directory: Path) -> int | None:
         return int((directory / PID_FILE).read_text().strip())
     except (OSError, ValueError):
         pass
-    # Spawned but not yet recorded when the orchestrator died: find it by its spec path.
+    # Started but not yet recorded when the orchestrator died: find it by its spec path (a forked
+    # runtime takes a spawned one's command line as its title).
     spec = str(directory / SPEC_FILE)
     for proc in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.Error):
@@ -206,6 +209,7 @@ class LocalExecutor:
         poll_seconds: float = 0.5,
         rules: Callable[[], RuleSet] = default_rules,
         task_user: TaskUser | None = None,
+        fork_server: bool = True,
     ) -> None:
         self.data_dir = data_dir
         # Who the tasks' commands run as (None: this process's user); see isolation.py.
@@ -219,6 +223,11 @@ class LocalExecutor:
         self._watchers: dict[tuple[str, TaskKey], asyncio.Task[None]] = {}
         # Tasks this executor was told to end, with the exit code their end is reported as.
         self._stopping: dict[tuple[str, TaskKey], int] = {}
+        # The runtime's fork server, started at the first task; started again after it is lost,
+        # at most a few times, then every task's runtime is a new interpreter.
+        self._forks: ForkServer | None = None
+        self._forks_starting = asyncio.Lock()
+        self._fork_starts_left = FORK_SERVER_STARTS if fork_server else 0
 
     def task_dir(self, job_id: str, key: TaskKey) -> Path:
         return task_dir(self.data_dir, job_id, key)
@@ -246,33 +255,66 @@ class LocalExecutor:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise AlreadyRunningError(str(directory)) from None
-            os.set_inheritable(lock, True)
-            # The platform's code is all the runtime needs of this process: none of its settings.
-            env = task_environment(os.environ, PYTHONPATH=runtime_path())
             out = os.open(directory / RUNTIME_OUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
-                # subprocess, not the event loop's subprocess_exec: it starts the child with vfork,
-                # 0.1 ms of this process's CPU and 0.6 ms of the loop's time; uvloop forks, 2-3 ms
-                # of CPU, and blocks the loop about 5 ms until the child has exec'd
-                # (bench/spawn_bench.py). The exit is awaited on the child's pidfd (child_exit).
-                proc = TaskProcess(
-                    runtime_command(directory / SPEC_FILE),
-                    cwd=str(directory),
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    pass_fds=(lock,),
-                    env=env,
-                )
+                forked = await self._fork(directory, lock, out)
+                pid, returncode = self._spawn(directory, lock, out) if forked is None else forked
             finally:
                 os.close(out)
-            (directory / PID_FILE).write_text(str(proc.pid))
+            (directory / PID_FILE).write_text(str(pid))
+        except ForkServerLost:
+            # The server died with the request: whether it forked the task first, the lock says.
+            os.close(lock)
+            lock = -1
+            if lock_is_held(directory):
+                raise AlreadyRunningError(str(directory)) from None
+            return await self.start(framework, key)
         finally:
-            os.close(lock)  # the child keeps its inherited copy, and with it the lock
-        self._watch(job_id, key, self._wait_child(job_id, key, proc, directory))
-        log.info("task started", job_id=job_id, key=list(key), pid=proc.pid)
-        return proc.pid, directory
+            if lock >= 0:
+                os.close(lock)  # the child keeps its own copy, and with it the lock
+        self._watch(job_id, key, self._wait_exit(job_id, key, returncode, directory))
+        log.info("task started", job_id=job_id, key=list(key), pid=pid)
+        return pid, directory
+
+    async def _fork(self, directory: Path, lock: int, out: int) -> Forked | None:
+        """The task's runtime forked by the fork server, or None where there is none."""
+        async with self._forks_starting:
+            if self._forks is None or not self._forks.alive:
+                if self._fork_starts_left <= 0:
+                    return None
+                self._fork_starts_left -= 1
+                forks = ForkServer(self._task_env(), self.data_dir)
+                try:
+                    await forks.start()
+                except ForkServerLost as exc:
+                    log.warning("no fork server; this task starts as a new process", why=str(exc))
+                    return None
+                self._forks = forks
+            forks = self._forks
+        return await forks.spawn(directory / SPEC_FILE, directory, lock, out)
+
+    def _task_env(self) -> dict[str, str]:
+        # The platform's code is all the runtime needs of this process: none of its settings.
+        return task_environment(os.environ, PYTHONPATH=runtime_path())
+
+    def _spawn(self, directory: Path, lock: int, out: int) -> tuple[int, Coroutine[Any, Any, int]]:
+        """The task's runtime as a new interpreter: its pid, and its return code to await."""
+        os.set_inheritable(lock, True)
+        # subprocess, not the event loop's subprocess_exec: it starts the child with vfork, 0.1 ms
+        # of this process's CPU and 0.6 ms of the loop's time; uvloop forks, 2-3 ms of CPU, and
+        # blocks the loop about 5 ms until the child has exec'd (bench/spawn_bench.py). The exit
+        # is awaited on the child's pidfd (child_exit).
+        proc = TaskProcess(
+            runtime_command(directory / SPEC_FILE),
+            cwd=str(directory),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=(lock,),
+            env=self._task_env(),
+        )
+        return proc.pid, child_exit(proc, self._poll)
 
     def _notice(self, framework: Framework, key: TaskKey) -> str:
         """Said plainly to the user: no container, the host, which user, which directory."""
@@ -380,10 +422,15 @@ class LocalExecutor:
 
         watcher.add_done_callback(forget)
 
-    async def _wait_child(
-        self, job_id: str, key: TaskKey, proc: subprocess.Popen[bytes], directory: Path
+    async def _wait_exit(
+        self, job_id: str, key: TaskKey, returncode_of: Awaitable[int], directory: Path
     ) -> None:
-        returncode = await child_exit(proc, self._poll)
+        try:
+            returncode = await returncode_of
+        except ForkServerLost:
+            # Its parent is gone, and with it the end's return code: the lock says when it ends.
+            await self._poll_lock(job_id, key, directory)
+            return
         await self.report(job_id, key, returncode=returncode)
 
     async def _poll_lock(self, job_id: str, key: TaskKey, directory: Path) -> None:
@@ -398,3 +445,5 @@ class LocalExecutor:
         for watcher in watchers:
             watcher.cancel()
         await asyncio.gather(*watchers, return_exceptions=True)
+        if self._forks is not None:
+            await self._forks.close()

@@ -1,0 +1,123 @@
+"""Task runtimes forked from a warm one (runtime/forkserver.py), and what happens when it is gone."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import psutil
+
+from services.orchestrator.adapters.forking import FORK_SERVER_MODULE
+from services.orchestrator.adapters.local import LocalExecutor, lock_is_held
+from services.orchestrator.adapters.specs import PID_FILE
+from tests.orchestrator.jobs import job_config
+from tests.orchestrator.test_local_executor import KEY, Exits, framework_for, no_secrets
+
+
+def executor(tmp_path: Path, exits: Exits, *, fork_server: bool = True) -> LocalExecutor:
+    return LocalExecutor(tmp_path / "data", exits, no_secrets, poll_seconds=0.05, fork_server=fork_server)
+
+
+def parent_command(pid: int) -> list[str]:
+    parent = psutil.Process(pid).parent()
+    assert parent is not None
+    return parent.cmdline()
+
+
+def fork_server_of(ex: LocalExecutor) -> psutil.Process:
+    servers = [c for c in psutil.Process().children() if FORK_SERVER_MODULE in c.cmdline()]
+    data_dir = str(ex.data_dir)
+    (server,) = [s for s in servers if data_dir in s.cmdline()]
+    return server
+
+
+async def test_a_forked_runtime_runs_the_task_in_its_own_session_and_reports_its_exit(tmp_path: Path) -> None:
+    exits = Exits()
+    ex = executor(tmp_path, exits)
+    fw = framework_for(job_config({"worker": (1, "echo forked $PAI_CURRENT_TASK_ROLE_NAME; sleep 30")}))
+    pid, directory = await ex.start(fw, KEY)
+    try:
+        assert FORK_SERVER_MODULE in parent_command(pid)  # forked, not a new interpreter
+        assert os.getsid(pid) == pid  # its own session, as a spawned runtime: it outlives its parent
+        assert lock_is_held(directory)
+        os.killpg(pid, signal.SIGKILL)
+        done = await exits.next()
+        # The server reaped it and said how it ended: the kill, not a made-up code.
+        assert (done.key, done.exit_code) == (KEY, 137)
+        assert "ended with 137 without writing a result" in done.diagnostics
+    finally:
+        await ex.close()
+
+
+async def test_forty_quick_tasks_each_start_once_and_each_end_is_reported(tmp_path: Path) -> None:
+    exits = Exits()
+    ex = executor(tmp_path, exits)
+    fw = framework_for(job_config({"worker": (40, "exit $PAI_TASK_INDEX")}))
+    keys = [(0, "worker", i, 0) for i in range(40)]
+    started = await asyncio.gather(*(ex.start(fw, key) for key in keys))
+    ended = {(await exits.next()).key: None for _ in keys}
+    codes = {key[2]: ex.exit_of("job1", key).exit_code for key in keys}
+    assert set(ended) == set(keys)
+    assert codes == {i: i for i in range(40)}
+    assert len({pid for pid, _ in started}) == 40
+    server = fork_server_of(ex)
+    await ex.close()
+    assert not server.is_running()  # it ends with its executor
+
+
+async def test_without_the_fork_server_the_runtime_is_a_new_interpreter(tmp_path: Path) -> None:
+    exits = Exits()
+    ex = executor(tmp_path, exits, fork_server=False)
+    fw = framework_for(job_config({"worker": (1, "sleep 30")}))
+    pid, _ = await ex.start(fw, KEY)
+    try:
+        assert psutil.Process(pid).ppid() == os.getpid()
+        assert "--spec" in psutil.Process(pid).cmdline()
+        os.killpg(pid, signal.SIGKILL)
+        assert (await exits.next()).exit_code == 137
+    finally:
+        await ex.close()
+
+
+async def test_a_task_outlives_a_killed_fork_server_and_its_end_is_still_reported(tmp_path: Path) -> None:
+    exits = Exits()
+    ex = executor(tmp_path, exits)
+    fw = framework_for(job_config({"worker": (2, "sleep 30")}))
+    first = (0, "worker", 0, 0)
+    pid, directory = await ex.start(fw, first)
+    server = fork_server_of(ex)
+    server.kill()
+    server.wait(10)
+    assert psutil.Process(pid).is_running()  # the task goes on without its parent
+    # The next task starts all the same: a new server forks it.
+    second = (0, "worker", 1, 0)
+    other, _ = await ex.start(fw, second)
+    assert FORK_SERVER_MODULE in parent_command(other)
+    assert fork_server_of(ex).pid != server.pid
+    assert lock_is_held(directory)
+    os.killpg(pid, signal.SIGTERM)
+    ended = await exits.next()
+    # Watched by its lock now that its parent is gone: reported once, from its result file.
+    assert ended.key == first
+    assert ended.exit_code == 143  # the runtime's own result: SIGTERM passed on to the command
+    os.killpg(other, signal.SIGKILL)
+    assert (await exits.next()).key == second
+    await ex.close()
+
+
+async def test_a_forked_task_whose_pid_was_not_recorded_is_found_by_its_lock(tmp_path: Path) -> None:
+    """The orchestrator died between the fork and writing the pid: the next one finds it by its title."""
+    exits = Exits()
+    ex = executor(tmp_path, exits)
+    fw = framework_for(job_config({"worker": (1, "sleep 30")}))
+    pid, directory = await ex.start(fw, KEY)
+    try:
+        (directory / PID_FILE).unlink()
+        probe = LocalExecutor(tmp_path / "data", exits, no_secrets, fork_server=False).probe("job1", KEY)
+        assert (probe.status, probe.pid) == ("alive", pid)
+    finally:
+        os.killpg(pid, signal.SIGKILL)
+        await exits.next()
+        await ex.close()
