@@ -5,13 +5,17 @@ capture with secret masking.
 Run: .venv/bin/python bench/runtime_bench.py [--runs 40]
 Every task of every job starts through the runtime, so its own overhead is paid on each task
 start; log capture sits between the user program and its log files for the task's whole life.
-Tasks are started as the local executor starts them (`runtime_command`, `runtime_path`); the
-spawn-to-command figures are also given for a plain `python -m runtime` (site module loaded).
+Tasks are started as the local executor starts them: forked by the runtime's fork server
+(`ForkServer`, runtime/forkserver.py), and spawned as a new interpreter (`runtime_command`,
+`runtime_path`), as the executor does without a fork server; the spawn-to-command figures are also
+given for a plain `python -m runtime` (site module loaded).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import fcntl
 import json
 import os
 import resource
@@ -29,6 +33,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from services.orchestrator.adapters.forking import ForkServer  # noqa: E402
 from services.orchestrator.adapters.isolation import task_environment  # noqa: E402
 from services.orchestrator.adapters.local import runtime_command, runtime_path  # noqa: E402
 
@@ -107,6 +112,55 @@ def spawn_to_command(runs: int, plain: bool) -> tuple[list[float], list[float], 
     return to_command, to_exit, (children_cpu() - cpu_before) / runs
 
 
+async def forked(runs: int) -> tuple[list[float], list[float], float, dict[str, float]]:
+    """As `spawn_to_command`, for runtimes forked by a fork server (its fork included in the CPU),
+    and the memory of a forked task waiting at the barrier."""
+    to_command, to_exit = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        marker = Path(tmp) / "started"
+        env = task_environment(os.environ, PYTHONPATH=runtime_path(), PAI_BENCH_STARTED=str(marker))
+        server = ForkServer(env, Path(tmp))
+        await server.start()
+        assert server.pid is not None
+        process = psutil.Process(server.pid)
+
+        async def fork(path: Path, root: Path) -> tuple[int, asyncio.Future[int]]:
+            lock = os.open(root / f"{path.stem}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            out = os.open(os.devnull, os.O_WRONLY)
+            try:
+                return await server.spawn(path, ROOT, lock, out)
+            finally:
+                os.close(lock)
+                os.close(out)
+
+        times = process.cpu_times()
+        cpu_before = sum(times[:4])
+        for _ in range(runs):
+            with tempfile.TemporaryDirectory() as run:
+                path = spec(Path(run), "worker", ["worker"], STARTED)
+                t0 = time.time()
+                _, exited = await fork(path, Path(run))
+                assert await exited == 0
+                to_exit.append(time.time() - t0)
+                to_command.append(float(marker.read_text()) - t0)
+        cpu = (sum(process.cpu_times()[:4]) - cpu_before) / runs
+        with tempfile.TemporaryDirectory() as run:
+            path = spec(Path(run), "master", ["master", "worker"], "true")
+            pid, exited = await fork(path, Path(run))
+            ready = Path(run) / "barrier" / "master-0.ready"
+            deadline = time.monotonic() + 30
+            while not ready.exists():
+                assert time.monotonic() < deadline, "the task never announced itself"
+                await asyncio.sleep(0.01)
+            info = psutil.Process(pid).memory_full_info()
+            memory = {"rss": info.rss / 1e6, "pss": info.pss / 1e6, "uss": info.uss / 1e6}
+            os.kill(pid, signal.SIGTERM)
+            await exited
+        await server.close()
+    return to_command, to_exit, cpu, memory
+
+
 def waiting_memory() -> dict[str, float]:
     """RSS, PSS and USS (MB) of a task waiting at the barrier for a peer that never comes."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -139,10 +193,18 @@ def main() -> None:
     runs = args.runs
     PLAIN_ROOT[0] = args.plain_root.resolve()
 
+    to_command, to_exit, cpu, forked_memory = asyncio.run(forked(runs))
+    report("one task, forked by the fork server: request to the command", to_command)
+    report("one task, forked by the fork server: request to exit", to_exit)
+    print(f"{'one task, forked by the fork server: CPU per task, fork to exit':62} {cpu * 1000:7.1f} ms")
+    print(
+        f"{'a forked task waiting at the barrier: resident memory':62} RSS {forked_memory['rss']:.1f} MB, "
+        f"PSS {forked_memory['pss']:.1f} MB, USS {forked_memory['uss']:.1f} MB"
+    )
     to_command, to_exit, cpu = spawn_to_command(runs, plain=False)
-    report("one task, as the executor starts it: spawn to the command", to_command)
-    report("one task, as the executor starts it: spawn to exit", to_exit)
-    print(f"{'one task, as the executor starts it: CPU per task, spawn to exit':62} {cpu * 1000:7.1f} ms")
+    report("one task, spawned as a new interpreter: spawn to the command", to_command)
+    report("one task, spawned as a new interpreter: spawn to exit", to_exit)
+    print(f"{'one task, spawned as a new interpreter: CPU per task, spawn to exit':62} {cpu * 1000:7.1f} ms")
     plain_command, _, plain_cpu = spawn_to_command(runs, plain=True)
     plain = "plain `python -m runtime`" + ("" if PLAIN_ROOT[0] == ROOT else f" of {PLAIN_ROOT[0].name}")
     report(f"one task, {plain}: spawn to the command", plain_command)

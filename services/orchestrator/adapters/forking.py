@@ -50,6 +50,10 @@ class ForkServer:
         self._lost: ForkServerLost | None = None
 
     @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def alive(self) -> bool:
         return self._sock is not None and self._lost is None
 
