@@ -1,23 +1,31 @@
-"""The local executor: each task attempt is a `python -m runtime` process in its own session.
+"""The local executor: each task attempt is a task runtime in its own session.
+
+The runtime is forked by the runtime's fork server (forking.py, runtime/forkserver.py), one warm
+process per executor that has paid for the interpreter and the runtime's imports once; without
+one (it failed to start three times, or `fork_server=False`) it is a new `python -S -m runtime`
+process. Either way it is named `python -S -m runtime --spec FILE`.
 
 Why tasks survive the orchestrator, and how a restarted orchestrator never starts one twice:
 
-- every task runs with `start_new_session=True`, so it is its own process group and outlives
-  the orchestrator (a kill -9 of the orchestrator leaves tasks running);
-- before spawning, the executor takes an exclusive `flock` on `task.lock` in the task's
-  directory and hands that descriptor to the child (`pass_fds`); the runtime process holds the
-  lock for as long as it lives, and the kernel drops it the instant the process ends. The lock
-  is therefore the task's liveness, immune to pid reuse: "lock held" means running;
-- if the lock cannot be taken, a process for this task attempt already runs: nothing is spawned;
-- after the spawn the pid is written to `pid`; the runtime writes its own logs and
-  `runtime-result.json` under `logs/`.
+- every task runs in its own session, so it is its own process group and outlives the
+  orchestrator and the fork server (a kill -9 of either leaves tasks running);
+- before starting it, the executor takes an exclusive `flock` on `task.lock` in the task's
+  directory and hands that descriptor to the runtime (over the fork server's socket, or
+  `pass_fds`); the runtime holds the lock for as long as it lives, and the kernel drops it the
+  instant the process ends. The lock is therefore the task's liveness, immune to pid reuse:
+  "lock held" means running;
+- if the lock cannot be taken, a process for this task attempt already runs: nothing is started;
+- the pid is written to `pid` once the runtime is in its own session; the runtime writes its own
+  logs and `runtime-result.json` under `logs/`.
 
 On start-up `probe()` classifies every task the framework state may own: lock held -> alive
 (adopted and watched by polling the lock); lock free with a result, a pid file or any log ->
 ended (its exit is reported from the result file, or analysed as a platform failure); nothing
 at all -> absent, i.e. its runtime never began, and only then is it started.
 
-The exit of a task is handed to `on_exit` (the app publishes task.completed from it). Stopping
+The exit of a task (its return code from the fork server, which reaps it, or from the spawned
+child's pidfd; a forked task whose server is gone is watched by its lock instead) is handed to
+`on_exit` (the app publishes task.completed from it). Stopping
 sends SIGTERM to the process group, then SIGKILL after a grace period.
 """
 
