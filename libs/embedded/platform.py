@@ -108,13 +108,9 @@ def task_runtimes(data_dir: Path) -> list[psutil.Process]:
     """The task runtimes running on this machine for the platform at `data_dir`, each named
     ``python -S -m runtime --spec DATA_DIR/...``: spawned or forked, whether the orchestrator that
     started them still runs or not (the next one adopts them)."""
-    root = str(data_dir.resolve()) + os.sep
-    found = []
-    for process in psutil.process_iter(["cmdline"]):
-        cmdline = process.info["cmdline"] or []
-        if "runtime" in cmdline and "--spec" in cmdline and cmdline[-1].startswith(root):
-            found.append(process)
-    return found
+    root = f" -m runtime --spec {data_dir.resolve()}{os.sep}"
+    # Compared as one line: a forked runtime's title may read back split at every space.
+    return [p for p in psutil.process_iter(["cmdline"]) if root in " ".join(p.info["cmdline"] or [])]
 
 
 class EmbeddedPlatform:

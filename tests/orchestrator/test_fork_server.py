@@ -110,12 +110,13 @@ async def test_a_task_outlives_a_killed_fork_server_and_its_end_is_still_reporte
 async def test_a_forked_task_whose_pid_was_not_recorded_is_found_by_its_lock(tmp_path: Path) -> None:
     """The orchestrator died between the fork and writing the pid: the next one finds it by its title."""
     exits = Exits()
-    ex = executor(tmp_path, exits)
+    spaced = tmp_path / "a data dir"  # its title, read back, may be split at every space
+    ex = executor(spaced, exits)
     fw = framework_for(job_config({"worker": (1, "sleep 30")}))
     pid, directory = await ex.start(fw, KEY)
     try:
         (directory / PID_FILE).unlink()
-        probe = LocalExecutor(tmp_path / "data", exits, no_secrets, fork_server=False).probe("job1", KEY)
+        probe = LocalExecutor(spaced / "data", exits, no_secrets, fork_server=False).probe("job1", KEY)
         assert (probe.status, probe.pid) == ("alive", pid)
     finally:
         os.killpg(pid, signal.SIGKILL)

@@ -162,10 +162,12 @@ def _pid_of(directory: Path) -> int | None:
         pass
     # Started but not yet recorded when the orchestrator died: find it by its spec path (a forked
     # runtime takes a spawned one's command line as its title).
+    # A title with spaces in its path may read back split at every space: compare it whole.
     spec = str(directory / SPEC_FILE)
     for proc in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.Error):
-            if spec in (proc.info.get("cmdline") or []):
+            cmdline = proc.info.get("cmdline") or []
+            if spec in cmdline or " ".join(cmdline).endswith(f" --spec {spec}"):
                 return int(proc.pid)
     return None
 
