@@ -9,11 +9,13 @@ from pathlib import Path
 
 import psutil
 
-from services.orchestrator.adapters.forking import FORK_SERVER_MODULE
-from services.orchestrator.adapters.local import LocalExecutor, lock_is_held
+from services.orchestrator.adapters.forking import FORK_SERVER_MODULE, ForkServer, ForkServerLost
+from services.orchestrator.adapters.isolation import task_environment
+from services.orchestrator.adapters.local import LocalExecutor, lock_is_held, runtime_path
 from services.orchestrator.adapters.specs import PID_FILE
 from tests.orchestrator.jobs import job_config
 from tests.orchestrator.test_local_executor import KEY, Exits, framework_for, no_secrets
+from tests.support.waiting import eventually, polled
 
 
 def executor(tmp_path: Path, exits: Exits, *, fork_server: bool = True) -> LocalExecutor:
@@ -122,3 +124,26 @@ async def test_a_forked_task_whose_pid_was_not_recorded_is_found_by_its_lock(tmp
         os.killpg(pid, signal.SIGKILL)
         await exits.next()
         await ex.close()
+
+
+async def test_requests_waiting_for_a_full_socket_fail_when_the_server_is_lost(tmp_path: Path) -> None:
+    """A stopped server stops reading; once its socket is full, requests wait to be sent. When
+    the server dies, each of them fails at once (the executor then starts the task itself)."""
+    server = ForkServer(task_environment(os.environ, PYTHONPATH=runtime_path()), tmp_path)
+    await server.start()
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGSTOP)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        requests = [
+            asyncio.ensure_future(server.spawn(tmp_path / f"spec-{i}.json", tmp_path, null, null))
+            for i in range(5000)
+        ]
+        # Some sent (each then awaits its reply), the rest waiting for room in the socket.
+        await eventually(polled(lambda: len(server._replies)), lambda sent: 0 < sent < len(requests))
+        os.kill(server.pid, signal.SIGKILL)
+        outcomes = await asyncio.wait_for(asyncio.gather(*requests, return_exceptions=True), 30)
+        assert all(isinstance(outcome, ForkServerLost) for outcome in outcomes)
+    finally:
+        os.close(null)
+        await server.close()

@@ -47,6 +47,7 @@ class ForkServer:
         self._ready: asyncio.Future[int] | None = None
         self._replies: collections.deque[asyncio.Future[Forked]] = collections.deque()
         self._exits: dict[int, asyncio.Future[int]] = {}
+        self._blocked: set[asyncio.Future[None]] = set()  # sends waiting for the socket
         self._lost: ForkServerLost | None = None
 
     @property
@@ -97,17 +98,16 @@ class ForkServer:
                 socket.send_fds(sock, [request], [lock, out])
                 break
             except BlockingIOError:
-                await self._writable(sock)
+                await self._writable(sock)  # raises ForkServerLost if the server is lost meanwhile
             except OSError as exc:
                 self._lose(f"the fork server's socket failed: {exc}")
                 raise self._lost or ForkServerLost(str(exc)) from exc
-            if self._lost is not None:
-                raise self._lost
         reply: asyncio.Future[Forked] = loop.create_future()
         self._replies.append(reply)
         return await reply
 
     async def _writable(self, sock: socket.socket) -> None:
+        """Until the socket takes more; `_lose` fails the wait (it removes the writer itself)."""
         loop = asyncio.get_running_loop()
         writable: asyncio.Future[None] = loop.create_future()
 
@@ -116,10 +116,13 @@ class ForkServer:
                 writable.set_result(None)
 
         loop.add_writer(sock.fileno(), ready)
+        self._blocked.add(writable)
         try:
             await writable
         finally:
-            loop.remove_writer(sock.fileno())
+            self._blocked.discard(writable)
+            if self._lost is None:
+                loop.remove_writer(sock.fileno())
 
     def _readable(self) -> None:
         assert self._sock is not None
@@ -174,7 +177,7 @@ class ForkServer:
             # Its socket failed while it lives: it cannot be told anything more, so it is ended.
             proc.kill()
             loop.run_in_executor(None, proc.wait)
-        for future in [self._ready, *self._replies, *self._exits.values()]:
+        for future in [self._ready, *self._replies, *self._exits.values(), *self._blocked]:
             if future is not None and not future.done():
                 future.set_exception(self._lost)
                 future.exception()  # retrieved here: nobody may be awaiting it
