@@ -11,7 +11,7 @@ import psutil
 
 from services.orchestrator.adapters.forking import FORK_SERVER_MODULE, ForkServer, ForkServerLost
 from services.orchestrator.adapters.isolation import task_environment
-from services.orchestrator.adapters.local import LocalExecutor, lock_is_held, runtime_path
+from services.orchestrator.adapters.local import FORK_SERVER_STARTS, LocalExecutor, lock_is_held, runtime_path
 from services.orchestrator.adapters.specs import PID_FILE
 from tests.orchestrator.jobs import job_config
 from tests.orchestrator.test_local_executor import KEY, Exits, framework_for, no_secrets
@@ -147,3 +147,24 @@ async def test_requests_waiting_for_a_full_socket_fail_when_the_server_is_lost(t
     finally:
         os.close(null)
         await server.close()
+
+
+async def test_servers_killed_after_forking_are_replaced_every_time(tmp_path: Path) -> None:
+    """The budget of server starts is for servers that fork nothing (they cannot start): one that
+    forked a task and was killed later is replaced however often that happens."""
+    exits = Exits()
+    ex = executor(tmp_path, exits)
+    rounds = FORK_SERVER_STARTS + 2
+    fw = framework_for(job_config({"worker": (1, "exit 0")}))
+    servers = set()
+    try:
+        for retry in range(rounds):  # one task tried again and again, each time forked
+            await ex.start(fw, (0, "worker", 0, retry))
+            assert (await exits.next()).exit_code == 0
+            server = fork_server_of(ex)
+            servers.add(server.pid)
+            server.kill()
+            server.wait(10)
+        assert len(servers) == rounds  # each task forked by a server of its own, none spawned
+    finally:
+        await ex.close()

@@ -84,6 +84,9 @@ log = structlog.get_logger(__name__)
 
 _REPO_ROOT = Path(runtime.__file__).resolve().parents[1]
 FORK_SERVER_STARTS = 3
+"""Fork servers started in a row without one of them forking a task before the executor gives
+up on them and spawns every runtime (a server that forked a task earns the count back: an
+orchestrator whose server is killed now and then keeps forking)."""
 
 
 def runtime_command(spec_file: Path) -> list[str]:
@@ -234,7 +237,8 @@ class LocalExecutor:
         # Tasks this executor was told to end, with the exit code their end is reported as.
         self._stopping: dict[tuple[str, TaskKey], int] = {}
         # The runtime's fork server, started at the first task; started again after it is lost,
-        # at most a few times, then every task's runtime is a new interpreter.
+        # unless FORK_SERVER_STARTS of them in a row forked nothing: then every task's runtime
+        # is a new interpreter.
         self._forks: ForkServer | None = None
         self._forks_starting = asyncio.Lock()
         self._fork_starts_left = FORK_SERVER_STARTS if fork_server else 0
@@ -301,7 +305,9 @@ class LocalExecutor:
                     return None
                 self._forks = forks
             forks = self._forks
-        return await forks.spawn(directory / SPEC_FILE, directory, lock, out)
+        forked = await forks.spawn(directory / SPEC_FILE, directory, lock, out)
+        self._fork_starts_left = FORK_SERVER_STARTS  # this server works: it earns the count back
+        return forked
 
     def _task_env(self) -> dict[str, str]:
         # The platform's code is all the runtime needs of this process: none of its settings.
