@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import random
@@ -425,8 +426,20 @@ def main() -> int:
         "--large", type=int, default=0, metavar="TASKS", help="also one job of TASKS tasks, submitted first"
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON too")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="run in DIR (made anew) and keep it: the data dir and markers",
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="pai-chaos-") as tmp:
+    if args.keep is not None:
+        args.keep.mkdir(parents=True)
+    with (
+        contextlib.nullcontext(str(args.keep))
+        if args.keep
+        else tempfile.TemporaryDirectory(prefix="pai-chaos-") as tmp
+    ):
         report = asyncio.run(
             run(
                 args.jobs,

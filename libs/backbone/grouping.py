@@ -18,6 +18,9 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
+import structlog
+
+log = structlog.get_logger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -63,7 +66,12 @@ class GroupCommit(Generic[T, R]):
                 batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch :]
                 try:
                     results = await self._many([item for item, _ in batch])
-                except Exception:
+                except Exception as exc:
+                    log.warning(
+                        "a group failed; its items are written one by one",
+                        items=len(batch),
+                        error=f"{type(exc).__name__}: {exc}",
+                    )
                     await self._one_by_one(batch)
                     continue
                 for (_, done), result in zip(batch, results, strict=True):

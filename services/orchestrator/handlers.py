@@ -236,15 +236,22 @@ class Orchestrator:
             # tasks whose launch is on record without a pid: `recover` finds them by their lock.
             await self._apply_locked(job_id, *launched)
 
-    async def _start(self, framework: Framework, effect: StartTask) -> TaskLaunched | None:
+    async def _start(
+        self, framework: Framework, effect: StartTask, *, again: bool = False
+    ) -> TaskLaunched | None:
         """Spawn one task; what to record of it, or None when its launch failed (reported as its exit)."""
         try:
             pid, directory = await self.executor.start(framework, effect.key)
         except AlreadyRunningError:
+            # Started before: by a decision whose launch was never recorded (a crash, a failed
+            # write, a stale probe carried out again), or still in a lost fork server's queue.
+            # It is watched, and its end reported once; it is never run a second time.
             probe = self.executor.probe(framework.job_id, effect.key)
-            if probe.pid is None:
-                return None
-            self.executor.adopt(framework.job_id, effect.key, probe.pid, Path(probe.task_dir or ""))
+            if probe.status == "absent" and not again:  # what held its lock went away unlaunched
+                return await self._start(framework, effect, again=True)
+            self.executor.adopt(framework.job_id, effect.key, probe.pid or 0, Path(probe.task_dir or ""))
+            if probe.status != "alive" or probe.pid is None:
+                return None  # its end (or its first sign of life, then its end) comes from the watch
             ports, note = launch_facts(Path(probe.task_dir)) if probe.task_dir else ({}, None)
             return TaskLaunched(framework.job_id, effect.key, probe.pid, probe.task_dir or "", ports, note)
         except Exception as exc:  # the launch itself failed: that is the task's (platform) exit

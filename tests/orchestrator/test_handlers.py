@@ -383,3 +383,68 @@ async def test_one_jobs_messages_handed_in_together_are_decided_together_and_eac
     assert [getattr(e, "state", None) for e in done] == [JobState.SUCCEEDED]
     assert len(executor.started) == tasks  # no task started twice
     assert orch._batches == {}
+
+
+class FailingOnceStore(FrameworkStore):
+    """The write recording the launches fails once, with an error the handler does not expect
+    (a bus timeout, say), and only after the launched tasks have ended."""
+
+    def __init__(self, inner: FrameworkStore, ended: Any) -> None:
+        super().__init__(inner._store)
+        self.ended = ended
+        self.failed = False
+
+    async def save(self, job_id: str, framework: Any, revision: int | None, **hints: Any) -> int:
+        recorded = [t for a in framework.attempts for t in a.tasks if t.current and t.current.pid]
+        if recorded and not self.failed:
+            self.failed = True
+            await self.ended()
+            raise TimeoutError("the bus did not answer")
+        return await super().save(job_id, framework, revision, **hints)
+
+
+async def test_a_recovery_carried_out_again_never_runs_a_finished_task_again(
+    bus: Bus, tmp_path: Path
+) -> None:
+    """After a restart, what a probe said ("never started") is out of date once the task has run:
+    a failed write makes the handler decide the recovery again from the same probes, and the
+    task, run and ended meanwhile, must be reported, not started a second time."""
+    await ensure_topology(bus.js)
+    exits: asyncio.Queue[TaskExit] = asyncio.Queue()
+    published: list[EventBase] = []
+
+    async def working(event: EventBase) -> None:
+        published.append(event)
+
+    config = job_config({"worker": (2, "exit 3")})
+    first = Orchestrator(
+        await FrameworkStore.open(bus.js),
+        CrashingExecutor(tmp_path, exits.put, no_secrets, spawn_first=False),
+        working,
+    )
+    await first.apply("job1", submitted(config))
+    with pytest.raises(Crash):
+        await first.apply("job1", scheduled(config))  # the starts are on record, nothing ran
+    await first.executor.close()
+
+    reported: list[TaskExit] = []
+
+    async def both_ended() -> None:
+        while len(reported) < 2:
+            reported.append(await asyncio.wait_for(exits.get(), 60))
+
+    executor = LocalExecutor(tmp_path, exits.put, no_secrets, poll_seconds=0.05)
+    store = FailingOnceStore(await FrameworkStore.open(bus.js), both_ended)
+    second = Orchestrator(store, executor, working)
+    await second.recover()  # probes: both absent; started; the record fails once they ended
+    assert store.failed
+    assert sorted((e.key, e.exit_code) for e in reported) == [((0, "worker", i, 0), 3) for i in range(2)]
+    for i in range(2):
+        log = (tmp_path / f"jobs/job1/attempt-0/worker-{i}/try-0/logs/runtime.pai.log").read_text()
+        assert log.count("user command starts") == 1
+    # The recovery decided again: each task's end reported again from what it left (the decider
+    # takes one end per task attempt), none started again.
+    again = sorted([(await asyncio.wait_for(exits.get(), 60)).key for _ in range(2)])
+    assert again == [(0, "worker", i, 0) for i in range(2)]
+    assert exits.empty()
+    await executor.close()

@@ -21,7 +21,9 @@ class Executor(Protocol):
         ...
 
     def adopt(self, job_id: str, key: TaskKey, pid: int, directory: Path) -> None:
-        """Watch a task attempt found alive after a restart."""
+        """Watch a task attempt started before (found alive after a restart, or met again by a
+        start): its end is reported once, at once if it has already ended. `pid` is 0 where it is
+        not known yet."""
         ...
 
     def probe(self, job_id: str, key: TaskKey) -> Probe: ...

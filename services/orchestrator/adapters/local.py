@@ -120,7 +120,8 @@ SecretsSource = Callable[[str], Awaitable[dict[str, Any] | None]]
 
 
 class AlreadyRunningError(Exception):
-    """A process for this task attempt holds its lock: it must be adopted, not started."""
+    """This task attempt was started before (its process holds its lock, or it ran and ended): it
+    must be adopted (its end reported), not started again."""
 
 
 def to_failure_info(verdict: Any) -> FailureInfo:
@@ -156,6 +157,13 @@ def lock_is_held(directory: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def began(directory: Path) -> bool:
+    """The attempt was launched in this directory before: its pid is on record, or its runtime
+    wrote its logs (the first thing it does, before any user command)."""
+    logs = directory / "logs"
+    return (directory / PID_FILE).exists() or (logs.is_dir() and any(logs.iterdir()))
 
 
 def _pid_of(directory: Path) -> int | None:
@@ -247,28 +255,34 @@ class LocalExecutor:
         return task_dir(self.data_dir, job_id, key)
 
     async def start(self, framework: Framework, key: TaskKey) -> tuple[int, Path]:
-        """Spawn the task attempt's runtime; returns its pid and directory."""
+        """Spawn the task attempt's runtime; returns its pid and directory.
+
+        An attempt runs at most once: AlreadyRunningError if a process of it holds its lock, or if
+        it was launched here before and has ended (a decision carried out again, with what it
+        knew of the task out of date). The caller then adopts it or reports its end."""
         job_id = framework.job_id
         directory = self.task_dir(job_id, key)
         prepare_task_dir(self.data_dir, directory, self.task_user)
-        secrets = await self._secrets(job_id)
-        if secrets:
-            fd = os.open(directory / SECRETS_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(secrets, f)
-        user = self.task_user
-        run_as = RunAs(name=user.name, uid=user.uid, gid=user.gid) if user is not None else None
-        spec = build_spec(
-            self.data_dir, framework, key, directory, bool(secrets), run_as, self._notice(framework, key)
-        )
-        (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
-        share_with_task(directory / SPEC_FILE, user)
         lock = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise AlreadyRunningError(str(directory)) from None
+                raise AlreadyRunningError(f"{directory}: its process runs") from None
+            if began(directory):
+                raise AlreadyRunningError(f"{directory}: it ran before")
+            secrets = await self._secrets(job_id)
+            if secrets:
+                fd = os.open(directory / SECRETS_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(secrets, f)
+            user = self.task_user
+            run_as = RunAs(name=user.name, uid=user.uid, gid=user.gid) if user is not None else None
+            spec = build_spec(
+                self.data_dir, framework, key, directory, bool(secrets), run_as, self._notice(framework, key)
+            )
+            (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
+            share_with_task(directory / SPEC_FILE, user)
             out = os.open(directory / RUNTIME_OUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 forked = await self._fork(directory, lock, out)
@@ -277,11 +291,12 @@ class LocalExecutor:
                 os.close(out)
             (directory / PID_FILE).write_text(str(pid))
         except ForkServerLost:
-            # The server died with the request: whether it forked the task first, the lock says.
+            # The server died with the request: whether it forked the task first, the lock says
+            # (or, if the task already ended, what it left in its directory).
             os.close(lock)
             lock = -1
             if lock_is_held(directory):
-                raise AlreadyRunningError(str(directory)) from None
+                raise AlreadyRunningError(f"{directory}: its process runs") from None
             return await self.start(framework, key)
         finally:
             if lock >= 0:
@@ -355,9 +370,7 @@ class LocalExecutor:
         directory = self.task_dir(job_id, key)
         if lock_is_held(directory):
             return Probe("alive", _pid_of(directory), str(directory))
-        logs = directory / "logs"
-        began = (directory / PID_FILE).exists() or (logs.is_dir() and any(logs.iterdir()))
-        return Probe("ended" if began else "absent", None, str(directory))
+        return Probe("ended" if began(directory) else "absent", None, str(directory))
 
     async def stop(self, job_id: str, key: TaskKey, exit_code: int = -220) -> None:
         """SIGTERM the task's process group, SIGKILL after the grace period."""
