@@ -2,11 +2,16 @@
 
 Locally the barrier is a directory shared by the attempt's tasks. Each task announces itself by
 writing ``<role>-<index>.ready`` atomically (write a temporary file, then rename) and waits until
-every expected peer has done so. A directory has no event source that works everywhere, so the
-wait polls against a monotonic deadline (wall-clock jumps do not matter). A poll is one listing
-of the directory, not a look-up per peer, and its interval grows with the gang: every waiting
-task polls, so a gang of 1,000 polling every 50 ms for 1,000 files each would spend the
-machine's CPU on waiting (a small gang still passes within 50 ms of its last peer).
+every expected peer has done so. A directory has no event source that works everywhere (and
+inotify allows a user 128 instances, fewer than a large gang's tasks), so the wait polls against
+a monotonic deadline (wall-clock jumps do not matter), at an interval that grows with the gang.
+
+Listing the directory is what costs: over half a millisecond for a gang of 1,000, and every
+waiting task polls. So the task that finds every peer ready says so in one file, ``.all-ready``,
+and a poll is a look at that file. A task lists the directory right after announcing itself: the
+last to announce lists after every other announcement, finds them all and writes the file, so the
+gang passes within one interval of its last peer. In case that task dies first, every waiting
+task also lists the directory itself every LIST_EVERY polls.
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ from runtime.spec import TaskPlacement
 
 POLL_INTERVAL_S = 0.05
 MAX_POLL_INTERVAL_S = 0.5
+LIST_EVERY = 10
+"""A waiting task lists the directory itself on this many polls' first (the others look for the
+gang's `.all-ready`)."""
+ALL_READY = ".all-ready"
 
 
 def ready_file(directory: Path, role: str, index: int) -> Path:
@@ -64,11 +73,27 @@ def wait_for_peers(
     wanted = list(expected)
     interval = poll_interval(len(wanted))
     deadline = clock() + timeout_s
+    polls = 0
     while True:
-        missing = missing_peers(directory, wanted)
-        if not missing or should_stop():
-            return missing
+        if polls % LIST_EVERY == 0:
+            if not missing_peers(directory, wanted):
+                _all_ready(directory)
+                return []
+        elif (directory / ALL_READY).exists():  # ready files are never taken back
+            return []
+        polls += 1
         remaining = deadline - clock()
-        if remaining <= 0:
-            return missing
+        if should_stop() or remaining <= 0:
+            return missing_peers(directory, wanted)
         sleep(min(interval, remaining))
+
+
+def _all_ready(directory: Path) -> None:
+    """Tell the gang's other waiting tasks that every peer is ready (written once; later writers
+    find it there)."""
+    target = directory / ALL_READY
+    if target.exists():
+        return
+    tmp = directory / f".{ALL_READY}.{os.getpid()}.tmp"
+    tmp.write_text("")
+    os.replace(tmp, target)

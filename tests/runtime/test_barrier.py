@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from runtime import barrier
 from runtime.spec import TaskPlacement
@@ -24,19 +28,77 @@ def test_the_poll_interval_grows_with_the_gang_up_to_half_a_second() -> None:
     assert barrier.poll_interval(10_000) == barrier.MAX_POLL_INTERVAL_S
 
 
-def test_a_waiting_task_polls_at_its_gangs_interval_and_passes_once_all_are_ready(tmp_path: Path) -> None:
+def test_a_waiting_task_polls_at_its_gangs_interval_and_passes_once_all_are_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     expected = [("worker", i) for i in range(300)]
     for i in range(299):
         barrier.announce(tmp_path, TaskPlacement(role="worker", index=i, host_ip="127.0.0.1"))
     now = [0.0]
     slept: list[float] = []
+    listings = count_listings(monkeypatch)
 
     def sleep(seconds: float) -> None:
         slept.append(seconds)
         now[0] += seconds
-        if len(slept) == 3:  # the last peer arrives while this task waits
+        if len(slept) == 3:  # the last peer arrives while this task waits, and finds all ready
             barrier.announce(tmp_path, TaskPlacement(role="worker", index=299, host_ip="127.0.0.1"))
+            assert barrier.wait_for_peers(tmp_path, expected, 60.0, clock=lambda: now[0]) == []
 
     missing = barrier.wait_for_peers(tmp_path, expected, 60.0, clock=lambda: now[0], sleep=sleep)
     assert missing == []
     assert slept == [barrier.poll_interval(300)] * 3
+    # One listing by this task (its first poll), one by the last peer; the later polls looked at
+    # the one file the last peer wrote.
+    assert listings == [tmp_path, tmp_path]
+    assert (tmp_path / barrier.ALL_READY).exists()
+
+
+def test_the_gang_passes_even_if_the_last_peer_dies_before_saying_all_are_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = [("worker", i) for i in range(3)]
+    for i in range(2):
+        barrier.announce(tmp_path, TaskPlacement(role="worker", index=i, host_ip="127.0.0.1"))
+    slept: list[float] = []
+    listings = count_listings(monkeypatch)
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 1:  # announces itself, then dies before it lists the directory
+            barrier.announce(tmp_path, TaskPlacement(role="worker", index=2, host_ip="127.0.0.1"))
+
+    assert barrier.wait_for_peers(tmp_path, expected, 60.0, clock=lambda: 0.0, sleep=sleep) == []
+    # The waiting task lists the directory itself every LIST_EVERY polls, and says all are ready.
+    assert len(slept) == barrier.LIST_EVERY
+    assert len(listings) == 2
+    assert (tmp_path / barrier.ALL_READY).exists()
+
+
+def test_a_stopped_or_timed_out_wait_names_the_missing_peers(tmp_path: Path) -> None:
+    expected = [("worker", i) for i in range(3)]
+    barrier.announce(tmp_path, TaskPlacement(role="worker", index=1, host_ip="127.0.0.1"))
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    assert barrier.wait_for_peers(tmp_path, expected, 1.0, clock=lambda: now[0], sleep=sleep) == [
+        "worker-0",
+        "worker-2",
+    ]
+    assert barrier.wait_for_peers(tmp_path, expected, 60.0, lambda: True) == ["worker-0", "worker-2"]
+    assert not (tmp_path / barrier.ALL_READY).exists()
+
+
+def count_listings(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The directories the barrier lists, in order."""
+    listed: list[Path] = []
+    listdir = os.listdir
+
+    def counting(path: Any) -> list[str]:
+        listed.append(Path(path))
+        return listdir(path)
+
+    monkeypatch.setattr(os, "listdir", counting)
+    return listed
