@@ -94,6 +94,7 @@ def build_environment(spec: TaskSpec) -> dict[str, str]:
     }
 
     instances: list[str] = []
+    placed = {(task.role, task.index): task for task in spec.tasks}  # one look-up per peer, not a scan
     for role in spec.roles:
         res = role.resources
         name = role.name
@@ -107,7 +108,7 @@ def build_environment(spec: TaskSpec) -> dict[str, str]:
 
         host_list: list[str] = []
         for index in range(role.instances):
-            task = spec.placement(name, index)
+            task = placed[(name, index)]
             instances.append(f"{name}:{index}")
             env[f"PAI_HOST_IP_{name}_{index}"] = task.host_ip
             for label, ports in task.ports.items():

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
+from services.orchestrator.adapters import local, specs
 from services.orchestrator.adapters.local import LocalExecutor, TaskExit, lock_is_held
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context
@@ -114,6 +117,37 @@ async def test_a_restarted_executor_adopts_a_live_task_and_reports_its_end(tmp_p
 async def test_probe_tells_a_task_that_never_began(tmp_path: Path) -> None:
     ex = executor(tmp_path, Exits())
     assert ex.probe("job1", KEY).status == "absent"
+
+
+async def test_the_tasks_of_an_attempt_share_one_build_of_its_placements(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spec holds every task's placement; building them for each task made a job of n tasks
+    cost n * n. Each spec still names its own task, its own ports and everyone's."""
+    built: list[tuple[str, int]] = []
+    build = specs.attempt_peers
+
+    def counting(data_dir: Path, framework: Framework, attempt: int) -> specs.Peers:
+        built.append((framework.job_id, attempt))
+        return build(data_dir, framework, attempt)
+
+    monkeypatch.setattr(local, "attempt_peers", counting)
+    exits = Exits()
+    ex = executor(tmp_path, exits)
+    fw = framework_for(job_config({"worker": (3, "echo $PAI_HOST_IP_worker_2 $PAI_worker_1_http_PORT")}))
+    started = [await ex.start(fw, (0, "worker", i, 0)) for i in range(3)]
+    ended = sorted([(await exits.next()).exit_code for _ in range(3)])
+    assert ended == [0, 0, 0]
+    assert built == [("job1", 0)]
+    facts = [specs.launch_facts(directory) for _, directory in started]
+    assert len({str(ports) for ports, _ in facts}) == 3  # each task's own ports
+    [(http,)] = [ports["http"] for ports, _ in facts[1:2]]
+    for _, directory in started:
+        spec = json.loads((directory / specs.SPEC_FILE).read_text())
+        assert len(spec["tasks"]) == 3
+        assert f"{http}" in (directory / "logs" / "user.pai.stdout").read_text()
+    assert all(notice and "was not used" in notice for _, notice in facts)
+    await ex.close()
 
 
 async def wait_for_file(path: Path, text: str) -> None:

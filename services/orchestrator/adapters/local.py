@@ -42,6 +42,7 @@ import subprocess
 import sys
 import sysconfig
 import warnings
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,8 @@ from services.orchestrator.adapters.specs import (
     RUNTIME_OUT,
     SECRETS_FILE,
     SPEC_FILE,
+    Peers,
+    attempt_peers,
     build_spec,
     image_of,
     read_result,
@@ -83,6 +86,8 @@ from services.orchestrator.core.policies import KILLED_EXIT_CODE, PREEMPTED_EXIT
 log = structlog.get_logger(__name__)
 
 _REPO_ROOT = Path(runtime.__file__).resolve().parents[1]
+PEERS_KEPT = 16
+"""Job attempts whose roles and placements an executor keeps for the specs of their next tasks."""
 FORK_SERVER_STARTS = 3
 """Fork servers started in a row without one of them forking a task before the executor gives
 up on them and spawns every runtime (a server that forked a task earns the count back: an
@@ -248,6 +253,8 @@ class LocalExecutor:
         # unless FORK_SERVER_STARTS of them in a row forked nothing: then every task's runtime
         # is a new interpreter.
         self._forks: ForkServer | None = None
+        # The roles and placements of the attempts whose tasks start now, built once per attempt.
+        self._peers: OrderedDict[tuple[str, int], Peers] = OrderedDict()
         self._forks_starting = asyncio.Lock()
         self._fork_starts_left = FORK_SERVER_STARTS if fork_server else 0
 
@@ -279,7 +286,14 @@ class LocalExecutor:
             user = self.task_user
             run_as = RunAs(name=user.name, uid=user.uid, gid=user.gid) if user is not None else None
             spec = build_spec(
-                self.data_dir, framework, key, directory, bool(secrets), run_as, self._notice(framework, key)
+                self.data_dir,
+                framework,
+                key,
+                directory,
+                bool(secrets),
+                run_as,
+                self._notice(framework, key),
+                self._attempt_peers(framework, key[0]),
             )
             (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
             share_with_task(directory / SPEC_FILE, user)
@@ -359,7 +373,19 @@ class LocalExecutor:
 
     def release(self, job_id: str, attempt: int) -> None:
         """The attempt is over: free its ports for other tasks on this node."""
+        self._peers.pop((job_id, attempt), None)
         release_attempt_ports(self.data_dir, job_id, attempt)
+
+    def _attempt_peers(self, framework: Framework, attempt: int) -> Peers:
+        """The attempt's roles and placements, built at its first task (a few attempts kept)."""
+        ident = (framework.job_id, attempt)
+        peers = self._peers.get(ident)
+        if peers is None:
+            peers = self._peers[ident] = attempt_peers(self.data_dir, framework, attempt)
+            while len(self._peers) > PEERS_KEPT:
+                self._peers.popitem(last=False)
+        self._peers.move_to_end(ident)
+        return peers
 
     def adopt(self, job_id: str, key: TaskKey, pid: int, directory: Path) -> None:
         """Watch a task process found alive after a restart."""

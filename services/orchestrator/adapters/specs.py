@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from libs.protocol import JobConfig, render_entrypoint
 from runtime.ports import release_ports, reserve_many, with_default_ports
-from runtime.spec import SpecError, load_spec
 from runtime.spec_model import (
     Directories,
     JobInfo,
@@ -95,22 +94,24 @@ def release_attempt_ports(data_dir: Path, job_id: str, attempt: int) -> None:
     release_ports(data_dir / "ports", owners)
 
 
-def build_spec(
-    data_dir: Path,
-    framework: Framework,
-    key: TaskKey,
-    directory: Path,
-    has_secrets: bool,
-    run_as: RunAs | None = None,
-    notice: str | None = None,
-) -> TaskSpec:
-    """The runtime's whole input for one task attempt."""
-    attempt, role, index, task_attempt = key
+class Peers(NamedTuple):
+    """What every task spec of one job attempt holds alike: its roles and every task's placement."""
+
+    roles: list[RoleInfo]
+    tasks: list[TaskPlacement]
+
+
+def attempt_peers(data_dir: Path, framework: Framework, attempt: int) -> Peers:
+    """The roles and placements of the job attempt (its ports reserved at the first call). They do
+    not change once the attempt is placed, so an executor may build them once per attempt: for a
+    task of a job of n tasks they are n placements, and building them for every task cost the job
+    n * n."""
     job = JobConfig.model_validate(framework.config)
     ports = _ports_for_attempt(data_dir, framework, attempt)
     roles: list[RoleInfo] = []
     tasks: list[TaskPlacement] = []
     current = next((a for a in framework.attempts if a.attempt == attempt), None)
+    placed = {(task.role, task.index): task for task in current.tasks} if current is not None else {}
     for name, body in job.task_roles.items():
         res = body.resource_per_instance
         roles.append(
@@ -129,7 +130,7 @@ def build_spec(
             )
         )
         for i in range(body.instances):
-            task = current.task(name, i) if current is not None else None
+            task = placed.get((name, i))
             address = (
                 task.placement.node_address
                 if task is not None and task.placement is not None
@@ -138,6 +139,24 @@ def build_spec(
             tasks.append(
                 TaskPlacement(role=name, index=i, host_ip=address, ports=ports.get(f"{name}-{i}", {}))
             )
+    return Peers(roles, tasks)
+
+
+def build_spec(
+    data_dir: Path,
+    framework: Framework,
+    key: TaskKey,
+    directory: Path,
+    has_secrets: bool,
+    run_as: RunAs | None = None,
+    notice: str | None = None,
+    peers: Peers | None = None,
+) -> TaskSpec:
+    """The runtime's whole input for one task attempt (`peers`: the attempt's, if already built)."""
+    attempt, role, index, task_attempt = key
+    job = JobConfig.model_validate(framework.config)
+    roles, tasks = peers if peers is not None else attempt_peers(data_dir, framework, attempt)
+    current = next((a for a in framework.attempts if a.attempt == attempt), None)
     me = current.task(role, index) if current is not None else None
     placement = me.placement if me is not None else None
     gpus = list(placement.gpu_indices) if placement is not None else []
@@ -194,12 +213,19 @@ def runtime_plugins(job: JobConfig) -> list[PluginSpec]:
 
 def launch_facts(directory: Path) -> tuple[dict[str, list[int]], str | None]:
     """The ports the task's spec reserved for it, by label, and the executor's notice to its user;
-    nothing when it has no readable spec."""
+    nothing when it has no readable spec.
+
+    Read after every start, from a spec the executor has just written (or a restarted one found):
+    only these two fields are taken, not the whole spec checked again, which for a task of a
+    large job means every peer's placement (milliseconds per task, so seconds per job)."""
     try:
-        spec = load_spec(directory / SPEC_FILE)
-    except SpecError:
+        data = json.loads((directory / SPEC_FILE).read_bytes())
+        me = next(t for t in data["tasks"] if t["role"] == data["role"] and t["index"] == data["index"])
+        ports = {str(label): [int(port) for port in got] for label, got in me.get("ports", {}).items()}
+        notice = data.get("notice")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, StopIteration):
         return {}, None
-    return dict(spec.me.ports), spec.notice
+    return ports, notice if isinstance(notice, str) else None
 
 
 def image_of(config: JobConfig, role: str) -> str:
