@@ -15,8 +15,7 @@ from runtime.spec import TaskPlacement
 def test_missing_peers_are_those_without_a_ready_file(tmp_path: Path) -> None:
     expected = [("worker", i) for i in range(5)]
     assert barrier.missing_peers(tmp_path / "absent", expected) == [f"worker-{i}" for i in range(5)]
-    for i in (0, 3):
-        barrier.announce(tmp_path, TaskPlacement(role="worker", index=i, host_ip="127.0.0.1"))
+    announce(tmp_path, 0, 3)
     (tmp_path / ".worker-1.ready.77.tmp").write_text("{}")  # a peer still writing its file
     assert barrier.missing_peers(tmp_path, expected) == ["worker-1", "worker-2", "worker-4"]
 
@@ -32,8 +31,7 @@ def test_a_waiting_task_polls_at_its_gangs_interval_and_passes_once_all_are_read
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     expected = [("worker", i) for i in range(300)]
-    for i in range(299):
-        barrier.announce(tmp_path, TaskPlacement(role="worker", index=i, host_ip="127.0.0.1"))
+    announce(tmp_path, *range(299))
     now = [0.0]
     slept: list[float] = []
     listings = count_listings(monkeypatch)
@@ -42,7 +40,7 @@ def test_a_waiting_task_polls_at_its_gangs_interval_and_passes_once_all_are_read
         slept.append(seconds)
         now[0] += seconds
         if len(slept) == 3:  # the last peer arrives while this task waits, and finds all ready
-            barrier.announce(tmp_path, TaskPlacement(role="worker", index=299, host_ip="127.0.0.1"))
+            announce(tmp_path, 299)
             assert barrier.wait_for_peers(tmp_path, expected, 60.0, clock=lambda: now[0]) == []
 
     missing = barrier.wait_for_peers(tmp_path, expected, 60.0, clock=lambda: now[0], sleep=sleep)
@@ -58,15 +56,14 @@ def test_the_gang_passes_even_if_the_last_peer_dies_before_saying_all_are_ready(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     expected = [("worker", i) for i in range(3)]
-    for i in range(2):
-        barrier.announce(tmp_path, TaskPlacement(role="worker", index=i, host_ip="127.0.0.1"))
+    announce(tmp_path, 0, 1)
     slept: list[float] = []
     listings = count_listings(monkeypatch)
 
     def sleep(seconds: float) -> None:
         slept.append(seconds)
         if len(slept) == 1:  # announces itself, then dies before it lists the directory
-            barrier.announce(tmp_path, TaskPlacement(role="worker", index=2, host_ip="127.0.0.1"))
+            announce(tmp_path, 2)
 
     assert barrier.wait_for_peers(tmp_path, expected, 60.0, clock=lambda: 0.0, sleep=sleep) == []
     # The waiting task lists the directory itself every LIST_EVERY polls, and says all are ready.
@@ -77,7 +74,7 @@ def test_the_gang_passes_even_if_the_last_peer_dies_before_saying_all_are_ready(
 
 def test_a_stopped_or_timed_out_wait_names_the_missing_peers(tmp_path: Path) -> None:
     expected = [("worker", i) for i in range(3)]
-    barrier.announce(tmp_path, TaskPlacement(role="worker", index=1, host_ip="127.0.0.1"))
+    announce(tmp_path, 1)
     now = [0.0]
 
     def sleep(seconds: float) -> None:
@@ -102,3 +99,9 @@ def count_listings(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
     monkeypatch.setattr(os, "listdir", counting)
     return listed
+
+
+def announce(directory: Path, *indices: int) -> None:
+    """Workers of these indices say they are ready, as their runtimes do."""
+    for index in indices:
+        barrier.announce(directory, TaskPlacement(role="worker", index=index, host_ip="127.0.0.1"))
