@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 from libs.backbone.connecting import Bus
 from libs.backbone.topology import ensure_topology
 from libs.protocol.events import EventBase, JobState, JobStopRequested
-from services.orchestrator.adapters.local import LocalExecutor, TaskExit
+from services.orchestrator.adapters.local import AlreadyRunningError, LocalExecutor, TaskExit
 from services.orchestrator.adapters.state import FrameworkStore
+from services.orchestrator.core.effects import Probe
 from services.orchestrator.handlers import Orchestrator
 from tests.orchestrator.executors import InstantExecutor
 from tests.orchestrator.jobs import job_config
@@ -448,3 +449,53 @@ async def test_a_recovery_carried_out_again_never_runs_a_finished_task_again(
     assert again == [(0, "worker", i, 0) for i in range(2)]
     assert exits.empty()
     await executor.close()
+
+
+class RefusingExecutor(InstantExecutor):
+    """Refuses the first start of every task as started before; `found` is what a probe then
+    finds: "absent" (what held the lock went away unlaunched) or "ended" (it ran meanwhile)."""
+
+    def __init__(self, found: Literal["absent", "ended"]) -> None:
+        super().__init__()
+        self.found: Literal["absent", "ended"] = found
+        self.refused: set[Any] = set()
+        self.adopted: list[tuple[Any, int]] = []
+
+    async def start(self, framework: Any, key: Any) -> tuple[int, Path]:
+        if key not in self.refused:
+            self.refused.add(key)
+            raise AlreadyRunningError("its lock is held")
+        return await super().start(framework, key)
+
+    def probe(self, job_id: str, key: Any) -> Probe:
+        return Probe(self.found, None, f"/tasks/{key[2]}")
+
+    def adopt(self, job_id: str, key: Any, pid: int, directory: Path) -> None:
+        self.adopted.append((key, pid))
+
+
+@pytest.mark.parametrize("found", ["absent", "ended"])
+async def test_a_refused_start_is_tried_again_only_if_nothing_ever_ran(
+    bus: Bus, found: Literal["absent", "ended"]
+) -> None:
+    await ensure_topology(bus.js)
+    published: list[EventBase] = []
+
+    async def working(event: EventBase) -> None:
+        published.append(event)
+
+    executor = RefusingExecutor(found)
+    orch = Orchestrator(await FrameworkStore.open(bus.js), executor, working)  # type: ignore[arg-type]
+    config = job_config({"worker": (2, "echo ok")})
+    await orch.apply("job1", submitted(config))
+    await orch.apply("job1", scheduled(config))
+    keys = [(0, "worker", i, 0) for i in range(2)]
+    starts = sorted(getattr(e, "index", -1) for e in published if getattr(e, "type", None) == "task.started")
+    if found == "absent":  # started then, once each, and recorded
+        assert executor.started == keys
+        assert starts == [0, 1]
+        assert executor.adopted == []
+    else:  # never started again: watched, its end to come from what it left
+        assert executor.started == []
+        assert starts == []
+        assert executor.adopted == [(key, 0) for key in keys]
