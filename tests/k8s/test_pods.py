@@ -125,21 +125,44 @@ def test_reserved_ports_are_host_ports_of_the_task(tmp_path: Path) -> None:
     pod = pod_dict(tmp_path)
     ports = main(pod)["ports"]
     assert all(p["containerPort"] == p["hostPort"] for p in ports)
-    spec = TaskSpec.model_validate_json(pod["spec"]["initContainers"][0]["env"][0]["value"])
+    spec = spec_in_pod(pod, tmp_path / "pod")
     reserved = sorted(p for values in spec.me.ports.values() for p in values)
     assert [p["hostPort"] for p in ports] == reserved
     assert len(reserved) == 4  # nccl: 2, plus the default ssh and http ports
 
 
 def test_the_spec_inside_the_pod_uses_the_pod_paths(tmp_path: Path) -> None:
-    raw = pod_dict(tmp_path)["spec"]["initContainers"][0]["env"][0]["value"]
-    spec = TaskSpec.model_validate_json(raw)
+    pod = pod_dict(tmp_path)
+    spec = spec_in_pod(pod, tmp_path / "pod")
+    raw = (tmp_path / "pod" / "spec" / "spec.json").read_text(encoding="utf-8")
     assert (spec.role, spec.index, spec.job.task_attempt_id) == ("trainer", 1, 2)
     assert str(spec.dirs.log_dir) == "/pai/logs"
     assert str(spec.dirs.barrier_dir) == "/pai/job/attempt-0/barrier"
     assert str(spec.secrets_file) == "/pai/secrets/secrets.json"
     assert spec.gpu_indices == [2, 3]
     assert "s3cret" not in raw
+    assert "s3cret" not in json.dumps(pod)
+
+
+def test_the_spec_of_a_task_of_a_large_job_reaches_its_pod(tmp_path: Path) -> None:
+    """A spec lists every task of the job, and it travels in one environment variable of the init
+    container: Linux refuses to start a process with a variable over 128 KiB, which as plain JSON
+    a job of 3,000 tasks exceeds (276 kB)."""
+    cfg = job_config()
+    cfg["taskRoles"]["trainer"]["instances"] = 3000
+    fw = framework(cfg)
+    spec = build_spec(tmp_path, fw, KEY, tmp_path / "task", False)
+    assert len(spec.tasks) == 3000
+    pod = as_manifest(
+        build_pod(
+            spec, TaskIdentity(JOB_ID, "alice", "mnist_train", KEY), SETTINGS, node="n", image="busybox"
+        )
+    )
+    assert all(len(value) < 128 * 1024 for value in env(pod["spec"]["initContainers"][0]).values())
+    inside = spec_in_pod(pod, tmp_path / "pod")
+    assert [(t.role, t.index, t.ports) for t in inside.tasks] == [
+        (t.role, t.index, t.ports) for t in spec.tasks
+    ]
 
 
 def test_without_gpus_no_device_is_visible_and_no_gpu_is_requested(tmp_path: Path) -> None:
@@ -214,6 +237,12 @@ def test_an_unknown_image_prerequisite_names_the_field() -> None:
     cfg["taskRoles"]["trainer"]["dockerImage"] = "nope"
     with pytest.raises(ValueError, match=r"taskRoles\.trainer\.dockerImage"):
         image_of(cfg, "trainer")
+
+
+def spec_in_pod(pod: dict[str, Any], root: Path) -> TaskSpec:
+    """The spec the pod's init container writes for the runtime, read back."""
+    _run_init(pod, root)
+    return TaskSpec.model_validate_json((root / "spec" / "spec.json").read_text(encoding="utf-8"))
 
 
 def _run_init(pod: dict[str, Any], root: Path) -> None:

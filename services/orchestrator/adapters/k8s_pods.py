@@ -29,6 +29,7 @@ import base64
 import hashlib
 import json
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -71,7 +72,15 @@ SPEC_PATH = POD_ROOT / "spec" / "spec.json"
 RULES_ENV = "PAI_FAILURE_RULES"
 RULES_PATH = POD_ROOT / "spec" / "failure-rules.yaml"
 SECRETS_PATH = POD_ROOT / "secrets" / "secrets.json"
-SPEC_ENV = "PAI_TASK_SPEC"
+SPEC_ENV = "PAI_TASK_SPEC_ZLIB"
+# The spec travels to the init container in one environment variable, and Linux refuses to start
+# a process with a single variable over 128 KiB (E2BIG): a spec lists every task of the job, so
+# as JSON a job of about 1,400 tasks would never start. Compressed (zlib, then base64) a job of
+# 10,000 tasks takes about 105 kB. The init container's own Python writes it out.
+_WRITE_SPEC = (
+    "python3 -c 'import base64, os, sys, zlib; "
+    f'sys.stdout.buffer.write(zlib.decompress(base64.b64decode(os.environ["{SPEC_ENV}"])))\' > {SPEC_PATH}'
+)
 _SECRET_REF = re.compile(r"<%\s*\$secrets\.([A-Za-z0-9_.-]+)\s*%>")
 _LABEL_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -345,8 +354,9 @@ def build_pod(
     res = me.resources
     rules = rules_text(spec)
     inside = in_pod(spec, secret is not None, has_rules=rules is not None)
-    write_spec = f'printf "%s" "${SPEC_ENV}" > {SPEC_PATH}'
-    init_env = [V1EnvVar(name=SPEC_ENV, value=inside.model_dump_json())]
+    write_spec = _WRITE_SPEC
+    packed = base64.b64encode(zlib.compress(inside.model_dump_json().encode(), 9)).decode()
+    init_env = [V1EnvVar(name=SPEC_ENV, value=packed)]
     if rules is not None:
         write_spec += f' && printf "%s" "${RULES_ENV}" > {RULES_PATH}'
         init_env.append(V1EnvVar(name=RULES_ENV, value=rules))
