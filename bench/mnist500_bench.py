@@ -35,7 +35,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from libs.embedded.platform import EmbeddedPlatform, free_port
+from libs.embedded.platform import EmbeddedPlatform, free_port, task_runtimes
 from libs.protocol.events import JobCompleted, TaskStarted, decode_event
 
 MNIST_SHAPE = """protocolVersion: 2
@@ -91,16 +91,6 @@ def tasks_cpu(data_dir: Path) -> float:
 def machine_cpu() -> float:
     times = psutil.cpu_times()
     return times.user + times.system + times.nice
-
-
-def runtime_processes(data_dir: Path) -> list[psutil.Process]:
-    """The task runtimes of this platform: `python -m runtime --spec <data dir>/...`."""
-    found = []
-    for process in psutil.process_iter(["cmdline"]):
-        cmdline = process.info["cmdline"] or []
-        if "runtime" in cmdline and any(str(data_dir) in part for part in cmdline):
-            found.append(process)
-    return found
 
 
 class Events:
@@ -198,7 +188,7 @@ async def main(tasks: int, waiting: int, gang: bool) -> None:
                 began = time.perf_counter()
                 await events.until(lambda: events.started.get(waiter, 0) >= waiting, 1800)
                 all_started = time.perf_counter() - began
-                runtimes = runtime_processes(data_dir)
+                runtimes = task_runtimes(data_dir)
                 rss, uss = [], []
                 for process in runtimes:
                     try:

@@ -35,9 +35,10 @@ from nats.aio.msg import Msg
 
 from libs.embedded.platform import EmbeddedPlatform, free_port
 from libs.protocol.events import JobCompleted, TaskStarted, decode_event
+from runtime.processes import runtime_command
 from services.orchestrator.adapters.forking import FORK_SERVER_MODULE
 from services.orchestrator.adapters.isolation import task_environment
-from services.orchestrator.adapters.local import runtime_command, runtime_path
+from services.orchestrator.adapters.local import runtime_path
 
 JOB = """protocolVersion: 2
 name: {name}

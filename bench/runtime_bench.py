@@ -33,9 +33,10 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from runtime.processes import runtime_command  # noqa: E402
 from services.orchestrator.adapters.forking import ForkServer  # noqa: E402
 from services.orchestrator.adapters.isolation import task_environment  # noqa: E402
-from services.orchestrator.adapters.local import runtime_command, runtime_path  # noqa: E402
+from services.orchestrator.adapters.local import runtime_path  # noqa: E402
 
 # The command writes the moment it starts (bash's own clock, microseconds) and ends.
 STARTED = 'printf %s "$EPOCHREALTIME" > "$PAI_BENCH_STARTED"'

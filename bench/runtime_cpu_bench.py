@@ -28,8 +28,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.runtime_bench import spec  # noqa: E402  # the script beside this one
 from libs.embedded.platform import free_port  # noqa: E402
+from runtime.processes import runtime_command  # noqa: E402
 from services.orchestrator.adapters.isolation import task_environment  # noqa: E402
-from services.orchestrator.adapters.local import runtime_command, runtime_path  # noqa: E402
+from services.orchestrator.adapters.local import runtime_path  # noqa: E402
 
 
 def task_user() -> dict[str, object] | None:

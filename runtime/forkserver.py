@@ -40,6 +40,7 @@ from setproctitle import setproctitle
 
 from runtime import exitcodes
 from runtime.__main__ import main
+from runtime.processes import runtime_command
 
 _MAX_MESSAGE = 1 << 16
 _MAX_FDS = 2
@@ -68,7 +69,7 @@ def _run_child(
             os.close(fd)
         os.setsid()
         # Named as a spawned runtime is, for `ps` and for whoever looks for a task by its spec.
-        setproctitle(f"{sys.executable} -S -m runtime --spec {request['spec']}")
+        setproctitle(" ".join(runtime_command(request["spec"])))
         os.close(settled)
         os.chdir(request["cwd"])
         null = os.open(os.devnull, os.O_RDONLY)

@@ -32,6 +32,7 @@ from libs.backbone.busauth import (
 )
 from libs.backbone.natsserver import EmbeddedNats
 from libs.embedded.supervising import Child, NatsChild, Supervised, Supervisor, die_with_parent
+from runtime.processes import find_runtimes
 
 log = structlog.get_logger(__name__)
 
@@ -108,9 +109,7 @@ def task_runtimes(data_dir: Path) -> list[psutil.Process]:
     """The task runtimes running on this machine for the platform at `data_dir`, each named
     ``python -S -m runtime --spec DATA_DIR/...``: spawned or forked, whether the orchestrator that
     started them still runs or not (the next one adopts them)."""
-    root = f" -m runtime --spec {data_dir.resolve()}{os.sep}"
-    # Compared as one line: a forked runtime's title may read back split at every space.
-    return [p for p in psutil.process_iter(["cmdline"]) if root in " ".join(p.info["cmdline"] or [])]
+    return find_runtimes(f"{data_dir.resolve()}{os.sep}")
 
 
 class EmbeddedPlatform:

@@ -8,7 +8,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from services.orchestrator.adapters.local import runtime_command, runtime_path
+from runtime.processes import runtime_command
+from services.orchestrator.adapters.local import runtime_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

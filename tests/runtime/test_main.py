@@ -9,7 +9,8 @@ import pytest
 
 from runtime import exitcodes
 from runtime.__main__ import main, spec_path
-from services.orchestrator.adapters.local import runtime_command, runtime_path
+from runtime.processes import runtime_command
+from services.orchestrator.adapters.local import runtime_path
 from tests.runtime.helpers import REPO_ROOT
 
 

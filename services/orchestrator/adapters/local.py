@@ -39,7 +39,6 @@ import os
 import pwd
 import signal
 import subprocess
-import sys
 import sysconfig
 import warnings
 from collections import OrderedDict
@@ -48,7 +47,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 import structlog
 
 import runtime
@@ -56,6 +54,7 @@ from libs.failures import RuleSet, analyze, default_rules
 from libs.protocol import JobConfig
 from libs.protocol.events import FailureInfo
 from runtime.exitcodes import from_returncode
+from runtime.processes import find_runtimes, runtime_command
 from runtime.spec_model import RunAs
 from services.orchestrator.adapters.forking import Forked, ForkServer, ForkServerLost
 from services.orchestrator.adapters.isolation import (
@@ -92,13 +91,6 @@ FORK_SERVER_STARTS = 3
 """Fork servers started in a row without one of them forking a task before the executor gives
 up on them and spawns every runtime (a server that forked a task earns the count back: an
 orchestrator whose server is killed now and then keeps forking)."""
-
-
-def runtime_command(spec_file: Path) -> list[str]:
-    """How a task's runtime starts: ``-S`` skips the site module (its .pth files, an editable
-    install's finder among them, cost every task about 15 ms before anything of its own runs);
-    ``runtime_path()`` says where the platform's code and its dependencies are instead."""
-    return [sys.executable, "-S", "-m", "runtime", "--spec", str(spec_file)]
 
 
 def runtime_path() -> str:
@@ -176,16 +168,9 @@ def _pid_of(directory: Path) -> int | None:
         return int((directory / PID_FILE).read_text().strip())
     except (OSError, ValueError):
         pass
-    # Started but not yet recorded when the orchestrator died: find it by its spec path (a forked
-    # runtime takes a spawned one's command line as its title).
-    # A title with spaces in its path may read back split at every space: compare it whole.
-    spec = str(directory / SPEC_FILE)
-    for proc in psutil.process_iter(["cmdline"]):
-        with contextlib.suppress(psutil.Error):
-            cmdline = proc.info.get("cmdline") or []
-            if spec in cmdline or " ".join(cmdline).endswith(f" --spec {spec}"):
-                return int(proc.pid)
-    return None
+    # Started but not yet recorded when the orchestrator died: find it by its spec path.
+    found = find_runtimes(directory / SPEC_FILE)
+    return found[0].pid if found else None
 
 
 class TaskProcess(subprocess.Popen[bytes]):
