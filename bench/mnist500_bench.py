@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from libs.embedded.platform import EmbeddedPlatform, free_port, task_runtimes
 from libs.protocol.events import JobCompleted, TaskStarted, decode_event
+from services.orchestrator.adapters.forking import FORK_SERVER_MODULE
 
 MNIST_SHAPE = """protocolVersion: 2
 name: {name}
@@ -81,7 +82,7 @@ def tasks_cpu(data_dir: Path) -> float:
     total = 0.0
     for process in psutil.process_iter(["cmdline"]):
         cmdline = process.info["cmdline"] or []
-        if "runtime.forkserver" in cmdline and str(data_dir) in cmdline:
+        if FORK_SERVER_MODULE in cmdline and str(data_dir) in cmdline:
             with contextlib.suppress(psutil.Error):
                 times = process.cpu_times()
                 total += times.children_user + times.children_system
