@@ -2,7 +2,7 @@
 
 Where OpenPAI's job exit spec has a code for the same cause, the same number is used so the
 platform's failure analysis classifies it the OpenPAI way (transient, conflict, permanent). The
-codes 246-248 are additions of this platform; OpenPAI's spec leaves them unassigned.
+codes 245-248 are additions of this platform; OpenPAI's spec leaves them unassigned.
 
 Otherwise the runtime's exit code is the user command's: its own exit status, or 128 + the signal
 number when a signal ended it (143 after SIGTERM), as a shell reports it.
@@ -15,6 +15,8 @@ import signal
 SUCCEEDED = 0
 
 # This platform's codes.
+CONFINE_FAILED = 245
+"""The task's limits (cgroups, rlimits) could not be put in place, so it did not run (transient)."""
 SPEC_INVALID = 246
 """The task spec or the secrets file could not be read or is malformed (a platform bug)."""
 PLUGIN_FAILED = 247
@@ -31,6 +33,7 @@ INTERNAL_ERROR = 255
 """PAIRuntimeUnknownFailed: the runtime itself failed unexpectedly."""
 
 PHRASES: dict[int, str] = {
+    CONFINE_FAILED: "RuntimeConfineFailed",
     SPEC_INVALID: "RuntimeSpecInvalid",
     PLUGIN_FAILED: "RuntimePluginFailed",
     SECRET_MISSING: "RuntimeSecretMissing",

@@ -23,6 +23,7 @@ from pathlib import Path
 from runtime import barrier, exitcodes
 from runtime.analysis import analyze_exit
 from runtime.capturing import LogCapture
+from runtime.confining import ConfineError, confine_self
 from runtime.environment import build_environment
 from runtime.plugins import (
     PluginError,
@@ -96,7 +97,9 @@ class TaskRun:
         dirs = spec.dirs
         for d in (dirs.work_dir, dirs.log_dir, dirs.barrier_dir):
             d.mkdir(parents=True, exist_ok=True)
-        self._private = dirs.work_dir / ".runtime"
+        # The runtime's own files (the command scripts, secrets rendered in): out of the work dir,
+        # which the task's user owns, so no symlink of the task's can redirect a root write.
+        self._private = dirs.private_dir or dirs.work_dir / ".runtime"
         self._private.mkdir(mode=0o700, exist_ok=True)
         self.masker = Masker([])
         self.log = RuntimeLog(dirs.log_dir / RUNTIME_LOG, self.masker)
@@ -225,19 +228,6 @@ class TaskRun:
             return {}
         return {"user": run_as.uid, "group": run_as.gid, "extra_groups": [], "umask": 0o022}
 
-    def _hand_over_work_dir(self) -> None:
-        """What plugins prepared in the work dir (ssh keys, storage links) becomes the task user's."""
-        run_as = self.spec.run_as
-        if run_as is None:
-            return
-        work = self.spec.dirs.work_dir
-        for root, dirs, files in os.walk(work):
-            if Path(root) == work:
-                dirs[:] = [d for d in dirs if d != self._private.name]
-            for name in [*dirs, *files]:
-                with contextlib.suppress(OSError):
-                    os.chown(os.path.join(root, name), run_as.uid, run_as.gid, follow_symlinks=False)
-
     def _check_ports(self) -> None:
         taken = [p for ports in self.spec.me.ports.values() for p in ports if not port_is_bindable(p)]
         if taken:
@@ -302,6 +292,11 @@ class TaskRun:
         spec = self.spec
         try:
             try:
+                # First of all: nothing of the task runs outside its limits.
+                confine_self(spec.confine)
+            except ConfineError as exc:
+                raise _RuntimeExit(exitcodes.CONFINE_FAILED, str(exc)) from exc
+            try:
                 secrets = load_secrets(spec.secrets_file)
             except SecretsError as exc:
                 raise _RuntimeExit(exitcodes.SPEC_INVALID, str(exc)) from exc
@@ -328,7 +323,6 @@ class TaskRun:
             if spec.gang:
                 self._barrier()
             plugins = self._prepare_plugins(secrets)
-            self._hand_over_work_dir()
             try:
                 command = render_secrets(spec.entrypoint, secrets)
             except SecretsError as exc:

@@ -153,6 +153,12 @@ class Directories(Record):
     log_dir: Path
     barrier_dir: Path
     ssh_key_dir: Path | None = None
+    private_dir: Path | None = None
+
+
+class Confine(Record):
+    cgroups: list[Path] = []  # noqa: RUF012 - a new list per record
+    rlimits: dict[str, int] = {}  # noqa: RUF012 - a new dict per record
 
 
 class RunAs(Record):
@@ -190,6 +196,7 @@ class TaskSpec(Record):
     default_fs_uri: str = ""
     failure_rules_file: Path | None = None
     run_as: RunAs | None = None
+    confine: Confine | None = None
     notice: str | None = None
 
     def role_info(self, name: str) -> RoleInfo:
@@ -414,9 +421,21 @@ def _dirs(data: Any, where: str) -> Directories:
         log_dir=f.path("log_dir"),
         barrier_dir=f.path("barrier_dir"),
         ssh_key_dir=f.path("ssh_key_dir", None),
+        private_dir=f.path("private_dir", None),
     )
     f.done()
     return dirs
+
+
+def _confine(data: Any, where: str) -> Confine | None:
+    if data is None:
+        return None
+    f = _Fields(data, where)
+    cgroups = [Path(_Fields._check_text(v, at)) for v, at in f.items("cgroups", [])]
+    raw, at = f.mapping("rlimits")
+    rlimits = {str(name): _integer(value, f"{at}.{name}", ge=0) for name, value in raw.items()}
+    f.done()
+    return Confine(cgroups=cgroups, rlimits=rlimits)
 
 
 def _run_as(data: Any, where: str) -> RunAs | None:
@@ -469,6 +488,7 @@ def parse_spec(data: Any) -> TaskSpec:
         default_fs_uri=f.text("default_fs_uri", ""),
         failure_rules_file=f.path("failure_rules_file", None),
         run_as=_run_as(f.take("run_as", None)[0], "run_as"),
+        confine=_confine(f.take("confine", None)[0], "confine"),
         notice=f.optional_text("notice"),
     )
     f.done()

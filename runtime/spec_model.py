@@ -97,6 +97,22 @@ class Directories(_Model):
     ssh_key_dir: Path | None = Field(
         default=None, description="shared by every task of the job: holds the job ssh key pair"
     )
+    private_dir: Path | None = Field(
+        default=None,
+        description="the runtime's own files (command scripts), out of the task's reach; "
+        "None: work_dir/.runtime (a runtime without another user to protect itself from)",
+    )
+
+
+class Confine(_Model):
+    """The kernel limits the runtime puts itself (and so the task) under, first thing."""
+
+    cgroups: list[Path] = Field(
+        default_factory=list, description="cgroup directories the runtime joins (cgroup.procs)"
+    )
+    rlimits: dict[str, int] = Field(
+        default_factory=dict, description="resource limits set on the runtime, inherited by its commands"
+    )
 
 
 class RunAs(_Model):
@@ -146,6 +162,7 @@ class TaskSpec(_Model):
     run_as: RunAs | None = Field(
         default=None, description="the user commands run as; None: the runtime's own user"
     )
+    confine: Confine | None = Field(default=None, description="None: no limits (none could be set)")
     notice: str | None = Field(
         default=None,
         description="what the executor did with the task's image and where the commands run; "

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from runtime.confining import acting_as
 from runtime.plugins import PluginError
 from runtime.spec import TaskSpec
 
@@ -105,7 +106,8 @@ def ssh_config(task: TaskSpec, identity: Path, user: str) -> str:
 
 
 def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # O_NOFOLLOW: a symlink put in the file's place is refused, not written through.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)
 
@@ -127,23 +129,30 @@ def _wait_for_ssh_ports(task: TaskSpec, timeout_s: float) -> list[str]:
 def prepare_ssh(
     parameters: dict[str, Any], task: TaskSpec, env: dict[str, str], log: Callable[[str], None]
 ) -> dict[str, Any]:
-    """Write keys and config; returns what was done, for the result file."""
+    """Write keys and config; returns what was done, for the result file.
+
+    The job's key pair lives in the platform's directory (read as the runtime's user); what goes
+    into the task's work dir is written as the task's user (``acting_as``)."""
     ssh_dir = task.dirs.work_dir / ".ssh"
-    ssh_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     report: dict[str, Any] = {"dir": str(ssh_dir)}
     authorized: list[str] = []
     jobssh = _flag(parameters.get("jobssh", False))
+    pair: tuple[str, str] | None = None
     if jobssh:
         key_dir = task.dirs.ssh_key_dir or task.dirs.barrier_dir / "job-ssh"
         private, how = ensure_job_key_pair(key_dir, f"pai-job-{task.job.uid}")
-        identity = ssh_dir / PRIVATE_KEY
-        _write_private(identity, private.read_text())
-        public = private.with_suffix(".pub").read_text().strip()
-        (ssh_dir / f"{PRIVATE_KEY}.pub").write_text(public + "\n")
-        authorized.append(public)
-        (ssh_dir / "config").write_text(ssh_config(task, identity, getpass.getuser()))
+        pair = private.read_text(), private.with_suffix(".pub").read_text().strip()
         report["keygen"] = how
         log(f"ssh: job key pair {'reused' if how == 'existing' else 'generated with ' + how}")
+    with acting_as(task.run_as):
+        ssh_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if pair is not None:
+            identity = ssh_dir / PRIVATE_KEY
+            _write_private(identity, pair[0])
+            authorized.append(pair[1])
+            _write_private(ssh_dir / f"{PRIVATE_KEY}.pub", pair[1] + "\n")
+            user = task.run_as.name if task.run_as is not None else getpass.getuser()
+            _write_private(ssh_dir / "config", ssh_config(task, identity, user))
     userssh = parameters.get("userssh")
     if userssh:
         if not isinstance(userssh, dict) or userssh.get("type") not in ("custom", "system"):
@@ -154,7 +163,8 @@ def prepare_ssh(
             )
         value = str(userssh.get("value", ""))
         authorized.extend(line.strip() for line in value.splitlines() if line.strip())
-    _write_private(ssh_dir / "authorized_keys", "".join(k + "\n" for k in authorized))
+    with acting_as(task.run_as):
+        _write_private(ssh_dir / "authorized_keys", "".join(k + "\n" for k in authorized))
     report["authorizedKeys"] = len(authorized)
 
     sshd = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)

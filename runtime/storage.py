@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from runtime.confining import acting_as
 from runtime.plugins import PluginError
 from runtime.spec import StorageSpec, TaskSpec
 
@@ -82,13 +83,16 @@ def link_storages(parameters: dict[str, Any], task: TaskSpec, log: Callable[[str
         if not source.is_dir():
             raise _error(f"storage plugin: storage {storage.name!r} path {storage.path} is not a directory")
         target = mount_point(task.dirs.work_dir, mount_path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.is_symlink() or target.exists():
-            if target.is_symlink() and os.readlink(target) == str(source):
-                linked[mount_path] = storage.name
-                continue
-            raise _error(f"storage plugin: mount path {mount_path} is already used in the work dir")
-        target.symlink_to(source, target_is_directory=True)
+        # In the task's work dir, as the task's user: a link of the task's own on the way leads
+        # only where that user may write.
+        with acting_as(task.run_as):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_symlink() or target.exists():
+                if target.is_symlink() and os.readlink(target) == str(source):
+                    linked[mount_path] = storage.name
+                    continue
+                raise _error(f"storage plugin: mount path {mount_path} is already used in the work dir")
+            target.symlink_to(source, target_is_directory=True)
         log(f"storage {storage.name} linked at {mount_path}")
         linked[mount_path] = storage.name
     return {"linked": linked}

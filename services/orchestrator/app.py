@@ -19,7 +19,7 @@ from typing import Literal
 import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from libs.backbone.connecting import connect
@@ -31,7 +31,8 @@ from libs.backbone.settings import BackboneSettings
 from libs.backbone.topology import SECRETS, ensure_topology, publish_event
 from libs.protocol.events import EventBase, NodeLost, decode_event
 from libs.protocol.subjects import JOBS_STREAM, NODES_STREAM, ROOT
-from services.orchestrator.adapters.isolation import resolve_task_user
+from services.orchestrator.adapters.confinement import TaskGroups, detect
+from services.orchestrator.adapters.isolation import resolve_task_users
 from services.orchestrator.adapters.k8s_nodes import NodeInventory
 from services.orchestrator.adapters.k8s_pods import PodSettings
 from services.orchestrator.adapters.kubernetes import KubernetesExecutor
@@ -39,6 +40,7 @@ from services.orchestrator.adapters.local import ExitCallback, LocalExecutor, Ta
 from services.orchestrator.adapters.logs import LOGS_QUEUE, LOGS_SUBJECT, read_log, window
 from services.orchestrator.adapters.rules import RulesKeeper
 from services.orchestrator.adapters.state import FrameworkStore, SecretsReader, SubmissionReader
+from services.orchestrator.core.limits import DEFAULT_PIDS, DEFAULT_ZERO_CPU_CORES, LimitDefaults
 from services.orchestrator.handlers import GROUP_LIMIT, Orchestrator
 
 log = structlog.get_logger(__name__)
@@ -87,10 +89,17 @@ class OrchestratorSettings(BackboneSettings):
     # The key job secrets are sealed with (libs/backbone/sealing.py), as rest's settings name it.
     secrets_key: SecretStr | None = None
     secrets_key_file: Path | None = None
-    # Who local tasks run as: "auto" (the system user pai-task when the orchestrator runs as
-    # root, created if missing; else the orchestrator's user), "none" (the orchestrator's user),
-    # or a user name (services/orchestrator/adapters/isolation.py).
+    # Who local tasks run as: "auto" (a uid per platform user when the orchestrator runs as
+    # root, from task_uids; else the orchestrator's user), "tenant" (the same, refused when not
+    # root), "none" (the orchestrator's user), or a user name for every task (shared trust);
+    # services/orchestrator/adapters/isolation.py.
     task_user: str = "auto"
+    task_uids: str = ""  # FIRST-LAST; empty: isolation.DEFAULT_UID_RANGE
+    task_uid_registry: str = ""  # the machine's claims on task uids; empty: /var/lib/pai/uids
+    # Kernel limits of local tasks (core/limits.py): processes per task, and the CPU a task of
+    # cpu: 0 (no reservation) may still use.
+    task_pids_max: int = Field(default=DEFAULT_PIDS, ge=16)
+    task_zero_cpu_cores: float = Field(default=DEFAULT_ZERO_CPU_CORES, gt=0)
     # Local tasks' runtimes forked from a warm one (runtime/forkserver.py); false: each task's
     # runtime is a new interpreter.
     fork_server: bool = True
@@ -226,8 +235,23 @@ async def main(
                 grace_seconds=settings.stop_grace_seconds,
                 poll_seconds=settings.adopt_poll_seconds,
                 rules=lambda: rules.rules,
-                task_user=await asyncio.to_thread(resolve_task_user, settings.task_user),
+                task_users=await asyncio.to_thread(
+                    resolve_task_users,
+                    settings.task_user,
+                    data_dir,
+                    uid_range=settings.task_uids,
+                    registry=settings.task_uid_registry,
+                ),
                 fork_server=settings.fork_server,
+                confinement=TaskGroups(
+                    await asyncio.to_thread(detect, data_dir),
+                    LimitDefaults(settings.task_pids_max, settings.task_zero_cpu_cores),
+                ),
+            )
+            log.info(
+                "local tasks",
+                users=executor.task_users.describe(),
+                limits=executor.groups.confinement.describe(),
             )
         submissions = SubmissionReader(bus.js)
         orchestrator = Orchestrator(store, executor, publish, rules=rules, submissions=submissions)

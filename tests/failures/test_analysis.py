@@ -103,7 +103,7 @@ PLATFORM_CASES = {
         137,
         PodStatus(containers=(ContainerStatus(reason="OOMKilled", exit_code=137),)),
         "",
-        "MemoryLimitExceeded",
+        "UserContainerDockerOOMKilled",
         "no_retry",
     ),
     "image-pull-k8s": (

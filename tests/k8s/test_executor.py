@@ -116,7 +116,7 @@ async def test_starting_the_same_task_attempt_twice_is_refused(cluster: Cluster)
         (
             {"phase": "Failed", "containerStatuses": [terminated(137, "OOMKilled")]},
             137,
-            "MemoryLimitExceeded",
+            "UserContainerDockerOOMKilled",
         ),
         ({"phase": "Failed", "reason": "Evicted", "message": "node low on memory"}, -1000, "TaskEvicted"),
     ],

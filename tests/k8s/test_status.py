@@ -103,7 +103,7 @@ def test_observe_maps_the_pod(the_pod: V1Pod, kind: str, exit_code: int | None, 
         (
             observe(pod("Failed", main=terminated(137, "OOMKilled"))),
             -1200,
-            "MemoryLimitExceeded",
+            "UserContainerDockerOOMKilled",
             "permanent",
         ),
         (observe(pod("Failed", reason="Evicted")), -1000, "TaskEvicted", "transient"),

@@ -1,10 +1,18 @@
 """What a local task may see of the machine it shares with the platform.
 
-A task is a user's code. When the platform runs as root, the task's commands run as an
-unprivileged user (``PAI_TASK_USER``, default: the system user ``pai-task``, created if missing),
-in a working directory of its own under the data dir; the data dir and every secret in it are
-readable by the platform only (0700 directories, 0600 files), the directories leading to a
-task's own being passages its user's group may cross without listing them (0710).
+A task is a user's code. When the platform runs as root, the task's commands run as a uid of
+their own tenant (``PAI_TASK_USER=auto``, the default): every platform user gets a uid and gid
+from a reserved range, like systemd's DynamicUser (no login, no home, no entry in /etc/passwd),
+never shared with another platform user, on this platform or any other on the machine (a claim
+file per uid in a machine-wide registry, see ``TenantUids``). Processes of different tenants then
+cannot read each other's /proc entries, signal or ptrace each other. ``PAI_TASK_USER=NAME``
+runs every task as one named user instead (shared-trust mode: tenants can reach each other's
+tasks), ``none`` as the platform's own user.
+
+Each task has a working directory of its own under the data dir; the data dir and every secret
+in it are readable by the platform only (0700 directories, 0600 files); the directories leading
+to a task's own are passages (0711 above the jobs, then 0710 by the tenant's group) its user may
+cross without listing them, and that no other tenant may enter.
 
 It gets an environment of its own, built from a short list of the
 host's variables that programs need (PATH, locale, time zone, library paths), never the
@@ -15,13 +23,16 @@ database or any other platform setting reaches it. The runtime adds the task's P
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
 import os
 import pwd
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import structlog
 
@@ -127,20 +138,199 @@ def resolve_task_user(setting: str) -> TaskUser | None:
     return user
 
 
+# -- a uid per tenant -----------------------------------------------------------------------
+
+# Far above login users (1000+), system users (<1000), nobody (65534) and the subordinate ranges
+# that user namespaces take (100000 + 65536 per user): a uid here belongs to no one else.
+DEFAULT_UID_RANGE = (1_800_000_000, 1_800_999_999)
+DEFAULT_UID_REGISTRY = Path("/var/lib/pai/uids")
+USERS_FILE = "task-users.json"
+
+
+class UidsExhaustedError(TaskUserError):
+    """Every uid of the range is taken: a task cannot be given one (a platform failure, retried)."""
+
+
+def parse_uid_range(text: str) -> tuple[int, int]:
+    """``FIRST-LAST`` (PAI_TASK_UIDS) as a pair; TaskUserError names the setting and the form."""
+    first, sep, last = text.strip().partition("-")
+    if not sep or not first.strip().isdigit() or not last.strip().isdigit():
+        raise TaskUserError(
+            f"PAI_TASK_UIDS={text}: write the range as FIRST-LAST, e.g. 1800000000-1800999999"
+        )
+    low, high = int(first), int(last)
+    if not 1000 <= low <= high < 2**32 - 1:
+        raise TaskUserError(
+            f"PAI_TASK_UIDS={text}: a range of uids from 1000 up to 4294967294, the first not above the last"
+        )
+    return low, high
+
+
+@dataclass
+class TenantUids:
+    """A uid (and a gid of the same number) for each platform user, kept for good.
+
+    The data dir remembers who has which (``task-users.json``); the machine-wide ``registry``
+    holds one claim file per uid given out (naming the data dir and the user), created with
+    O_EXCL under a lock, so two platforms on one machine never hand out the same uid. A uid with
+    an entry in /etc/passwd is never taken."""
+
+    data_dir: Path
+    registry: Path = DEFAULT_UID_REGISTRY
+    uid_range: tuple[int, int] = DEFAULT_UID_RANGE
+    _known: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        try:
+            stored = json.loads((self.data_dir / USERS_FILE).read_text())
+            self._known = {str(k): int(v) for k, v in stored.items()}
+        except (OSError, ValueError, AttributeError):
+            self._known = {}
+
+    def user(self, name: str) -> TaskUser:
+        """The tenant's task user, given out at its first task."""
+        uid = self._known.get(name)
+        if uid is not None:
+            self._confirm(uid, name)
+            return TaskUser(name, uid, uid)
+        with self._registry_locked():
+            uid = self._claim_free(name)
+        self._known[name] = uid
+        path = self.data_dir / USERS_FILE
+        tmp = path.with_name(f".{USERS_FILE}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+        with os.fdopen(fd, "w") as f:
+            json.dump(self._known, f)
+        os.replace(tmp, path)
+        log.info("a tenant has its task uid", user=name, uid=uid)
+        return TaskUser(name, uid, uid)
+
+    def _claim_text(self, name: str) -> str:
+        return json.dumps({"dataDir": str(self.data_dir.resolve()), "user": name})
+
+    @contextlib.contextmanager
+    def _registry_locked(self):  # type: ignore[no-untyped-def]
+        self.registry.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        fd = os.open(self.registry / ".lock", os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _claim_free(self, name: str) -> int:
+        taken = {int(p.name) for p in self.registry.iterdir() if p.name.isdigit()}
+        low, high = self.uid_range
+        for uid in range(low, high + 1):
+            if uid in taken or _has_passwd_entry(uid):
+                continue
+            try:
+                fd = os.open(self.registry / str(uid), os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(self._claim_text(name))
+            return uid
+        raise UidsExhaustedError(
+            f"every task uid of PAI_TASK_UIDS={low}-{high} is taken ({self.registry} holds their claims); "
+            "widen the range, or remove the claims of platforms that no longer exist"
+        )
+
+    def _confirm(self, uid: int, name: str) -> None:
+        """The uid is still this tenant's in the machine's registry (re-claimed if the registry
+        was wiped); another's claim on it stops the task rather than share a uid."""
+        claim = self.registry / str(uid)
+        try:
+            text = claim.read_text()
+        except FileNotFoundError:
+            with self._registry_locked():
+                with contextlib.suppress(FileExistsError):
+                    fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+                    with os.fdopen(fd, "w") as f:
+                        f.write(self._claim_text(name))
+                text = claim.read_text()
+        if json.loads(text) != json.loads(self._claim_text(name)):
+            raise TaskUserError(
+                f"task uid {uid} of user {name} is claimed by another platform ({claim}: {text}); "
+                "it will not be shared: remove that claim if its platform is gone"
+            )
+
+
+def _has_passwd_entry(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
+@dataclass
+class TaskUsers:
+    """Who a platform user's tasks run as: their tenant uid, one shared user, or the platform's."""
+
+    mode: Literal["tenants", "shared", "platform"]
+    shared: TaskUser | None = None
+    tenants: TenantUids | None = None
+    why: str = ""
+
+    def for_user(self, name: str) -> TaskUser | None:
+        if self.tenants is not None:
+            return self.tenants.user(name)
+        return self.shared
+
+    def describe(self) -> str:
+        if self.tenants is not None:
+            low, high = self.tenants.uid_range
+            return f"task users: a uid per platform user, from {low}-{high}"
+        if self.shared is not None:
+            return f"task users: every task as {self.shared.name} (uid {self.shared.uid}; shared trust)"
+        return f"task users: the platform's own ({self.why})"
+
+
+def resolve_task_users(setting: str, data_dir: Path, *, uid_range: str = "", registry: str = "") -> TaskUsers:
+    """PAI_TASK_USER as a policy. ``auto`` (the default): a uid per tenant when the platform
+    runs as root, else the platform's user; ``tenant``: the same, refused when not root;
+    ``none``: the platform's user; a user name: that user for every task (shared trust)."""
+    setting = setting.strip()
+    root = os.geteuid() == 0
+    if setting in ("auto", "tenant"):
+        if not root:
+            if setting == "tenant":
+                raise TaskUserError(
+                    "PAI_TASK_USER=tenant: only a platform running as root can give tasks uids of "
+                    "their own; run pai up as root, or use auto"
+                )
+            return TaskUsers("platform", why="the platform is not root")
+        tenants = TenantUids(
+            data_dir,
+            Path(registry) if registry else DEFAULT_UID_REGISTRY,
+            parse_uid_range(uid_range) if uid_range else DEFAULT_UID_RANGE,
+        )
+        return TaskUsers("tenants", tenants=tenants)
+    shared = resolve_task_user(setting)
+    if shared is None:
+        return TaskUsers("platform", why="PAI_TASK_USER=none")
+    return TaskUsers("shared", shared=shared)
+
+
 # -- the data dir --------------------------------------------------------------------------
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
 # A directory on the way to a task's own: its user may pass through (by group), list nothing.
 PASSAGE_DIR = 0o710
+# Above every tenant's own: anyone may pass, nobody may list.
+OPEN_PASSAGE_DIR = 0o711
 
 
-def secure_data_dir(data_dir: Path, user: TaskUser | None) -> None:
+def secure_data_dir(data_dir: Path, user: TaskUser | None, *, tenants: bool = False) -> None:
     """The data dir and what is in it readable by the platform only.
 
     What is directly under it (secrets, credentials, the database, logs, the bus's store) is
     made 0600/0700 (new files are created so by the platform's umask). The data dir and
-    ``jobs/`` are passages for the task user's group when tasks run as another user.
+    ``jobs/`` are passages for the task user's group when tasks run as another user; with a
+    user per tenant, passages anyone may cross (0711) and list nothing of: each job's own
+    directory is then the tenant's group's passage, closed to other tenants.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     jobs = data_dir / "jobs"
@@ -151,7 +341,11 @@ def secure_data_dir(data_dir: Path, user: TaskUser | None) -> None:
         with contextlib.suppress(OSError):
             entry.chmod(PRIVATE_DIR if entry.is_dir() else PRIVATE_FILE)
     for passage in (data_dir, jobs):
-        _passage(passage, user)
+        if tenants:
+            os.chown(passage, -1, os.getegid())
+            passage.chmod(OPEN_PASSAGE_DIR)
+        else:
+            _passage(passage, user)
     if user is not None:
         closed = [p for p in data_dir.resolve().parents if not _crossable(p, user)]
         if closed:

@@ -50,15 +50,17 @@ from typing import Any
 import structlog
 
 import runtime
-from libs.failures import RuleSet, analyze, default_rules
+from libs.failures import ContainerStatus, PodStatus, RuleSet, analyze, default_rules
 from libs.protocol import JobConfig
 from libs.protocol.events import FailureInfo
 from runtime.exitcodes import from_returncode
 from runtime.processes import find_runtimes, runtime_command
-from runtime.spec_model import RunAs
+from runtime.spec_model import Confine, RunAs, TaskSpec
+from services.orchestrator.adapters.confinement import Confinement, MemoryOutcome, TaskGroups
 from services.orchestrator.adapters.forking import Forked, ForkServer, ForkServerLost
 from services.orchestrator.adapters.isolation import (
     TaskUser,
+    TaskUsers,
     prepare_task_dir,
     secure_data_dir,
     share_with_task,
@@ -80,12 +82,17 @@ from services.orchestrator.adapters.specs import (
 )
 from services.orchestrator.core.effects import Probe
 from services.orchestrator.core.frameworks import Framework, TaskKey
+from services.orchestrator.core.limits import task_limits
 from services.orchestrator.core.policies import KILLED_EXIT_CODE, PREEMPTED_EXIT_CODE, STOP_EXIT_CODE
 
 log = structlog.get_logger(__name__)
 
 _REPO_ROOT = Path(runtime.__file__).resolve().parents[1]
 PEERS_KEPT = 16
+OOM_EXIT_CODE = -1200
+"""OpenPAI's UserContainerDockerOOMKilled: the task went past its memoryMB and was killed."""
+PRIVATE_DIR = "private"
+"""In a task's directory: the runtime's own files (command scripts), root's only."""
 """Job attempts whose roles and placements an executor keeps for the specs of their next tasks."""
 FORK_SERVER_STARTS = 3
 """Fork servers started in a row without one of them forking a task before the executor gives
@@ -173,6 +180,31 @@ def _pid_of(directory: Path) -> int | None:
     return found[0].pid if found else None
 
 
+def _cgroups_of(directory: Path) -> list[Path]:
+    """The cgroups the task's spec names (a restarted executor finds them there too)."""
+    try:
+        data = json.loads((directory / SPEC_FILE).read_bytes())
+        return [Path(p) for p in (data.get("confine") or {}).get("cgroups") or []]
+    except (OSError, ValueError, TypeError, AttributeError):
+        return []
+
+
+def out_of_memory(exit_: TaskExit, memory: MemoryOutcome | None, rules: RuleSet) -> TaskExit:
+    """A failed task whose memory group killed a process for going past its limit ended by
+    running out of memory: OpenPAI's -1200, whatever the command's own exit code said."""
+    if memory is None or memory.oom_kills == 0 or exit_.exit_code in (0, OOM_EXIT_CODE):
+        return exit_
+    mib = 1024 * 1024
+    why = (
+        f"the task went past its memory limit of {memory.limit_bytes // mib} MiB (memoryMB) and the "
+        f"system killed it (peak {memory.peak_bytes // mib} MiB; it exited with {exit_.exit_code})"
+    )
+    # As Kubernetes reports it: the container's reason OOMKilled, matched by the rule of -1200.
+    pod = PodStatus(containers=(ContainerStatus(reason="OOMKilled", message=why, exit_code=137),))
+    verdict = analyze(rules, exit_code=None, platform_log=why, stage="platform", pod=pod)
+    return TaskExit(exit_.job_id, exit_.key, OOM_EXIT_CODE, to_failure_info(verdict), why)
+
+
 class TaskProcess(subprocess.Popen[bytes]):
     """A task's runtime. It outlives an executor that stops watching it (a restarted orchestrator
     adopts it), so being dropped while it runs is expected, not a leak: Popen still reaps it
@@ -221,11 +253,23 @@ class LocalExecutor:
         rules: Callable[[], RuleSet] = default_rules,
         task_user: TaskUser | None = None,
         fork_server: bool = True,
+        task_users: TaskUsers | None = None,
+        confinement: TaskGroups | None = None,
     ) -> None:
         self.data_dir = data_dir
-        # Who the tasks' commands run as (None: this process's user); see isolation.py.
-        self.task_user = task_user
-        secure_data_dir(data_dir, task_user)
+        # Who the tasks' commands run as: a uid per tenant, one user for all (``task_user``), or
+        # this process's user; see isolation.py.
+        if task_users is None:
+            task_users = TaskUsers("shared", shared=task_user) if task_user else TaskUsers("platform")
+        self.task_users = task_users
+        self.task_user = task_users.shared
+        secure_data_dir(data_dir, task_users.shared, tenants=task_users.tenants is not None)
+        # The tasks' kernel limits (None: none, as before a platform said which it enforces).
+        self.groups = confinement or TaskGroups(Confinement("none"))
+        try:
+            self._devices = Path("/proc/devices").read_text()
+        except OSError:
+            self._devices = ""
         self._on_exit = on_exit
         self._secrets = secrets
         self._grace = grace_seconds
@@ -254,7 +298,8 @@ class LocalExecutor:
         knew of the task out of date). The caller then adopts it or reports its end."""
         job_id = framework.job_id
         directory = self.task_dir(job_id, key)
-        prepare_task_dir(self.data_dir, directory, self.task_user)
+        user = self.task_users.for_user(framework.user or "unknown")
+        prepare_task_dir(self.data_dir, directory, user)
         lock = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             try:
@@ -268,7 +313,6 @@ class LocalExecutor:
                 fd = os.open(directory / SECRETS_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
                     json.dump(secrets, f)
-            user = self.task_user
             run_as = RunAs(name=user.name, uid=user.uid, gid=user.gid) if user is not None else None
             spec = build_spec(
                 self.data_dir,
@@ -277,9 +321,10 @@ class LocalExecutor:
                 directory,
                 bool(secrets),
                 run_as,
-                self._notice(framework, key),
+                self._notice(framework, key, user),
                 self._attempt_peers(framework, key[0]),
             )
+            spec = self._confined(spec, directory, key)
             (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
             share_with_task(directory / SPEC_FILE, user)
             out = os.open(directory / RUNTIME_OUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -346,15 +391,39 @@ class LocalExecutor:
         )
         return proc.pid, child_exit(proc, self._poll)
 
-    def _notice(self, framework: Framework, key: TaskKey) -> str:
+    def _notice(self, framework: Framework, key: TaskKey, user: TaskUser | None) -> str:
         """Said plainly to the user: no container, the host, which user, which directory."""
         image = image_of(JobConfig.model_validate(framework.config), key[1])
-        who = self.task_user.name if self.task_user is not None else pwd.getpwuid(os.geteuid()).pw_name
+        if user is None:
+            who = f"user {pwd.getpwuid(os.geteuid()).pw_name}"
+        elif self.task_users.tenants is not None:
+            who = f"uid {user.uid} (the tasks of {user.name})"
+        else:
+            who = f"user {user.name}"
         work = self.task_dir(framework.job_id, key) / "work"
         return (
             f"the docker image {image} was not used: this platform's local executor runs the "
-            f"commands on the host, as user {who}, in directory {work}"
+            f"commands on the host, as {who}, in directory {work}"
         )
+
+    def _confined(self, spec: TaskSpec, directory: Path, key: TaskKey) -> TaskSpec:
+        """The spec with the task's limits and the runtime's private directory: its cgroups made
+        now (ConfinementError if they cannot be: the task must not run unconfined)."""
+        private = directory / PRIVATE_DIR
+        private.mkdir(mode=0o700, exist_ok=True)
+        dirs = spec.dirs.model_copy(update={"private_dir": private})
+        resources = spec.role_info(spec.role).resources
+        limits = task_limits(
+            resources.cpu, resources.memory_mb, spec.gpu_indices, self._devices, self.groups.defaults
+        )
+        confine: Confine | None = None
+        if self.groups.uses_cgroups:
+            attempt, role, index, task_attempt = key
+            name = f"{spec.job.uid}.{attempt}.{role}-{index}.{task_attempt}"
+            confine = Confine(cgroups=self.groups.create(name, limits))
+        elif self.groups.confinement.mechanism == "rlimits":
+            confine = Confine(rlimits={"RLIMIT_DATA": limits.memory_bytes})
+        return spec.model_copy(update={"dirs": dirs, "confine": confine})
 
     def release(self, job_id: str, attempt: int) -> None:
         """The attempt is over: free its ports for other tasks on this node."""
@@ -411,9 +480,22 @@ class LocalExecutor:
         self, job_id: str, key: TaskKey, *, returncode: int | None = None, default: int = KILLED_EXIT_CODE
     ) -> None:
         """Hand the task's exit to the callback: from its result file, else a platform verdict."""
+        directory = self.task_dir(job_id, key)
         # The runtime read its secrets at start; they need not outlive the task on disk.
-        (self.task_dir(job_id, key) / SECRETS_FILE).unlink(missing_ok=True)
-        await self._on_exit(self.exit_of(job_id, key, returncode=returncode, default=default))
+        (directory / SECRETS_FILE).unlink(missing_ok=True)
+        exit_ = self.exit_of(job_id, key, returncode=returncode, default=default)
+        groups = _cgroups_of(directory)
+        if groups:
+            exit_ = out_of_memory(exit_, self.groups.memory(groups), self._rules_now())
+            self._remove_groups(groups)
+        await self._on_exit(exit_)
+
+    def _remove_groups(self, groups: list[Path], tries: int = 20) -> None:
+        """The task's cgroups, once what it left in them has died (a killed process leaves its
+        group a moment later)."""
+        busy = self.groups.remove(groups)
+        if busy and tries > 0:
+            asyncio.get_running_loop().call_later(self._poll, self._remove_groups, busy, tries - 1)
 
     def exit_of(
         self, job_id: str, key: TaskKey, *, returncode: int | None = None, default: int = KILLED_EXIT_CODE
