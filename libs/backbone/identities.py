@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from libs.web.addresses import base_url
+
 MAX_ENTRIES = 10_000
 
 
@@ -31,8 +33,9 @@ class Identity:
 
 class Identities:
     def __init__(self, session: aiohttp.ClientSession, rest_url: str, ttl: float) -> None:
+        # ``session`` reaches ``rest_url`` (libs/web/addresses.py: a socket's client for unix:///).
         self._session = session
-        self._url = rest_url.rstrip("/") + "/api/v2/users/me"
+        self._url = base_url(rest_url) + "/api/v2/users/me"
         self._ttl = ttl
         self._known: dict[str, tuple[float, Identity]] = {}
 

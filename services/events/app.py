@@ -17,6 +17,7 @@ from aiohttp import web
 from libs.backbone.connecting import connect
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.topology import ensure_topology
+from libs.web.addresses import client_session
 from libs.web.errors import error_middleware
 from libs.web.serving import serve_until_stopped
 from services.events import hooks, streaming
@@ -37,13 +38,15 @@ async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
     bus = await connect(settings, name=settings.service_name)
     stop_beating = asyncio.Event()
     beating = asyncio.create_task(beat_forever(bus.nc, settings.service_name, stop_beating))
+    # Webhook receivers are anywhere; REST may be a socket on this machine: a client for each.
     session = aiohttp.ClientSession()
+    rest = client_session(settings.rest_url)
     try:
         await ensure_topology(bus.js)
         hub = Hub(bus.js, subscriber_limit=settings.events_subscriber_buffer)
         await hub.start()
         app[HUB] = hub
-        app[IDENTITIES] = Identities(session, settings.rest_url, settings.identity_cache_seconds)
+        app[IDENTITIES] = Identities(rest, settings.rest_url, settings.identity_cache_seconds)
         networks = parse_networks(settings.webhook_forbidden_networks)
         deliveries = Deliveries(bus.js, hub, session, settings, networks)
         await deliveries.start()
@@ -55,6 +58,7 @@ async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
         stop_beating.set()
         await beating
         await session.close()
+        await rest.close()
         await bus.close()
 
 
@@ -81,5 +85,10 @@ def build_app(settings: EventsSettings) -> web.Application:
 async def serve(settings: EventsSettings, stop: asyncio.Event) -> None:
     """Serve until ``stop`` is set, then close streams and drain."""
     await serve_until_stopped(
-        build_app(settings), settings.events_host, settings.events_port, stop, name="events gateway"
+        build_app(settings),
+        settings.events_host,
+        settings.events_port,
+        stop,
+        name="events gateway",
+        socket=settings.events_socket,
     )

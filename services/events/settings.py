@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pathlib import Path
+
+from pydantic import Field, field_validator
 
 from libs.backbone.settings import BackboneSettings
+from libs.web.addresses import socket_path
 
 DEFAULT_PORT = 9188
 DAY = 24 * 3600.0
@@ -14,7 +17,11 @@ class EventsSettings(BackboneSettings):
     service_name: str = "events"
     events_host: str = "127.0.0.1"
     events_port: int = DEFAULT_PORT
-    # The public REST API, asked who a token stands for (GET /api/v2/users/me).
+    # A Unix socket to serve on instead of the port (the embedded platform: rest passes the
+    # gateway's paths to it, and no TCP port stands between them; libs/web/addresses.py).
+    events_socket: Path | None = None
+    # The public REST API, asked who a token stands for (GET /api/v2/users/me): http(s)://, or
+    # unix:/// REST's socket on this machine.
     rest_url: str = "http://127.0.0.1:9186"
     identity_cache_seconds: float = Field(default=5.0, ge=0)
     # A comment line on idle streams, so proxies and browsers keep them open.
@@ -31,3 +38,9 @@ class EventsSettings(BackboneSettings):
     webhook_forbidden_networks: str = ""
     # Delivery attempts kept per subscription for GET .../deliveries.
     webhook_deliveries_kept: int = Field(default=100, ge=1)
+
+    @field_validator("rest_url")
+    @classmethod
+    def _usable_url(cls, url: str) -> str:
+        socket_path(url)  # refused at start, saying which forms there are
+        return url

@@ -1,6 +1,6 @@
 """Composition root of the marketplace: SQL and its migrations, the starters, the bus, the routes.
 
-The marketplace serves ``/marketplace/api/...`` on its own (loopback) port; behind the
+The marketplace serves ``/marketplace/api/...`` on its own port or Unix socket; behind the
 platform's address rest passes that path here (``services/rest/routes/passing.py``), and on
 Kubernetes the Ingress does. Resources open in order in ``cleanup_ctx``: the database (migrated,
 then seeded), the HTTP client for REST, then the bus (item events out, ``job.submitted`` in).
@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-import aiohttp
 import structlog
 from aiohttp import web
 
@@ -20,6 +19,7 @@ from libs.backbone.connecting import connect
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.sql import create_engine
 from libs.backbone.topology import ensure_topology
+from libs.web.addresses import client_session
 from libs.web.errors import error_middleware
 from libs.web.serving import serve_until_stopped
 from services.marketplace import handlers
@@ -52,7 +52,7 @@ async def database_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def rest_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
-    async with aiohttp.ClientSession() as session:
+    async with client_session(settings.rest_url) as session:
         app[REST] = Rest(session, settings.rest_url, settings.identity_cache_seconds)
         yield
 
@@ -101,5 +101,10 @@ def build_app(settings: MarketplaceSettings) -> web.Application:
 async def serve(settings: MarketplaceSettings, stop: asyncio.Event) -> None:
     """Serve until ``stop`` is set, then drain."""
     await serve_until_stopped(
-        build_app(settings), settings.marketplace_host, settings.marketplace_port, stop, name="marketplace"
+        build_app(settings),
+        settings.marketplace_host,
+        settings.marketplace_port,
+        stop,
+        name="marketplace",
+        socket=settings.marketplace_socket,
     )

@@ -57,6 +57,7 @@ from libs.protocol.telemetry import (
     MetricSample,
     metrics_subject,
 )
+from libs.web.serving import inherited_socket
 from services.monitor.collecting import Collector, TaskRef
 from services.monitor.exposition import SampleCollector, build_registry, metrics_app
 from services.monitor.history import MetricHistory
@@ -77,6 +78,9 @@ class MonitorSettings(BackboneSettings):
     cpu_overcommit: float = 1.0
     memory_overcommit: float = 1.0
     metrics_port: int = 9102  # 0: any free port; -1: no Prometheus endpoint
+    # A listening socket inherited from the supervisor, served instead of the port (`pai up`
+    # holds the metrics port while the monitor restarts; libs/web/serving.py).
+    metrics_fd: int | None = None
     metrics_every: float = 15.0
     node_lost_after: float = 60.0
     service_down_after: float = 30.0
@@ -153,11 +157,14 @@ class Monitor:
                 config=ConsumerConfig(filter_subjects=[f"{ROOT}.job.*.{kind}" for kind in TASK_EVENT_TYPES]),
             ),
         ]
-        if self.settings.metrics_port >= 0:
+        if self.settings.metrics_fd is not None or self.settings.metrics_port >= 0:
             self._runner = web.AppRunner(metrics_app(self.registry), access_log=None)
             await self._runner.setup()
-            # Every interface: Prometheus scrapes from another machine.
-            await web.TCPSite(self._runner, "0.0.0.0", self.settings.metrics_port).start()
+            if self.settings.metrics_fd is not None:
+                await web.SockSite(self._runner, inherited_socket(self.settings.metrics_fd)).start()
+            else:
+                # Every interface: Prometheus scrapes from another machine.
+                await web.TCPSite(self._runner, "0.0.0.0", self.settings.metrics_port).start()
             self.port = int(self._runner.addresses[0][1])
             log.info("metrics served", port=self.port)
 

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from libs.backbone.logging import configure_logging, get_logger
 from libs.backbone.running import new_event_loop
+from libs.web.serving import inherited_socket
 from services.portal.app import build_app
 from services.portal.settings import PortalSettings
 
@@ -28,8 +29,11 @@ def main() -> None:
     )
     web.run_app(
         build_app(settings),
-        host=settings.portal_host,
-        port=settings.portal_port,
+        **(
+            {"sock": inherited_socket(settings.portal_fd)}
+            if settings.portal_fd is not None
+            else {"host": settings.portal_host, "port": settings.portal_port}
+        ),
         print=None,
         loop=new_event_loop(),
     )

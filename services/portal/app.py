@@ -60,8 +60,10 @@ GATEWAY_ANSWER_SECONDS = 2.0
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-# Headers of a proxied request that the REST service should see; the rest stay here.
-_FORWARD_REQUEST = ("Content-Type", "Accept", "Authorization", "X-Forwarded-For", "If-None-Match")
+# Headers of a proxied request that the REST service should see; the rest stay here. Host too:
+# REST derives the sign-in provider's return address from it (routes/oidc.py), which should be
+# the portal's, the address the browser knows, and never the socket's placeholder host.
+_FORWARD_REQUEST = ("Host", "Content-Type", "Accept", "Authorization", "X-Forwarded-For", "If-None-Match")
 _DROP_RESPONSE = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
 
 

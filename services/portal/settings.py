@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import field_validator
+
 from libs.backbone.settings import BackboneSettings
+from libs.web.addresses import socket_path
 
 DEFAULT_PORT = 9187
 
@@ -15,7 +18,11 @@ class PortalSettings(BackboneSettings):
     service_name: str = "portal"
     portal_host: str = "127.0.0.1"
     portal_port: int = DEFAULT_PORT
-    # The REST API the portal speaks for its users (and proxies under /api/v2 and /rest-server/api/v2).
+    # A listening socket inherited from the supervisor, served instead of host and port (`pai up`
+    # holds the portal's port while it restarts; libs/web/serving.py).
+    portal_fd: int | None = None
+    # The REST API the portal speaks for its users (and proxies under /api/v2 and /rest-server/api/v2):
+    # http(s)://, or unix:/// REST's socket on this machine (`pai up`; libs/web/addresses.py).
     portal_rest_url: str = "http://127.0.0.1:9186"
     # The key sealing session cookies; None means <data dir>/portal-session.key (made at first start).
     # Replicas behind one address share it (a Kubernetes Secret).
@@ -31,3 +38,9 @@ class PortalSettings(BackboneSettings):
     # Show "Sign in with OpenID Connect" (REST must have PAI_OIDC_* set too).
     oidc_issuer: str | None = None
     oidc_discovery_url: str | None = None
+
+    @field_validator("portal_rest_url")
+    @classmethod
+    def _usable_url(cls, url: str) -> str:
+        socket_path(url)  # refused at start, saying which forms there are
+        return url

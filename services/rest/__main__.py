@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from libs.backbone.logging import configure_logging, get_logger
 from libs.backbone.running import arm_exit_watchdog, new_event_loop
 from libs.backbone.tracing import configure_tracing
+from libs.web.serving import inherited_socket
 from services.rest.app import build_app
 from services.rest.settings import RestSettings
 
@@ -37,15 +38,25 @@ def main() -> None:
     configure_logging(settings)
     provider = configure_tracing(settings)
     log = get_logger("services.rest")
-    log.info("rest service starting", host=settings.rest_host, port=settings.rest_port)
+    log.info(
+        "rest service starting",
+        host=settings.rest_host,
+        port=settings.rest_port,
+        socket=str(settings.rest_socket) if settings.rest_socket else None,
+    )
     try:
         # run_app handles SIGTERM/SIGINT: stops accepting, runs the cleanup contexts in reverse.
         app = build_app(settings)
         app.on_shutdown.append(_bounded_stop)
         web.run_app(
             app,
-            host=settings.rest_host,
-            port=settings.rest_port,
+            **(
+                {"sock": inherited_socket(settings.rest_fd)}
+                if settings.rest_fd is not None
+                else {"host": settings.rest_host, "port": settings.rest_port}
+            ),
+            # Beside the TCP port, the socket the platform's own services use (libs/web/addresses.py).
+            path=str(settings.rest_socket) if settings.rest_socket else None,
             print=None,
             # Requests still running at a stop get a second; `pai up` kills at 2.5 s anyway.
             shutdown_timeout=1.0,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import aiohttp
 from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -20,7 +19,5 @@ READ_ENGINE = web.AppKey("read_engine", AsyncEngine)
 JOB_INSERTER = web.AppKey("job_inserter", JobInserter)
 BUS = web.AppKey("bus", RestBus)
 TOKENS = web.AppKey("tokens", Tokens)
-# The client that passes other services' paths (live events, webhooks, the marketplace) to them.
-PASSING_SESSION = web.AppKey("passing_session", aiohttp.ClientSession)
 # The encoded taskRoles of large job details, while their task rows stay the same.
 DETAIL_CACHE = web.AppKey("detail_cache", TaskRolesCache)

@@ -16,6 +16,7 @@ from pydantic_settings import SettingsConfigDict
 
 from libs.backbone.settings import BackboneSettings
 from libs.protocol.limits import DEFAULT_BODY_BYTES, DEFAULT_LIMITS, JobLimits
+from libs.web.addresses import socket_path
 
 DEFAULT_PORT = 9186
 
@@ -46,11 +47,18 @@ class RestSettings(BackboneSettings):
     service_name: str = "rest"
     # The events gateway (services/events): when set, /api/v2/events and /api/v2/webhooks are
     # passed to it, so the API's one address serves them (the embedded platform, compose).
+    # http(s)://host:port, or unix:///path.sock for a gateway on this machine (libs/web/addresses.py).
     events_url: str | None = None
     # The marketplace (services/marketplace): /marketplace/api/... is passed to it when set.
     marketplace_url: str | None = None
     rest_host: str = "127.0.0.1"
     rest_port: int = DEFAULT_PORT
+    # A listening socket inherited from the supervisor, served instead of host and port (`pai up`
+    # holds the API's port while rest restarts; libs/web/serving.py).
+    rest_fd: int | None = None
+    # Also serve the API on this Unix socket, for the services beside it on this machine (the
+    # portal, the events gateway, the marketplace): `pai up` gives one in a directory of its own.
+    rest_socket: Path | None = None
     # None means an embedded SQLite file in the data dir.
     database_url: str | None = None
     admin_user: str = "admin"
@@ -132,6 +140,13 @@ class RestSettings(BackboneSettings):
     limit_text_length: int = Field(default=DEFAULT_LIMITS.text_length, ge=1)
     # Request bodies: larger is 413 before anything reads it (OpenPAI's job YAMLs are a few KB).
     limit_body_bytes: int = Field(default=DEFAULT_BODY_BYTES, ge=1024)
+
+    @field_validator("events_url", "marketplace_url")
+    @classmethod
+    def _usable_url(cls, url: str | None) -> str | None:
+        if url:
+            socket_path(url)  # refused at start, saying which forms there are
+        return url
 
     @field_validator("rate_limit_storage_uri")
     @classmethod

@@ -15,6 +15,7 @@ import aiohttp
 
 from libs.backbone.identities import Identities, IdentityUnavailable
 from libs.protocol.limits import DEFAULT_LIMITS, JobLimits
+from libs.web.addresses import base_url
 from services.marketplace.core.items import Caller
 
 __all__ = ["IdentityUnavailable", "Rest"]
@@ -29,7 +30,7 @@ class Rest:
         self, session: aiohttp.ClientSession, rest_url: str, ttl: float, limits_ttl: float = 60.0
     ) -> None:
         self._session = session
-        self._base = rest_url.rstrip("/")
+        self._base = base_url(rest_url)
         self._identities = Identities(session, rest_url, ttl)
         self._ttl = ttl
         self._limits_ttl = limits_ttl

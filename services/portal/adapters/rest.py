@@ -6,14 +6,18 @@ from typing import Any
 
 import aiohttp
 
+from libs.web.addresses import base_url, client_session
+
 
 class RestClient:
-    def __init__(self, base: str) -> None:
-        self.base = base.rstrip("/")
+    def __init__(self, url: str) -> None:
+        # http(s)://, or unix:/// REST's socket on this machine (libs/web/addresses.py).
+        self.base = base_url(url)
         # No total timeout: proxied log reads and event streams may run long; connecting may not.
-        self.http = aiohttp.ClientSession(
+        self.http = client_session(
+            url,
+            connector_options={"limit": 200},
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=60),
-            connector=aiohttp.TCPConnector(limit=200),
             auto_decompress=False,
         )
 

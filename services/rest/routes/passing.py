@@ -6,7 +6,8 @@ path rule sends those paths to them; where one process answers the API's address
 platform, docker-compose), rest passes them on: the request with its query, ``Authorization``,
 ``Last-Event-ID`` and body, the answer streamed back as it comes, so a stream of events flows
 through without being held. A service that is not named, or does not answer, is a 503 in
-OpenPAI's error shape.
+OpenPAI's error shape. The URL is http(s):// to another host, or unix:/// the service's socket
+on this machine (``libs/web/addresses.py``: the embedded platform's hops take no TCP port).
 """
 
 from __future__ import annotations
@@ -17,13 +18,12 @@ from dataclasses import dataclass
 import aiohttp
 from aiohttp import web
 
+from libs.web.addresses import base_url, client_session
 from services.rest.errors import SERVICE_UNAVAILABLE
-from services.rest.keys import PASSING_SESSION
 
 PASSED_HEADERS = ("Authorization", "Last-Event-ID", "Content-Type", "Accept")
 ANSWER_HEADERS = ("Content-Type", "Cache-Control", "X-Accel-Buffering", "Location", "X-Total-Count")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-_SESSION_OPENED = web.AppKey("passing_session_registered", bool)
 
 
 @dataclass(frozen=True)
@@ -36,20 +36,21 @@ class Upstream:
     absent: str = ""
 
 
-def passer(upstream: Upstream) -> Handler:
+def passer(upstream: Upstream, session: web.AppKey[aiohttp.ClientSession]) -> Handler:
     """A handler passing every request it gets to ``upstream`` at the same path and query."""
+    base = base_url(upstream.url) if upstream.url else ""
 
     async def pass_on(request: web.Request) -> web.StreamResponse:
         if not upstream.url:
             raise SERVICE_UNAVAILABLE(
                 reason=f"{upstream.name} is not running on this platform. {upstream.absent}"
             )
-        url = upstream.url.rstrip("/") + request.rel_url.path_qs
+        url = base + request.rel_url.path_qs
         headers = {name: request.headers[name] for name in PASSED_HEADERS if name in request.headers}
         # body_exists, not can_read_body: the body middleware has already read (and kept) it
         body = await request.read() if request.body_exists else None
         try:
-            answer = await request.app[PASSING_SESSION].request(
+            answer = await request.app[session].request(
                 request.method,
                 url,
                 headers=headers,
@@ -77,17 +78,19 @@ def passer(upstream: Upstream) -> Handler:
     return pass_on
 
 
-async def session_ctx(app: web.Application) -> AsyncIterator[None]:
-    async with aiohttp.ClientSession(auto_decompress=False) as session:
-        app[PASSING_SESSION] = session
-        yield
-
-
 def add_routes(app: web.Application, upstream: Upstream, routes: tuple[tuple[str, str], ...]) -> None:
-    """Serve ``routes`` (method, path) by passing them to ``upstream``; one client for every upstream."""
-    if not app.get(_SESSION_OPENED):
-        app[_SESSION_OPENED] = True
+    """Serve ``routes`` (method, path) by passing them to ``upstream``, through a client of its own
+    (a socket's client reaches that socket only)."""
+    key = web.AppKey(f"passing_session_{upstream.name}", aiohttp.ClientSession)
+    if upstream.url:
+        url = upstream.url
+
+        async def session_ctx(app: web.Application) -> AsyncIterator[None]:
+            async with client_session(url, auto_decompress=False) as session:
+                app[key] = session
+                yield
+
         app.cleanup_ctx.append(session_ctx)
-    handler = passer(upstream)
+    handler = passer(upstream, key)
     for method, path in routes:
         app.router.add_route(method, path, handler)
