@@ -61,7 +61,7 @@ taskRoles:
   work:
     instances: {instances}
     dockerImage: image
-    resourcePerInstance: {{cpu: {cpu}, memoryMB: 16, gpu: 0}}
+    resourcePerInstance: {{cpu: {cpu}, memoryMB: 64, gpu: 0}}
     commands:
       - 'mktemp "{markers}/{marker}.XXXXXX" >/dev/null'
       - sleep {work}

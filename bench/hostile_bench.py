@@ -65,7 +65,7 @@ def scheduler_with(instances: int) -> Callable[[], Any]:
         core = SchedulerCore(HivedPolicy())
         core.apply(NodeReported(node_id="n", name="n", address="127.0.0.1", cpu=64, memory_mb=2**20, gpus=0))
         config = {
-            "taskRoles": {"w": {"instances": instances, "resourcePerInstance": {"cpu": 1, "memoryMB": 1}}}
+            "taskRoles": {"w": {"instances": instances, "resourcePerInstance": {"cpu": 1, "memoryMB": 64}}}
         }
         core.apply(JobSubmitted(job_id="j", user="u", name="j", virtual_cluster="default", config=config))
         return core.decide()

@@ -3,7 +3,7 @@
 Starts the embedded platform (`pai up`'s code: NATS, every service a process, tasks as local
 processes) in a temporary data dir, then:
   1. submits a job shaped like OpenPAI's examples/mnist_500_tasks (roles master x1 and
-     taskrole x500, gang allocation off) whose tasks ask for cpu 0 and memoryMB 16 and run a
+     taskrole x500, gang allocation off) whose tasks ask for cpu 0 and memoryMB 64 and run a
      command that prints and exits; reports seconds from POST to job.completed SUCCEEDED, to
      rest's detail saying SUCCEEDED, and the detail's answer time (median of 5, slowest);
   2. submits a job of W tasks that wait (`sleep`), and once all have started reports the
@@ -51,7 +51,7 @@ taskRoles:
     completion: {{minFailedInstances: 1, minSucceededInstances: -1}}
     taskRetryCount: 0
     dockerImage: docker_image_0
-    resourcePerInstance: {{gpu: 0, cpu: 0, memoryMB: 16}}
+    resourcePerInstance: {{gpu: 0, cpu: 0, memoryMB: 64}}
     commands:
       - echo master done
   taskrole:
@@ -59,7 +59,7 @@ taskRoles:
     completion: {{minFailedInstances: 1, minSucceededInstances: -1}}
     taskRetryCount: 0
     dockerImage: docker_image_0
-    resourcePerInstance: {{gpu: 0, cpu: 0, memoryMB: 16}}
+    resourcePerInstance: {{gpu: 0, cpu: 0, memoryMB: 64}}
     commands:
       - {command}
 defaults: {{virtualCluster: default}}
@@ -172,7 +172,7 @@ async def main(tasks: int, waiting: int, gang: bool) -> None:
                 times, body, size = await detail_times(api, "mnist")
                 statuses = [s for role in body["taskRoles"].values() for s in role["taskStatuses"]]
                 print(
-                    f"CPU_500Task_MNIST shape, {tasks + 1} tasks (cpu 0, memoryMB 16, echo"
+                    f"CPU_500Task_MNIST shape, {tasks + 1} tasks (cpu 0, memoryMB 64, echo"
                     f"{', gang allocation on' if gang else ''}): {state} "
                     f"{completed:.1f} s after the POST ({cpu}), rest's detail says so after {shown:.1f} s; "
                     f"detail ({len(statuses)} task statuses, {size / 1e3:.0f} kB): "

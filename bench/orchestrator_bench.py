@@ -181,7 +181,7 @@ taskRoles:
   worker:
     instances: {tasks}
     dockerImage: image
-    resourcePerInstance: {{cpu: 0, memoryMB: 16, gpu: 0}}
+    resourcePerInstance: {{cpu: 0, memoryMB: 64, gpu: 0}}
     commands:
       - "true"
 """

@@ -48,7 +48,7 @@ prerequisites:
 taskRoles:
   main:
     dockerImage: image
-    resourcePerInstance: {{cpu: 1, memoryMB: 16, gpu: 0}}
+    resourcePerInstance: {{cpu: 1, memoryMB: 64, gpu: 0}}
     commands:
       - "true"
 """

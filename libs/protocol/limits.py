@@ -9,7 +9,10 @@ number it cannot hold. The defaults are generous for a real cluster and bounded 
   10,000-task job still costs the scheduler and the orchestrator milliseconds and megabytes.
 - 50 task roles: real jobs have one to a handful (server/worker, chief/ps/worker).
 - 1,024 CPU cores, 16 TB of memory and /dev/shm, 64 GPUs per task: beyond the largest
-  machines sold today; the scheduler still has to find a node that offers them.
+  machines sold today; the scheduler still has to find a node that offers them (REST refuses
+  a task larger than the largest node it knows of, services/rest/node_sizes.py).
+- At least 64 MB of memory per task (MIN_TASK_MEMORY_MB, not a setting): the task's runtime
+  lives inside the task's memory limit.
 - 1,000 retries of a job or a task: a job that failed a thousand times will not succeed.
 - 100 tags per job of at most 256 characters each.
 - 255 characters for names, 64 KiB for any other text (a description, one command, a
@@ -35,6 +38,13 @@ from libs.protocol.errors import Problem, format_path
 DEFAULT_BODY_BYTES = 1024 * 1024
 # The largest whole number a JavaScript number (OpenPAI's reading of a job) holds exactly.
 MAX_SAFE_NUMBER = 2**53
+# The least memory a task may ask for (resourcePerInstance.memoryMB). A task is held to its
+# memoryMB by the kernel (a memory cgroup), and its own runtime lives inside that limit: about
+# 14 MiB resident while the command runs, about 35 MiB once it has loaded the failure rules to
+# explain a command that failed (psutil on a `sleep` task and a `sleep; exit 3` one). 64 MB
+# leaves a shell and a small command some 30 MB beside it; with less, the kernel would kill the
+# task for memory before it ran anything, or while it said why its command failed.
+MIN_TASK_MEMORY_MB = 64
 
 
 class JobLimits(BaseModel):
@@ -91,6 +101,15 @@ def _fmt(value: object) -> str:
 
 
 Found = tuple[tuple[str | int, ...], str, str]
+
+
+def too_little_memory(value: object) -> tuple[str, str]:
+    """The message and the fix for a memoryMB below MIN_TASK_MEMORY_MB."""
+    return (
+        f"{_fmt(value)} MB is less than the {MIN_TASK_MEMORY_MB} MB every task needs (the task's "
+        "runtime runs inside its memory limit and uses up to about 35 MB itself)",
+        f"ask for at least {MIN_TASK_MEMORY_MB}: `memoryMB: {MIN_TASK_MEMORY_MB}` or more",
+    )
 
 
 def _bound(
@@ -183,6 +202,10 @@ def _bounds(data: object, limits: JobLimits) -> Iterator[Found]:
                 "MB of memory per task",
                 "memory_mb_per_task",
             )
+            memory = _number(resources.get("memoryMB"))
+            # Below 1 the schema refuses it, with this same wording (validation.py).
+            if memory is not None and 1 <= memory < MIN_TASK_MEMORY_MB and float(memory).is_integer():
+                yield ((*res, "memoryMB"), *too_little_memory(memory))
             yield from _bound(
                 (*res, "gpu"), resources.get("gpu"), limits.gpu_per_task, "GPUs per task", "gpu_per_task"
             )

@@ -20,7 +20,7 @@ from libs.protocol import jobs
 from libs.protocol.errors import JobProtocolError, Problem, format_path
 from libs.protocol.gpu_share import share_problems
 from libs.protocol.jobs import JobConfig, Null
-from libs.protocol.limits import DEFAULT_LIMITS, JobLimits, limit_problems
+from libs.protocol.limits import DEFAULT_LIMITS, JobLimits, limit_problems, too_little_memory
 from libs.protocol.templating import TemplateError, parse_template
 from libs.protocol.yamlsource import Path, Source, load_yaml
 
@@ -149,6 +149,8 @@ def _explain(error: ErrorDetails, is_key: bool, field: str) -> tuple[str, str]:
         return f"must be a mapping of keys to values, not {describe(value)}", "write `key: value` lines"
     if kind == "list_type":
         return f"must be a list, not {describe(value)}", "write one `- item` line per entry"
+    if kind == "greater_than_equal" and field == "memoryMB":
+        return too_little_memory(value)  # the floor of every task's memory, said once (limits.py)
     if kind == "greater_than_equal":
         bound = ctx.get("ge")
         hint = (

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from libs.protocol import JobProtocolError, Problem, parse_job
-from libs.protocol.limits import DEFAULT_LIMITS, JobLimits
+from libs.protocol.limits import DEFAULT_LIMITS, MIN_TASK_MEMORY_MB, JobLimits
 from tests.protocol.jobtexts import BASE_JOB, job, to_yaml
 
 
@@ -151,3 +151,44 @@ def test_the_api_names_of_the_limits_are_camel_case() -> None:
     assert names["tasksPerJob"] == 10_000
     assert names["memoryMBPerTask"] == 16 * 2**20
     assert set(names) >= {"instancesPerTaskRole", "gpuPerTask", "retryCount", "tagLength", "textLength"}
+
+
+@pytest.mark.parametrize(
+    "memory",
+    [
+        pytest.param(0, id="nothing"),
+        pytest.param(1, id="one MB"),
+        pytest.param(16, id="16 MB, once the benches' size"),
+        pytest.param(MIN_TASK_MEMORY_MB - 1, id="one MB short"),
+    ],
+)
+def test_a_task_with_less_memory_than_its_runtime_needs_is_refused_with_the_minimum(memory: int) -> None:
+    problems = problems_of(json.dumps(job(taskRoles={"worker": resources(memoryMB=memory)})))
+    assert [p.path for p in problems] == ["taskRoles.worker.resourcePerInstance.memoryMB"]  # told once
+    [problem] = problems
+    assert problem.message.startswith(
+        f"{memory} MB is less than the {MIN_TASK_MEMORY_MB} MB every task needs"
+    )
+    assert problem.hint == f"ask for at least {MIN_TASK_MEMORY_MB}: `memoryMB: {MIN_TASK_MEMORY_MB}` or more"
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        pytest.param({"memoryMB": MIN_TASK_MEMORY_MB}, id="the minimum of memory"),
+        pytest.param({"cpu": 0}, id="cpu 0 reserves no CPU"),
+    ],
+)
+def test_the_least_a_task_may_ask_for_is_accepted(changes: dict[str, int]) -> None:
+    parsed = parse_job(json.dumps(job(taskRoles={"worker": resources(**changes)})))
+    resources_asked = parsed.task_roles["worker"].resource_per_instance
+    assert {"cpu": resources_asked.cpu, "memoryMB": resources_asked.memory_mb} == {
+        "cpu": changes.get("cpu", 1),
+        "memoryMB": changes.get("memoryMB", 512),
+    }
+
+
+def test_a_negative_cpu_is_refused() -> None:
+    [problem] = problems_of(json.dumps(job(taskRoles={"worker": resources(cpu=-1)})))
+    assert (problem.path, problem.hint) == ("taskRoles.worker.resourcePerInstance.cpu", "use 0 or more")
+    assert problem.message.startswith("must be at least 0, not -1")

@@ -32,12 +32,12 @@ BAD_JOBS = [
     pytest.param(job(taskRoles={}), "taskRoles", id="empty task roles"),
     pytest.param(job(taskRoles={"bad-role": worker()}), "taskRoles.bad-role", id="task role key with a dash"),
     pytest.param(
-        job(taskRoles={"worker": worker(resourcePerInstance={"cpu": 1, "memoryMB": 1, "gpu": "two"})}),
+        job(taskRoles={"worker": worker(resourcePerInstance={"cpu": 1, "memoryMB": 512, "gpu": "two"})}),
         "taskRoles.worker.resourcePerInstance.gpu",
         id="gpu given as text",
     ),
     pytest.param(
-        job(taskRoles={"worker": worker(resourcePerInstance={"cpu": 1, "memoryMB": 1, "gpu": True})}),
+        job(taskRoles={"worker": worker(resourcePerInstance={"cpu": 1, "memoryMB": 512, "gpu": True})}),
         "taskRoles.worker.resourcePerInstance.gpu",
         id="gpu given as a boolean",
     ),
@@ -161,7 +161,7 @@ def test_every_problem_is_reported_at_once_in_yaml_order() -> None:
 
 def test_a_problem_names_its_line_and_how_to_fix_it() -> None:
     text = to_yaml(
-        job(taskRoles={"worker": worker(resourcePerInstance={"cpu": 1, "memoryMB": 1, "gpu": "one"})})
+        job(taskRoles={"worker": worker(resourcePerInstance={"cpu": 1, "memoryMB": 512, "gpu": "one"})})
     )
     line = next(i for i, row in enumerate(text.splitlines(), 1) if "gpu: one" in row)
     (problem,) = problems_of(text)
@@ -251,7 +251,7 @@ def test_job_totals_and_scheduling_helpers() -> None:
         defaults={"virtualCluster": "research"},
         taskRoles={
             "worker": worker(instances=3),
-            "ps": worker(instances=1, resourcePerInstance={"cpu": 1, "memoryMB": 1, "gpu": 0}),
+            "ps": worker(instances=1, resourcePerInstance={"cpu": 1, "memoryMB": 512, "gpu": 0}),
         },
     )
     parsed = parse_job(to_yaml(data))
@@ -308,7 +308,7 @@ def test_extras_accept_nulls_as_openpai_does_but_typed_fields_elsewhere_do_not()
 
 def test_a_fraction_of_a_gpu_is_refused_as_not_a_whole_number_of_gpus() -> None:
     text = to_yaml(
-        job(taskRoles={"worker": worker(resourcePerInstance={"cpu": 1, "memoryMB": 1, "gpu": 0.5})})
+        job(taskRoles={"worker": worker(resourcePerInstance={"cpu": 1, "memoryMB": 512, "gpu": 0.5})})
     )
     (problem,) = problems_of(text)
     assert problem.path == "taskRoles.worker.resourcePerInstance.gpu"

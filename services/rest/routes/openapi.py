@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from libs.protocol.jobs import NAME_PATTERN
+from libs.protocol.limits import MIN_TASK_MEMORY_MB
 from services.rest.adapters.jobs_store import MAX_LIMIT, ORDER_FIELDS
 from services.rest.routes.logs import LOG_FILES, MAX_LOG_LIMIT
 
@@ -103,8 +104,8 @@ JOB = _object(
                     "taskRetryCount": COUNT,
                     "resourcePerInstance": _object(
                         {
-                            "cpu": {"type": "integer", "minimum": 1},
-                            "memoryMB": {"type": "integer", "minimum": 1},
+                            "cpu": COUNT,  # 0: no CPU reserved
+                            "memoryMB": {"type": "integer", "minimum": MIN_TASK_MEMORY_MB},
                             "gpu": COUNT,
                         },
                         "cpu",
