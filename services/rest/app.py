@@ -34,6 +34,7 @@ from services.rest.core.text import unstorable
 from services.rest.detail_cache import TaskRolesCache
 from services.rest.errors import NO_API, UNKNOWN, ApiError, invalid_parameters
 from services.rest.keys import BUS, DETAIL_CACHE, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS, TOKENS
+from services.rest.node_sizes import node_sizes_ctx
 from services.rest.projection import MAX_BATCH, Projector, projection_handler
 from services.rest.routes import alert_history as alert_history_routes
 from services.rest.routes import alerts as alert_routes
@@ -234,6 +235,7 @@ def build_app(settings: RestSettings) -> web.Application:
     app.cleanup_ctx.append(bus_ctx)
     app.cleanup_ctx.append(contacts_ctx)  # users' addresses for the alerter
     app.cleanup_ctx.append(vc_names_ctx)  # which VCs exist, for checking submissions
+    app.cleanup_ctx.append(node_sizes_ctx)  # how large the nodes are, for checking submissions
     app.cleanup_ctx.append(projection_ctx)
     app.cleanup_ctx.append(unpublished_ctx)
     for prefix in PREFIXES:

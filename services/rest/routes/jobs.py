@@ -36,6 +36,7 @@ from services.rest.auth import Principal, require_user
 from services.rest.availability import bus_down, connected_bus
 from services.rest.bodies import read_json
 from services.rest.core import views
+from services.rest.core.node_fit import oversized
 from services.rest.core.states import FINAL, epoch_ms, framework_name
 from services.rest.core.storages import StorageRefusedError, job_storages, mount_path, node_path
 from services.rest.core.totals import job_row_from_config
@@ -53,6 +54,7 @@ from services.rest.errors import (
     invalid_parameters,
 )
 from services.rest.keys import DETAIL_CACHE, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS
+from services.rest.node_sizes import NODE_SIZES
 from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int, readable_job
 from services.rest.routes.storages import usable_storages
 from services.rest.vc_names import VC_NAMES
@@ -76,6 +78,19 @@ async def require_existing_vc(request: web.Request, principal: Principal, name: 
         mine = sorted(vc for vc in known if principal.may_use(vc))
         hint += f" that you may use ({', '.join(mine)})" if mine else " (ask an admin to grant you one)"
     raise NO_VIRTUAL_CLUSTER_FOR_JOB(hint + ".", vc=name, virtualClusters=sorted(known))
+
+
+async def require_fitting_tasks(request: web.Request, job: JobConfig) -> None:
+    """400 InvalidProtocolError, as for any other problem of the job, for a task larger than the
+    largest node; accepted when the nodes are not known (see services/rest/node_sizes.py)."""
+    nodes = await request.app[NODE_SIZES].sizes(lambda known: not oversized(job, known))
+    problems = oversized(job, nodes or ())
+    if problems:
+        raise INVALID_PROTOCOL(
+            "A task runs on one node: ask for what one node has, and submit again.",
+            reason="; ".join(str(problem) for problem in problems),
+            problems=[problem.model_dump() for problem in problems],
+        )
 
 
 async def storages_for(request: web.Request, job: JobConfig) -> tuple[JobStorage, ...]:
@@ -127,6 +142,7 @@ async def submit_job(request: web.Request) -> web.Response:
             user=principal.username,
             vc=job.virtual_cluster,
         )
+    await require_fitting_tasks(request, job)
     storages = await storages_for(request, job)
     engine, bus = request.app[ENGINE], connected_bus(request, "Submitting a job")
     job_id = uuid.uuid4().hex
