@@ -150,6 +150,28 @@ def test_equal_priority_never_preempts_and_waits_with_the_vc_named() -> None:
     assert result.reason == "insufficient capacity when scheduling in VC a"
 
 
+@pytest.mark.parametrize("priority", [-1, 0], ids=["opportunistic", "guaranteed"])
+def test_a_pod_in_the_gaps_of_a_fragmented_node_takes_the_free_gpus_and_preempts_no_peer(
+    priority: int,
+) -> None:
+    # n0's four GPUs held one by one; the second and third given back leave one free GPU in each
+    # buddy pair. A two-GPU pod of the same priority takes those two: the closer pair would mean
+    # taking a GPU from a pod that may not be preempted by its equal.
+    algo = algorithm()
+    held = {}
+    for name in ("p1", "p2", "p3", "p4"):
+        spec = pod(name, priority=priority)
+        result = algo.schedule(spec)
+        assert result.bind_info is not None
+        algo.add_allocated_pod(spec, result.bind_info)
+        held[name] = (spec, result.bind_info)
+    assert [info.leaf_indices for _, info in held.values()] == [(0,), (1,), (2,), (3,)]
+    for name in ("p2", "p3"):
+        algo.delete_allocated_pod(*held[name])
+    result = algo.schedule(pod("gaps", priority=priority, gpus=2))
+    assert (result.kind, result.node, result.leaf_cells, result.victims) == ("bind", "n0", (1, 2), ())
+
+
 def test_bad_nodes_are_avoided_and_doom_vc_cells_only_when_needed() -> None:
     algo = algorithm()
     algo.set_bad_node("n0")

@@ -144,3 +144,32 @@ def test_restart_on_a_smaller_vc_keeps_jobs_running_and_says_which_lost_their_gu
     assert list(demoted) == ["two"]
     assert "no longer fit VC a" in demoted["two"]
     assert isinstance(after.decide(demands[1]), Placed)
+
+
+def test_a_job_whose_later_gang_cannot_fit_waits_holding_no_gpu() -> None:
+    # Two affinity groups: "ps" (one 8-GPU task) fits, "workers" (two 8-GPU tasks) does not while
+    # another job holds a node. The job waits, and the cells its first gang was given go back.
+    policy = HivedPolicy()
+    policy.set_nodes(gpu_nodes(3))
+    assert isinstance(policy.decide(job("holder", gpus=8)), Placed)
+    gangs = JobDemand(
+        "gangs",
+        "alice",
+        "default",
+        0,
+        (
+            TaskDemand("ps", 0, 2, 1024, 8, affinity_group="ps"),
+            TaskDemand("worker", 0, 2, 1024, 8, affinity_group="workers"),
+            TaskDemand("worker", 1, 2, 1024, 8, affinity_group="workers"),
+        ),
+    )
+    decision = policy.decide(gangs)
+    assert isinstance(decision, Waiting)
+    [vc] = policy.virtual_clusters()
+    assert (vc.used_gpus, vc.nodes) == (8, {"node0": 8})  # the holder's node, and nothing of the waiting job
+    policy.release("holder")
+    [vc] = policy.virtual_clusters()
+    assert vc.used_gpus == 0
+    whole = policy.decide(job("whole-cluster", gpus=8, tasks=3))
+    assert isinstance(whole, Placed), whole
+    assert len({t.node for t in whole.tasks}) == 3
