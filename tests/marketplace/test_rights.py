@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import pytest
 
 from libs.backbone.connecting import Bus
 from services.marketplace.core.items import Caller, Item, may_see
@@ -36,6 +39,46 @@ async def test_a_group_template_is_visible_to_its_group_only(market: Market) -> 
     assert refused.status_code == 403
     assert refused.json()["code"] == "ForbiddenUserError"
     assert (await market.call("DELETE", f"/items/{item['id']}", "carol")).status_code == 403
+
+
+def as_item(answer: dict[str, Any]) -> Item:
+    """The item an API answer describes, for the pure rule."""
+    return Item(
+        id=answer["id"],
+        name=answer["name"],
+        author=answer["author"],
+        type=answer["type"],
+        is_private=answer["isPrivate"],
+        is_public=answer["isPublic"],
+        group_list=tuple(answer["groupList"]),
+        status=answer["status"],
+    )
+
+
+@pytest.mark.parametrize("made", ["created private", "made private by PUT"])
+async def test_a_private_item_that_keeps_its_group_list_is_the_authors_alone(
+    market: Market, made: str
+) -> None:
+    if made == "created private":
+        item = await market.create("alice", name="groups, private", isPrivate=True, groupList=["vision"])
+    else:
+        item = await market.create("alice", name="made private", isPrivate=False, groupList=["vision"])
+        assert item["id"] in await market.ids("carol")  # shared with vision until made private
+        changed = await market.call("PUT", f"/items/{item['id']}", "alice", json={"isPrivate": True})
+        assert changed.status_code == 200, changed.text
+        item = changed.json()
+    assert (item["isPrivate"], item["groupList"]) == (True, ["vision"])
+    # The SQL rule: carol, in vision, neither lists, counts nor reads it.
+    listed = await market.call("GET", "/items", "carol")
+    assert item["id"] not in [found["id"] for found in listed.json()]
+    assert listed.headers["X-Total-Count"] == "0"
+    assert item["id"] not in await market.ids("carol", visibility="private")
+    assert (await market.call("GET", f"/items/{item['id']}", "carol")).status_code == 404
+    # The pure rule says the same.
+    carol = Caller("carol", False, frozenset({"vision"}))
+    assert not may_see(carol, as_item(item))
+    assert may_see(Caller("alice", False, frozenset({"default", "vision"})), as_item(item))
+    assert item["id"] in await market.ids("alice")
 
 
 async def test_a_public_template_appears_to_others_only_after_an_admin_approves_it(
