@@ -99,7 +99,7 @@ class TaskRun:
             d.mkdir(parents=True, exist_ok=True)
         # The runtime's own files (the command scripts, secrets rendered in): out of the work dir,
         # which the task's user owns, so no symlink of the task's can redirect a root write.
-        self._private = dirs.private_dir or dirs.work_dir / ".runtime"
+        self._private = dirs.private_dir or dirs.log_dir.parent / "private"
         self._private.mkdir(mode=0o700, exist_ok=True)
         self.masker = Masker([])
         self.log = RuntimeLog(dirs.log_dir / RUNTIME_LOG, self.masker)

@@ -100,7 +100,7 @@ class Directories(_Model):
     private_dir: Path | None = Field(
         default=None,
         description="the runtime's own files (command scripts), out of the task's reach; "
-        "None: work_dir/.runtime (a runtime without another user to protect itself from)",
+        "None: private/ beside log_dir, in the task's directory",
     )
 
 
