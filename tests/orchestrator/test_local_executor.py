@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import stat
@@ -12,6 +13,7 @@ from typing import Any
 import psutil
 import pytest
 
+from runtime.processes import find_runtimes
 from services.orchestrator.adapters import local, specs
 from services.orchestrator.adapters.local import LocalExecutor, TaskExit, lock_is_held
 from services.orchestrator.core.deciders import decide
@@ -181,3 +183,32 @@ def _pgid(pid: int) -> int | None:
 
 def file_contains(path: Path, text: str) -> bool:
     return path.exists() and text in path.read_text()
+
+
+@pytest.mark.parametrize("fork_server", [True, False], ids=["fork server", "spawned"])
+async def test_a_start_while_another_process_holds_the_lock_raises_and_runs_nothing(
+    tmp_path: Path, fork_server: bool
+) -> None:
+    # Another process took the task's lock and has written neither its pid nor any log yet (an
+    # orchestrator that died right after taking it, or a runtime still starting): only the lock
+    # says the task runs, and it is enough.
+    ex = LocalExecutor(tmp_path / "data", Exits(), no_secrets, poll_seconds=0.05, fork_server=fork_server)
+    marker = tmp_path / "ran"
+    fw = framework_for(job_config({"worker": (1, f"touch {marker}")}))
+    directory = ex.task_dir("job1", KEY)
+    directory.mkdir(parents=True)
+    holder = os.open(directory / specs.LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        assert not local.began(directory)
+        with pytest.raises(local.AlreadyRunningError, match="its process runs"):
+            await ex.start(fw, KEY)
+        assert not (directory / specs.PID_FILE).exists()
+        assert not (directory / specs.SPEC_FILE).exists()
+        assert list((directory / "logs").iterdir()) == []
+        assert find_runtimes(directory / specs.SPEC_FILE) == []
+        assert lock_is_held(directory)  # still the other process's
+    finally:
+        os.close(holder)
+        await ex.close()
+    assert not marker.exists()
