@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from runtime.environment import build_environment
 from runtime.spec import TaskSpec, parse_spec
+from runtime.ssh import ssh_config
 from tests.runtime.helpers import role, spec_for
 
 ROLES = [
@@ -97,6 +99,37 @@ def test_current_task_variables_describe_this_task_only(spec: TaskSpec) -> None:
         f"ssh:{me.ports['ssh'][0]};http:{me.ports['http'][0]};grpc:{grpc[0]},{grpc[1]};"
     )
     assert env["CUDA_VISIBLE_DEVICES"] == "3"
+
+
+def two_ssh_ports(tmp_path: Path) -> TaskSpec:
+    """A task given two ssh ports (resourcePerInstance.ports.ssh: 2), as its peer is."""
+    ports = {
+        ("worker", i): {"ssh": [30010 + 3 * i, 30011 + 3 * i], "http": [30012 + 3 * i]} for i in range(2)
+    }
+    return parse_spec(
+        spec_for(tmp_path, "worker", 0, [role("worker", 2, ports={"ssh": 2})], "true", ports=ports)
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        pytest.param(
+            lambda spec: build_environment(spec)["PAI_CONTAINER_SSH_PORT"],
+            "30010",
+            id="PAI_CONTAINER_SSH_PORT",
+        ),
+        pytest.param(
+            lambda spec: [line for line in ssh_config(spec, Path("id"), "u").splitlines() if "Port" in line],
+            ["  Port 30010", "  Port 30013"],
+            id="the ssh config of every peer",
+        ),
+    ],
+)
+def test_a_task_with_several_ssh_ports_is_reached_on_the_first(
+    tmp_path: Path, where: Callable[[TaskSpec], object], expected: object
+) -> None:
+    assert where(two_ssh_ports(tmp_path)) == expected
 
 
 def test_no_secret_or_spec_path_leaks_into_the_environment(tmp_path: Path) -> None:
