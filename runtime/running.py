@@ -23,7 +23,7 @@ from pathlib import Path
 from runtime import barrier, exitcodes
 from runtime.analysis import analyze_exit
 from runtime.capturing import LogCapture
-from runtime.confining import ConfineError, confine_self
+from runtime.confining import ConfineError, acting_as, confine_self
 from runtime.environment import build_environment
 from runtime.plugins import (
     PluginError,
@@ -313,6 +313,13 @@ class TaskRun:
             # A home of its own: the host's is not the task's (and not writable by its user).
             who = {"USER": spec.run_as.name, "LOGNAME": spec.run_as.name} if spec.run_as else {}
             self.env = {"HOME": str(spec.dirs.work_dir), **os.environ, **who, **build_environment(spec)}
+            if spec.run_as is not None:
+                # A temporary folder of the task's own: /tmp is every tenant's, and what a
+                # program leaves there readable by all would be another tenant's to read.
+                tmp = spec.dirs.work_dir / ".tmp"
+                with acting_as(spec.run_as):
+                    tmp.mkdir(mode=0o700, exist_ok=True)
+                self.env["TMPDIR"] = str(tmp)
             if spec.notice:
                 self.capture.note(spec.notice)
             self.log(

@@ -48,7 +48,12 @@ from libs.protocol.events import (
     task_event_runs,
 )
 from services.orchestrator.adapters.executing import Executor
-from services.orchestrator.adapters.local import AlreadyRunningError, TaskExit, to_failure_info
+from services.orchestrator.adapters.local import (
+    AlreadyRunningError,
+    ContainmentError,
+    TaskExit,
+    to_failure_info,
+)
 from services.orchestrator.adapters.rules import RulesKeeper
 from services.orchestrator.adapters.specs import launch_facts
 from services.orchestrator.adapters.state import FrameworkStore
@@ -257,12 +262,10 @@ class Orchestrator:
         except Exception as exc:  # the launch itself failed: that is the task's (platform) exit
             log.exception("task launch failed", job_id=framework.job_id, key=list(effect.key))
             why = f"the task could not start: {type(exc).__name__}: {exc}"
-            verdict = analyze(
-                self.rules, exit_code=LAUNCH_FAILED_EXIT_CODE, platform_log=why, stage="platform"
-            )
-            exit_ = TaskExit(
-                framework.job_id, effect.key, LAUNCH_FAILED_EXIT_CODE, to_failure_info(verdict), why
-            )
+            # Not contained, not run: a platform failure retried for free; any other, unknown.
+            code = exc.exit_code if isinstance(exc, ContainmentError) else LAUNCH_FAILED_EXIT_CODE
+            verdict = analyze(self.rules, exit_code=code, platform_log=why, stage="platform")
+            exit_ = TaskExit(framework.job_id, effect.key, code, to_failure_info(verdict), why)
             await self.on_task_exit(exit_)
             return None
         ports, note = launch_facts(directory)

@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
+from libs.failures import analyze, default_rules, retry_decision
 from libs.protocol import masked_config, parse_job
 from libs.protocol.events import JobScheduled, TaskPlacement
-from services.orchestrator.adapters.confinement import TaskGroups, detect
+from services.orchestrator.adapters.confinement import Confinement, TaskGroups, detect
 from services.orchestrator.adapters.isolation import resolve_task_users
-from services.orchestrator.adapters.local import OOM_EXIT_CODE, LocalExecutor, TaskExit
+from services.orchestrator.adapters.local import OOM_EXIT_CODE, ContainmentError, LocalExecutor, TaskExit
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context
 from services.orchestrator.core.frameworks import Framework
@@ -225,3 +226,33 @@ async def test_a_tasks_cgroups_are_gone_once_it_has_ended(tasks: Tasks) -> None:
 
     # The leftover child is killed, then its groups removed, a moment after the task's end.
     assert await eventually(polled(groups_left), lambda left: left == [], within=10) == []
+
+
+async def test_a_task_whose_limits_cannot_be_set_never_runs_and_is_retried_as_a_platform_failure(
+    data_dir: Path,
+) -> None:
+    async def no_secrets(_job_id: str) -> None:
+        return None
+
+    await asyncio.to_thread(data_dir.mkdir, parents=True)
+    blocked = data_dir / "a-file"
+    await asyncio.to_thread(blocked.write_text, "not a cgroup folder")
+    broken = Confinement("cgroup v1", {"memory": "cgroup v1"}, {}, {"memory": blocked / "pai-x"})
+    executor = LocalExecutor(
+        data_dir,
+        asyncio.Queue[TaskExit]().put,
+        no_secrets,
+        task_users=resolve_task_users("auto", data_dir, registry=str(data_dir.parent / "uids")),
+        confinement=TaskGroups(broken),
+    )
+    try:
+        with pytest.raises(
+            ContainmentError, match=r"the task's limits could not be set: cannot create the cgroup"
+        ):
+            await executor.start(framework(job("echo ran"), "unlimited"), KEY)
+    finally:
+        await executor.close()
+    assert not (executor.task_dir("unlimited", KEY) / "pid").exists()
+    verdict = analyze(default_rules(), exit_code=ContainmentError.exit_code, stage="platform")
+    assert (verdict.phrase, verdict.type) == ("RuntimeConfineFailed", "transient")
+    assert retry_decision(verdict) == "retry_free"

@@ -42,7 +42,7 @@ V1_CONTROLLERS = ("memory", "cpu", "pids", "devices")
 V2_CONTROLLERS = ("memory", "cpu", "pids")
 
 
-class ConfinementError(OSError):
+class ConfinementError(Exception):
     """A task's limits could not be put in place: the task must not run (a platform failure, retried)."""
 
 
@@ -94,9 +94,7 @@ def _make(directory: Path) -> None:
     try:
         directory.mkdir(mode=0o755, parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfinementError(
-            exc.errno or errno.EIO, f"cannot create the cgroup {directory}: {exc.strerror}"
-        ) from exc
+        raise ConfinementError(f"cannot create the cgroup {directory}: {exc.strerror}") from exc
 
 
 def detect(data_dir: Path, *, root: Path = CGROUP_ROOT, self_cgroup: str | None = None) -> Confinement:
@@ -172,9 +170,7 @@ def _write(directory: Path, name: str, value: str | int) -> None:
     try:
         path.write_text(str(value))
     except OSError as exc:
-        raise ConfinementError(
-            exc.errno or errno.EIO, f"cannot set {path} to {value}: {exc.strerror or exc}"
-        ) from exc
+        raise ConfinementError(f"cannot set {path} to {value}: {exc.strerror or exc}") from exc
 
 
 class TaskGroups:

@@ -346,6 +346,17 @@ def secure_data_dir(data_dir: Path, user: TaskUser | None, *, tenants: bool = Fa
             passage.chmod(OPEN_PASSAGE_DIR)
         else:
             _passage(passage, user)
+    if tenants:
+        # Every tenant's uid must pass through the folders above the data dir: as "others".
+        closed = [p for p in data_dir.resolve().parents if not p.stat().st_mode & 0o001]
+        if closed:
+            log.warning(
+                "tasks cannot reach their working directories under the data dir; "
+                "absolute paths there fail in tasks",
+                closed=str(closed[0]),
+                fix=f"chmod o+x {closed[0]} (it stays unlistable), or put the data dir where "
+                "other users may pass, e.g. pai up --data-dir /var/lib/pai",
+            )
     if user is not None:
         closed = [p for p in data_dir.resolve().parents if not _crossable(p, user)]
         if closed:

@@ -53,13 +53,19 @@ import runtime
 from libs.failures import ContainerStatus, PodStatus, RuleSet, analyze, default_rules
 from libs.protocol import JobConfig
 from libs.protocol.events import FailureInfo
-from runtime.exitcodes import from_returncode
+from runtime.exitcodes import CONFINE_FAILED, from_returncode
 from runtime.processes import find_runtimes, runtime_command
 from runtime.spec_model import Confine, RunAs, TaskSpec
-from services.orchestrator.adapters.confinement import Confinement, MemoryOutcome, TaskGroups
+from services.orchestrator.adapters.confinement import (
+    Confinement,
+    ConfinementError,
+    MemoryOutcome,
+    TaskGroups,
+)
 from services.orchestrator.adapters.forking import Forked, ForkServer, ForkServerLost
 from services.orchestrator.adapters.isolation import (
     TaskUser,
+    TaskUserError,
     TaskUsers,
     prepare_task_dir,
     secure_data_dir,
@@ -121,6 +127,13 @@ class TaskExit:
 
 ExitCallback = Callable[[TaskExit], Awaitable[None]]
 SecretsSource = Callable[[str], Awaitable[dict[str, Any] | None]]
+
+
+class ContainmentError(Exception):
+    """The task cannot be given its own user or its limits here: it does not run (nothing runs
+    unconfined), and its end is a platform failure that is retried (RuntimeConfineFailed)."""
+
+    exit_code = CONFINE_FAILED
 
 
 class AlreadyRunningError(Exception):
@@ -298,7 +311,10 @@ class LocalExecutor:
         knew of the task out of date). The caller then adopts it or reports its end."""
         job_id = framework.job_id
         directory = self.task_dir(job_id, key)
-        user = self.task_users.for_user(framework.user or "unknown")
+        try:
+            user = self.task_users.for_user(framework.user or "unknown")
+        except TaskUserError as exc:
+            raise ContainmentError(f"no task user for {framework.user}: {exc}") from exc
         prepare_task_dir(self.data_dir, directory, user)
         lock = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -420,7 +436,10 @@ class LocalExecutor:
         if self.groups.uses_cgroups:
             attempt, role, index, task_attempt = key
             name = f"{spec.job.uid}.{attempt}.{role}-{index}.{task_attempt}"
-            confine = Confine(cgroups=self.groups.create(name, limits))
+            try:
+                confine = Confine(cgroups=self.groups.create(name, limits))
+            except ConfinementError as exc:
+                raise ContainmentError(f"the task's limits could not be set: {exc}") from exc
         elif self.groups.confinement.mechanism == "rlimits":
             confine = Confine(rlimits={"RLIMIT_DATA": limits.memory_bytes})
         return spec.model_copy(update={"dirs": dirs, "confine": confine})
