@@ -34,9 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runtime.processes import runtime_command  # noqa: E402
+from services.orchestrator.adapters.confinement import TaskGroups, detect  # noqa: E402
 from services.orchestrator.adapters.forking import ForkServer  # noqa: E402
 from services.orchestrator.adapters.isolation import task_environment  # noqa: E402
 from services.orchestrator.adapters.local import runtime_path  # noqa: E402
+from services.orchestrator.core.limits import task_limits  # noqa: E402
 
 # The command writes the moment it starts (bash's own clock, microseconds) and ends.
 STARTED = 'printf %s "$EPOCHREALTIME" > "$PAI_BENCH_STARTED"'
@@ -113,12 +115,35 @@ def spawn_to_command(runs: int, plain: bool) -> tuple[list[float], list[float], 
     return to_command, to_exit, (children_cpu() - cpu_before) / runs
 
 
-async def forked(runs: int) -> tuple[list[float], list[float], float, dict[str, float]]:
+def contained(root: Path, groups: TaskGroups, name: str) -> dict[str, Any]:
+    """What the executor of a root platform adds to a task's spec: a tenant's uid, the task's
+    cgroups made now (counted in its start), the runtime's private folder."""
+    work = root / "worker" / "work"
+    work.mkdir(parents=True)
+    os.chown(work, BENCH_UID, BENCH_UID)
+    (root / "worker" / "private").mkdir(mode=0o700)
+    limits = task_limits(1, 256, [], Path("/proc/devices").read_text(), groups.defaults)
+    return {
+        "run_as": {"name": "bench", "uid": BENCH_UID, "gid": BENCH_UID},
+        "confine": {"cgroups": [str(g) for g in groups.create(name, limits)]},
+    }
+
+
+BENCH_UID = 1_800_999_999
+
+
+async def forked(
+    runs: int, groups: TaskGroups | None = None
+) -> tuple[list[float], list[float], float, dict[str, float]]:
     """As `spawn_to_command`, for runtimes forked by a fork server (its fork included in the CPU),
-    and the memory of a forked task waiting at the barrier."""
+    and the memory of a forked task waiting at the barrier. With ``groups``, each task is
+    contained as a root platform contains it (its own uid, its cgroups made before its start)."""
     to_command, to_exit = [], []
     with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o755)
         marker = Path(tmp) / "started"
+        marker.touch(mode=0o666)  # a contained task writes it as its own uid
+        marker.chmod(0o666)
         env = task_environment(os.environ, PYTHONPATH=runtime_path(), PAI_BENCH_STARTED=str(marker))
         server = ForkServer(env, Path(tmp))
         await server.start()
@@ -137,14 +162,18 @@ async def forked(runs: int) -> tuple[list[float], list[float], float, dict[str, 
 
         times = process.cpu_times()
         cpu_before = sum(times[:4])
-        for _ in range(runs):
+        for n in range(runs):
             with tempfile.TemporaryDirectory() as run:
-                path = spec(Path(run), "worker", ["worker"], STARTED)
+                os.chmod(run, 0o755)
                 t0 = time.time()
+                extra = contained(Path(run), groups, f"bench-{os.getpid()}-{n}") if groups else {}
+                path = spec(Path(run), "worker", ["worker"], STARTED, **extra)
                 _, exited = await fork(path, Path(run))
                 assert await exited == 0
                 to_exit.append(time.time() - t0)
                 to_command.append(float(marker.read_text()) - t0)
+                if groups:
+                    groups.remove(Path(g) for g in extra["confine"]["cgroups"])
         cpu = (sum(process.cpu_times()[:4]) - cpu_before) / runs
         with tempfile.TemporaryDirectory() as run:
             path = spec(Path(run), "master", ["master", "worker"], "true")
@@ -202,6 +231,15 @@ def main() -> None:
         f"{'a forked task waiting at the barrier: resident memory':62} RSS {forked_memory['rss']:.1f} MB, "
         f"PSS {forked_memory['pss']:.1f} MB, USS {forked_memory['uss']:.1f} MB"
     )
+    groups = TaskGroups(detect(Path(tempfile.gettempdir()) / "runtime-bench"))
+    if groups.uses_cgroups:
+        to_command, to_exit, cpu, _ = asyncio.run(forked(runs, groups))
+        label = "one task, forked, contained (own uid, cgroups made)"
+        report(f"{label}: request to the command", to_command)
+        report(f"{label}: request to exit", to_exit)
+        print(f"{f'{label}: CPU per task':62} {cpu * 1000:7.1f} ms")
+    else:
+        print(f"one task, forked, contained: not measured ({groups.confinement.describe()})")
     to_command, to_exit, cpu = spawn_to_command(runs, plain=False)
     report("one task, spawned as a new interpreter: spawn to the command", to_command)
     report("one task, spawned as a new interpreter: spawn to exit", to_exit)
