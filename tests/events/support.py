@@ -132,8 +132,10 @@ async def read_events(
     params: dict[str, str] | None = None,
     last_event_id: str | None = None,
     within: float = 20.0,
+    opened: asyncio.Event | None = None,
 ) -> list[ServerSentEvent]:
-    """The first ``count`` messages of a stream (fails after ``within`` seconds)."""
+    """The first ``count`` messages of a stream (fails after ``within`` seconds); ``opened`` is set
+    once the gateway answered, by which time it has registered the subscriber."""
     headers = bearer(token)
     if last_event_id is not None:
         headers["Last-Event-ID"] = last_event_id
@@ -143,6 +145,8 @@ async def read_events(
             client, "GET", f"{url}/api/v2/events", params=params, headers=headers
         ) as source:
             assert source.response.status_code == 200, await source.response.aread()
+            if opened is not None:
+                opened.set()
             async for message in source.aiter_sse():
                 if not message.data:
                     continue  # a keep-alive comment, which httpx-sse hands on as an empty message

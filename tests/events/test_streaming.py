@@ -9,6 +9,7 @@ import httpx
 
 from libs.backbone.connecting import Bus
 from libs.protocol.events import NodeReported, decode_event
+from libs.protocol.subjects import JOBS_STREAM
 from tests.events.lifecycles import LIFECYCLE, life, rest_of_life, submitted
 from tests.events.support import bearer, publish_all, read_events, types_of
 
@@ -50,6 +51,32 @@ async def test_resuming_after_an_id_continues_with_the_next_event_only(
         )
     assert types_of(first + rest) == LIFECYCLE
     assert types_of(by_since) == ["job.scheduled"]
+
+
+async def test_resuming_from_an_id_the_gateway_has_not_reached_sends_only_what_follows_it(
+    topology: Bus, gateway_url: str
+) -> None:
+    # A client resumes from a cursor further than this gateway has read (another replica was
+    # ahead): the events up to its cursor, which it has, arrive here live and are not sent again.
+    last = int((await topology.js.stream_info(JOBS_STREAM)).state.last_seq)
+    cursor = last + 2  # job.scheduled, the second event of the life below
+    opened = asyncio.Event()
+    async with httpx.AsyncClient(timeout=10) as client:
+        reading = asyncio.create_task(
+            read_events(
+                client,
+                gateway_url,
+                "alice-token",
+                3,
+                params={"job": "alice~train", "since": str(cursor)},
+                opened=opened,
+            )
+        )
+        await asyncio.wait_for(opened.wait(), 20)  # subscribed: what is published now reaches it live
+        await publish_all(topology.js, life("j1", "alice", "train"))
+        messages = await reading
+    assert [int(m.id) for m in messages] == [cursor + 1, cursor + 2, cursor + 3]
+    assert types_of(messages) == LIFECYCLE[2:]
 
 
 async def test_another_users_stream_never_carries_a_private_jobs_events(
