@@ -66,7 +66,7 @@ class Confinement:
 
     def describe(self) -> str:
         held = ", ".join(f"{what} ({how})" for what, how in self.enforced.items()) or "nothing"
-        line = f"limits: {held}"
+        line = f"task limits: {held}"
         if self.missing:
             line += "; not enforced: " + "; ".join(f"{what} ({why})" for what, why in self.missing.items())
         return line
@@ -97,7 +97,9 @@ def _make(directory: Path) -> None:
         raise ConfinementError(f"cannot create the cgroup {directory}: {exc.strerror}") from exc
 
 
-def detect(data_dir: Path, *, root: Path = CGROUP_ROOT, self_cgroup: str | None = None) -> Confinement:
+def detect(
+    data_dir: Path, *, root: Path = CGROUP_ROOT, self_cgroup: str | None = None, euid: int | None = None
+) -> Confinement:
     """What can be enforced here, trying to make the platform's groups (root only)."""
     scope = platform_scope(data_dir)
     if self_cgroup is None:
@@ -111,7 +113,7 @@ def detect(data_dir: Path, *, root: Path = CGROUP_ROOT, self_cgroup: str | None 
         {"memory": "RLIMIT_DATA, per process"},
         {},
     )
-    if os.geteuid() != 0:
+    if (os.geteuid() if euid is None else euid) != 0:
         why = "the platform is not root: no cgroups"
         return Confinement(
             rlimits.mechanism, rlimits.enforced, {"cpu": why, "pids": why, "gpu devices": why, "disk": _DISK}

@@ -422,3 +422,21 @@ def share_with_task(path: Path, user: TaskUser | None) -> None:
         return
     os.chown(path, -1, user.gid)
     path.chmod(0o640)
+
+
+def containment_line(data_dir: Path, environ: Mapping[str, str]) -> str:
+    """What holds for local tasks, in one line for ``pai up``: who they run as, which limits are
+    enforced and by what, which are not and why (the orchestrator decides the same way)."""
+    from services.orchestrator.adapters.confinement import detect  # the cgroups' side of it
+
+    try:
+        users = resolve_task_users(
+            environ.get("PAI_TASK_USER", "auto"),
+            data_dir,
+            uid_range=environ.get("PAI_TASK_UIDS", ""),
+            registry=environ.get("PAI_TASK_UID_REGISTRY", ""),
+        )
+        who = users.describe()
+    except TaskUserError as exc:
+        who = f"task users: none ({exc})"
+    return f"{who}; {detect(data_dir).describe()}"
