@@ -17,11 +17,13 @@ read its secrets and failed the job.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import nats.errors
+import structlog
 from cryptography.fernet import Fernet
 
 from libs.backbone.connecting import Bus
@@ -83,15 +85,31 @@ async def deliver(orch: Orchestrator, event: JobScheduled | TaskCompleted) -> No
     raise AssertionError("the handler never succeeded")
 
 
+@contextlib.contextmanager
+def logged(line: str) -> Iterator[asyncio.Event]:
+    """An event set once a service writes the log line ``line``: how a test waits for what the
+    code says it did (a request gone unanswered) rather than for a time that should suffice."""
+    said = asyncio.Event()
+
+    def notice(_logger: Any, _method: str, entry: Any) -> Any:
+        if entry.get("event") == line:
+            said.set()
+        return entry
+
+    with structlog.testing.capture_logs(processors=[notice]):
+        yield said
+
+
 async def handled_across_an_outage(
     nats_server: EmbeddedNats, bus: Bus, orch: Orchestrator, event: JobScheduled | TaskCompleted
 ) -> None:
     """`event` is handled while the bus is down; the bus comes back while the write is unanswered."""
     nats_server.kill_sync()
     await until(lambda: not bus.nc.is_connected, "the client to see the server gone")
-    handling = asyncio.create_task(deliver(orch, event))
-    # The state write is kept in the client's buffer and, unanswered, times out.
-    await asyncio.sleep(REQUEST_TIMEOUT * 2)
+    with logged("state write unanswered; reading it back") as unanswered:
+        handling = asyncio.create_task(deliver(orch, event))
+        # The state write is kept in the client's buffer and, unanswered, times out.
+        await asyncio.wait_for(unanswered.wait(), 30)
     await nats_server.restart()  # reconnected, the client sends the buffered write: it is stored
     await asyncio.wait_for(handling, 30)
 
@@ -166,8 +184,9 @@ async def test_a_task_started_while_the_bus_is_down_waits_for_its_secrets(
 
     nats_server.kill_sync()
     await until(lambda: not bus.nc.is_connected, "the client to see the server gone")
-    reading = asyncio.create_task(reader("job1"))
-    await asyncio.sleep(REQUEST_TIMEOUT * 2)  # a first read has timed out
+    with logged("job secrets unreadable while the bus is away; retrying") as unanswered:
+        reading = asyncio.create_task(reader("job1"))
+        await asyncio.wait_for(unanswered.wait(), 30)  # a first read has timed out
     assert not reading.done()
     await nats_server.restart()
     assert await asyncio.wait_for(reading, 30) == {"token": "s3cret"}
