@@ -90,14 +90,20 @@ async def test_a_permanent_error_terminates_the_message(bus: Bus) -> None:
 async def test_an_undecodable_message_is_terminated_not_retried(bus: Bus) -> None:
     await provision(bus)
     terminated = await bus.nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.JOBS.worker")
+    calls = Counter[str]()
 
     async def handler(msg: Msg) -> None:
+        calls[msg_id(msg)] += 1
         Event.model_validate_json(msg.data)
 
     async with running_consumer(bus.js, "JOBS", "worker", handler):
         await bus.js.publish("pai.job.j1.submitted", b"not json", headers={MSG_ID_HEADER: "bad"})
-        await terminated.next_msg(timeout=20)
+        advisory = await terminated.next_msg(timeout=20)
+    assert json.loads(advisory.data)["stream_seq"] == 1
     await settled(bus)
+    info = await bus.js.consumer_info("JOBS", "worker")
+    assert info.num_redelivered == 0
+    assert calls == {"bad": 1}  # handled once: terminated, never handed to the handler again
     await terminated.unsubscribe()
 
 
