@@ -3,6 +3,9 @@
     pip install nats-py jsonschema
     python examples/follow_nats.py --nats nats://127.0.0.1:4222 --until-done 1
 
+Against `pai up`'s bus (private, over TLS): its NATS address as `pai up` prints it, and
+    --user admin --password "$(jq -r .admin DATA/nats-credentials.json)" --ca DATA/tls/nats-ca.pem
+
 Subjects carry ids only: pai.job.<job id>.<event type> on the stream PAI_JOBS (see
 libs/protocol/subjects.py). Each message's body is one event of the catalog
 (libs/protocol/catalog/events.schema.json): this tool validates it and prints one line per
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import ssl
 import sys
 from pathlib import Path
 
@@ -27,7 +31,10 @@ CATALOG = Path(__file__).resolve().parents[1] / "libs" / "protocol" / "catalog" 
 
 async def follow(args: argparse.Namespace, catalog: dict[str, object]) -> int:
     validator = jsonschema.Draft202012Validator(catalog)
-    nc = await nats.connect(args.nats)
+    # With the platform's authority the server is verified before anything else is said, so the
+    # password goes to the real bus only (libs/backbone/bustls.py).
+    tls = {"tls": ssl.create_default_context(cafile=args.ca), "tls_handshake_first": True} if args.ca else {}
+    nc = await nats.connect(args.nats, user=args.user, password=args.password, **tls)
     try:
         js = nc.jetstream()
         sub = await js.subscribe(
@@ -55,6 +62,9 @@ async def follow(args: argparse.Namespace, catalog: dict[str, object]) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nats", default="nats://127.0.0.1:4222")
+    parser.add_argument("--user", help="the bus user (pai up: admin)")
+    parser.add_argument("--password", help="its password (pai up: in DATA/nats-credentials.json)")
+    parser.add_argument("--ca", help="the authority of the bus's certificate (pai up: DATA/tls/nats-ca.pem)")
     parser.add_argument("--subjects", default="pai.job.>", help="e.g. pai.job.*.job.completed")
     parser.add_argument("--start-sequence", type=int, default=1)
     parser.add_argument("--catalog", default=str(CATALOG))

@@ -4,12 +4,15 @@ A service must survive the bus going away (a restart, a network blip, a leader c
 cluster): the client reconnects forever, buffers what is published meanwhile, and every
 disconnect and reconnect is logged so an operator sees the gap. Closing drains: subscriptions
 stop taking new messages, in-flight acks and publishes are flushed, then the socket closes.
+With an authority to trust (``PAI_NATS_CA``, the embedded platform) the client verifies the
+server's certificate before it says anything (libs/backbone/bustls.py), at every reconnect too.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 
 import nats
@@ -17,6 +20,7 @@ import structlog
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 
+from libs.backbone.bustls import client_options
 from libs.backbone.settings import BackboneSettings
 
 log = structlog.get_logger(__name__)
@@ -74,11 +78,13 @@ async def connect(
     js_timeout: float = 5.0,
     user: str | None = None,
     password: str | None = None,
+    ca: Path | None = None,
 ) -> Bus:
     """Connect to NATS, retrying until the server answers, and return a :class:`Bus`.
 
-    ``settings`` may be a URL string for tests and tools (``user`` and ``password`` then name the
-    NATS user; with settings, theirs are used). ``initial_timeout`` bounds the first
+    ``settings`` may be a URL string for tests and tools (``user``, ``password`` and ``ca`` then
+    name the NATS user and the authority to verify the server against; with settings, theirs are
+    used). ``initial_timeout`` bounds the first
     connection (None: wait for the server forever, as a service started before the bus should);
     after that the client reconnects forever. Raises ``ConnectionError`` when the first
     connection does not succeed in time.
@@ -88,6 +94,7 @@ async def connect(
     if not isinstance(settings, str):
         user = settings.nats_user
         password = settings.nats_password.get_secret_value() if settings.nats_password else None
+        ca = settings.nats_ca
     bound = log.bind(nats_url=url, client=client_name)
 
     async def on_error(exc: Exception) -> None:
@@ -123,6 +130,7 @@ async def connect(
         closed_cb=on_closed,
         user=user,
         password=password if user else None,
+        **client_options(ca),
     )
     try:
         await asyncio.wait_for(connecting, initial_timeout)

