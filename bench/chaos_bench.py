@@ -279,9 +279,6 @@ async def run(
             # user may not enter: they run as the platform's user here.
             "PAI_TASK_USER": "none",
         },
-        # Its own ports, not the well-known ones another platform on this machine may take while
-        # a killed child of this one is down (a monitor unable to bind again leaves no node).
-        well_known_ports=False,
     )
     started = time.monotonic()
     info = await platform.start()
@@ -296,8 +293,7 @@ async def run(
 
     nc = await nats.connect(
         info.nats_url,
-        user=info.nats_user,  # the bus is private: the operator's account
-        password=info.nats_password,
+        **info.nats_options(),  # the bus is private: the operator's account, over TLS
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.2,
         error_cb=quiet,

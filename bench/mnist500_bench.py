@@ -140,7 +140,7 @@ async def main(tasks: int, waiting: int, gang: bool) -> None:
         )
         info = await platform.start()
         try:
-            nc = await nats.connect(info.nats_url, user=info.nats_user, password=info.nats_password)
+            nc = await nats.connect(info.nats_url, **info.nats_options())
             events = Events()
             await nc.jetstream().subscribe("pai.job.>", ordered_consumer=True, cb=events.on_msg)
             async with httpx.AsyncClient(base_url=info.api_url, timeout=60) as api:

@@ -211,6 +211,7 @@ async def platform_job(tasks: int) -> dict[str, Any]:
                 nats_url=info.nats_url,
                 nats_user=info.nats_user,
                 nats_password=SecretStr(info.nats_password),
+                nats_ca=info.nats_ca,
                 data_dir=Path(tmp) / "orchestrator",
                 log_level="warning",
             )
@@ -229,7 +230,7 @@ async def platform_job(tasks: int) -> dict[str, Any]:
             )
             executor.on_exit = orchestrator.on_task_exit
             consuming = asyncio.create_task(consume_jobs(bus.js, orchestrator, stop))  # as the service does
-            watcher = await nats.connect(info.nats_url, user=info.nats_user, password=info.nats_password)
+            watcher = await nats.connect(info.nats_url, **info.nats_options())
             largest = {"job stream": 0, "framework bucket": 0}
             done = asyncio.Event()
             began = time.perf_counter()

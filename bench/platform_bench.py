@@ -141,7 +141,7 @@ async def main(n: int, clients: int, seconds: float) -> None:
         )
         info = await platform.start()
         try:
-            nc = await nats.connect(info.nats_url, user=info.nats_user, password=info.nats_password)
+            nc = await nats.connect(info.nats_url, **info.nats_options())
             started_at: dict[str, float] = {}
             completed: set[str] = set()
             got = asyncio.Event()

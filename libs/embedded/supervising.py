@@ -91,6 +91,9 @@ class Child:
     argv: Sequence[str]
     env: Mapping[str, str]
     log_path: Path
+    # Descriptors the process inherits at every start: listening sockets the platform holds for
+    # it, so its port stays taken while it restarts (libs/embedded/platform.py).
+    pass_fds: tuple[int, ...] = ()
     process: asyncio.subprocess.Process | None = None
     restarts: int = 0
     first_delay: float = 0.5
@@ -112,6 +115,7 @@ class Child:
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C on the terminal reaches the supervisor only
                 preexec_fn=die_with_parent(),
+                pass_fds=self.pass_fds,
             )
         log.info("service started", service=self.name, pid=self.process.pid)
 
@@ -192,8 +196,11 @@ class Supervisor:
         self._stopping = asyncio.Event()
 
     async def start(self) -> None:
+        """Start every child in order (one already running, such as a bus started first so that
+        the others can be told its port, is only watched)."""
         for child in self.children:
-            await child.start()
+            if child.pid is None:
+                await child.start()
             self._watchers.append(asyncio.create_task(self._watch(child), name=f"watch-{child.name}"))
 
     async def _watch(self, child: Supervised) -> None:

@@ -144,8 +144,7 @@ async def running_platform(
             api.headers["Authorization"] = f"Bearer {login.json()['token']}"
             nc = await nats.connect(
                 info.nats_url,
-                user=info.nats_user,
-                password=info.nats_password,
+                **info.nats_options(),
                 max_reconnect_attempts=-1,
                 reconnect_time_wait=0.2,
             )
