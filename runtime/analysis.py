@@ -30,11 +30,21 @@ def _rules(rules_file: Path | None) -> RuleSet:
         return default_rules()
 
 
-def analyze_exit(exit_code: int, user_log_tail: str, rules_file: Path | None = None) -> dict[str, Any] | None:
-    """The matched failure rule for a non-zero exit, as JSON-ready data; None for success."""
+def analyze_exit(
+    exit_code: int, user_log_tail: str, rules_file: Path | None = None, *, runtime_reason: str | None = None
+) -> dict[str, Any] | None:
+    """The matched failure rule for a non-zero exit, as JSON-ready data; None for success.
+
+    ``runtime_reason``: the runtime itself ended the task (its own exit code, 245-255): that code's
+    rule explains it, as the platform's own failures are explained, not the user's log."""
     if exit_code == 0:
         return None
     from libs.failures import analyze
 
+    if runtime_reason is not None:
+        verdict = analyze(
+            _rules(rules_file), exit_code=exit_code, platform_log=runtime_reason, stage="platform"
+        )
+        return verdict.model_dump(mode="json")
     verdict = analyze(_rules(rules_file), exit_code=exit_code, user_log=user_log_tail, stage="container")
     return verdict.model_dump(mode="json")

@@ -17,6 +17,7 @@ import contextlib
 import os
 import resource
 from collections.abc import Iterator
+from pathlib import Path
 
 from runtime.spec import Confine, RunAs
 
@@ -49,20 +50,31 @@ def confine_self(confine: Confine | None) -> None:
 
 
 @contextlib.contextmanager
-def acting_as(run_as: RunAs | None) -> Iterator[None]:
-    """File system work as the task's user: what it creates is the user's, what it cannot reach
-    (a root-only folder behind a symlink) fails. Nothing changes without a user or without root."""
-    if run_as is None or os.geteuid() != 0:
-        yield
-        return
-    groups = os.getgroups()
-    egid = os.getegid()
-    os.setgroups([])
-    os.setegid(run_as.gid)
-    os.seteuid(run_as.uid)
+def acting_as(run_as: RunAs | None, where: Path) -> Iterator[None]:
+    """File system work in ``where`` (a task's work dir) as the task's user: what it creates is
+    the user's, what it cannot reach (a root-only folder behind a symlink) fails.
+
+    The runtime moves into ``where`` first, as root (the way to it is the platform's), and the
+    caller names paths relative to it: the task's user need not be able to walk the folders above
+    its work dir (a data dir under /root). Without a user, or without root, only the move."""
+    where.mkdir(parents=True, exist_ok=True)  # the platform's path, made as the runtime
+    here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
     try:
-        yield
+        os.chdir(where)
+        if run_as is None or os.geteuid() != 0:
+            yield
+            return
+        groups = os.getgroups()
+        egid = os.getegid()
+        os.setgroups([])
+        os.setegid(run_as.gid)
+        os.seteuid(run_as.uid)
+        try:
+            yield
+        finally:
+            os.seteuid(0)
+            os.setegid(egid)
+            os.setgroups(groups)
     finally:
-        os.seteuid(0)
-        os.setegid(egid)
-        os.setgroups(groups)
+        os.fchdir(here)
+        os.close(here)

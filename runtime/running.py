@@ -316,10 +316,9 @@ class TaskRun:
             if spec.run_as is not None:
                 # A temporary folder of the task's own: /tmp is every tenant's, and what a
                 # program leaves there readable by all would be another tenant's to read.
-                tmp = spec.dirs.work_dir / ".tmp"
-                with acting_as(spec.run_as):
-                    tmp.mkdir(mode=0o700, exist_ok=True)
-                self.env["TMPDIR"] = str(tmp)
+                with acting_as(spec.run_as, spec.dirs.work_dir):
+                    os.makedirs(".tmp", mode=0o700, exist_ok=True)
+                self.env["TMPDIR"] = str(spec.dirs.work_dir / ".tmp")
             if spec.notice:
                 self.capture.note(spec.notice)
             self.log(
@@ -362,7 +361,12 @@ class TaskRun:
             "stoppedBy": self.outcome.stopped_by,
             "plugins": self.outcome.plugins,
             "userLogTail": tail,
-            "failure": analyze_exit(exit_code, tail, self.spec.failure_rules_file),
+            "failure": analyze_exit(
+                exit_code,
+                tail,
+                self.spec.failure_rules_file,
+                runtime_reason=self.outcome.runtime_exit["reason"] if self.outcome.runtime_exit else None,
+            ),
         }
         text = self.masker.text(json.dumps(result, indent=2))
         path = self.spec.dirs.log_dir / RESULT_FILE

@@ -133,8 +133,8 @@ def prepare_ssh(
 
     The job's key pair lives in the platform's directory (read as the runtime's user); what goes
     into the task's work dir is written as the task's user (``acting_as``)."""
-    ssh_dir = task.dirs.work_dir / ".ssh"
-    report: dict[str, Any] = {"dir": str(ssh_dir)}
+    ssh_dir = Path(".ssh")  # in the work dir, where acting_as moves
+    report: dict[str, Any] = {"dir": str(task.dirs.work_dir / ssh_dir)}
     authorized: list[str] = []
     jobssh = _flag(parameters.get("jobssh", False))
     pair: tuple[str, str] | None = None
@@ -144,14 +144,14 @@ def prepare_ssh(
         pair = private.read_text(), private.with_suffix(".pub").read_text().strip()
         report["keygen"] = how
         log(f"ssh: job key pair {'reused' if how == 'existing' else 'generated with ' + how}")
-    with acting_as(task.run_as):
+    with acting_as(task.run_as, task.dirs.work_dir):
         ssh_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         if pair is not None:
-            identity = ssh_dir / PRIVATE_KEY
-            _write_private(identity, pair[0])
+            _write_private(ssh_dir / PRIVATE_KEY, pair[0])
             authorized.append(pair[1])
             _write_private(ssh_dir / f"{PRIVATE_KEY}.pub", pair[1] + "\n")
             user = task.run_as.name if task.run_as is not None else getpass.getuser()
+            identity = task.dirs.work_dir / ssh_dir / PRIVATE_KEY
             _write_private(ssh_dir / "config", ssh_config(task, identity, user))
     userssh = parameters.get("userssh")
     if userssh:
@@ -163,7 +163,7 @@ def prepare_ssh(
             )
         value = str(userssh.get("value", ""))
         authorized.extend(line.strip() for line in value.splitlines() if line.strip())
-    with acting_as(task.run_as):
+    with acting_as(task.run_as, task.dirs.work_dir):
         _write_private(ssh_dir / "authorized_keys", "".join(k + "\n" for k in authorized))
     report["authorizedKeys"] = len(authorized)
 

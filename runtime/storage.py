@@ -82,10 +82,10 @@ def link_storages(parameters: dict[str, Any], task: TaskSpec, log: Callable[[str
         source = Path(storage.path)
         if not source.is_dir():
             raise _error(f"storage plugin: storage {storage.name!r} path {storage.path} is not a directory")
-        target = mount_point(task.dirs.work_dir, mount_path)
         # In the task's work dir, as the task's user: a link of the task's own on the way leads
-        # only where that user may write.
-        with acting_as(task.run_as):
+        # only where that user may write (the path is relative to the work dir acting_as enters).
+        target = mount_point(task.dirs.work_dir, mount_path).relative_to(task.dirs.work_dir)
+        with acting_as(task.run_as, task.dirs.work_dir):
             target.parent.mkdir(parents=True, exist_ok=True)
             if target.is_symlink() or target.exists():
                 if target.is_symlink() and os.readlink(target) == str(source):
