@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,21 +21,28 @@ CLI = (sys.executable, "-c", "from libs.cli.main import main; main()")
 
 
 class UpProcess:
-    """One `pai up` started with its own data dir and API port; stopped or killed by the test."""
+    """One `pai up` started with its own data dir and API port; stopped or killed by the test.
 
-    def __init__(self, data_dir: Path, *args: str, port: int | None = None) -> None:
+    ``choose_port=True`` gives no `--port`: the platform chooses, and ``port`` is the API port it
+    printed once it is up.
+    """
+
+    def __init__(
+        self, data_dir: Path, *args: str, port: int | None = None, choose_port: bool = False
+    ) -> None:
         self.data_dir = data_dir
-        self.port = port or free_port()
+        self.port = 0 if choose_port else port or free_port()
         self.args = args
-        self.output = data_dir.parent / f"up-{self.port}.out"
+        self.output = data_dir.parent / f"up-{data_dir.name}-{self.port}.out"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> UpProcess:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONPATH": str(REPO), "PAI_ADMIN_PASSWORD": "up-admin-pass"}
+        port = ["--port", str(self.port)] if self.port else []
         with self.output.open("wb") as out:
             self.process = subprocess.Popen(
-                [*CLI, "up", "--data-dir", str(self.data_dir), "--port", str(self.port), *self.args],
+                [*CLI, "up", "--data-dir", str(self.data_dir), *port, *self.args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -55,6 +63,25 @@ class UpProcess:
             if time.monotonic() > deadline:
                 raise AssertionError(f"pai up did not come up within {within:g}s:\n{self.text()}")
             await asyncio.sleep(0.1)  # a process's output: there is no event to await
+        if not self.port:
+            self.port = self.printed()["api"]
+
+    def printed(self) -> dict[str, int]:
+        """The ports `pai up` printed: api, nats, portal, metrics."""
+        found: dict[str, int] = {}
+        patterns = {
+            "api": r"pai is up: API http://127\.0\.0\.1:(\d+)",
+            "nats": r"\(NATS nats://127\.0\.0\.1:(\d+)",
+            "portal": r"^portal: http://127\.0\.0\.1:(\d+)/",
+            "metrics": r"^metrics: http://127\.0\.0\.1:(\d+)/metrics",
+        }
+        text = self.text()
+        for name, pattern in patterns.items():
+            # the last start's, where the output holds several
+            matches = re.findall(pattern, text, flags=re.MULTILINE)
+            assert matches, f"no {name} port in:\n{text}"
+            found[name] = int(matches[-1])
+        return found
 
     def descendants(self) -> list[psutil.Process]:
         assert self.process is not None
