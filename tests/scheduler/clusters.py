@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.scheduler.core.hived_algorithm import HivedAlgorithm
-from services.scheduler.core.hived_config import parse_config
-from services.scheduler.core.hived_groups import PodSpec
+from services.scheduler.core.hived.algorithm import HivedAlgorithm
+from services.scheduler.core.hived.config import parse_config
+from services.scheduler.core.hived.groups import PodSpec
 
 
 def two_rack_config() -> dict[str, Any]:

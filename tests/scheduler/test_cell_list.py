@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from services.scheduler.core.hived_cells import CellList, remove_from
+from services.scheduler.core.hived.cells import CellList, remove_from
 
 
 class _Cell:

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from services.scheduler.core.hived_algorithm import FILTERING_PHASE, HivedAlgorithm
-from services.scheduler.core.hived_config import HivedConfigError, parse_config
-from services.scheduler.core.hived_groups import (
+from services.scheduler.core.hived.algorithm import FILTERING_PHASE, HivedAlgorithm
+from services.scheduler.core.hived.config import HivedConfigError, parse_config
+from services.scheduler.core.hived.groups import (
     GROUP_BEING_PREEMPTED,
     GROUP_PREEMPTING,
     HivedUserError,

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.scheduler.core.hived_config import HivedConfigError
-from services.scheduler.core.hived_groups import HivedUserError
-from services.scheduler.core.hived_policy import HivedPolicy
+from services.scheduler.core.hived.config import HivedConfigError
+from services.scheduler.core.hived.groups import HivedUserError
+from services.scheduler.core.hived.policy import HivedPolicy
 from services.scheduler.core.placements import JobDemand, NodeInventory, Placed
 from services.scheduler.core.user_limits import (
     UserLimitedPolicy,

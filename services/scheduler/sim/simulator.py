@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from services.scheduler.core.hived_config import HivedConfigError
-from services.scheduler.core.hived_defaults import DEFAULT_VC, config_from_nodes
-from services.scheduler.core.hived_policy import HivedPolicy
+from services.scheduler.core.hived.config import HivedConfigError
+from services.scheduler.core.hived.defaults import DEFAULT_VC, config_from_nodes
+from services.scheduler.core.hived.policy import HivedPolicy
 from services.scheduler.core.placements import (
     JobDemand,
     NodeInventory,

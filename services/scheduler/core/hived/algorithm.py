@@ -10,19 +10,19 @@ preemptors never fight over the same cells. Groups are always preempted whole.
 
 from __future__ import annotations
 
-from services.scheduler.core.hived_allocation import (
+from services.scheduler.core.hived.allocation import (
     Placement,
     binding_paths,
     map_virtual_to_physical,
 )
-from services.scheduler.core.hived_cells import (
+from services.scheduler.core.hived.cells import (
     MIN_GUARANTEED_PRIORITY,
     OPPORTUNISTIC_PRIORITY,
     PhysicalCell,
     shallow_copy,
 )
-from services.scheduler.core.hived_config import ParsedConfig
-from services.scheduler.core.hived_groups import (
+from services.scheduler.core.hived.config import ParsedConfig
+from services.scheduler.core.hived.groups import (
     GROUP_ALLOCATED,
     AffinityGroup,
     BindInfo,
@@ -31,7 +31,7 @@ from services.scheduler.core.hived_groups import (
     PodSpec,
     ScheduleResult,
 )
-from services.scheduler.core.hived_groups_state import HivedGroups, Victims, collect_victims
+from services.scheduler.core.hived.groups_state import HivedGroups, Victims, collect_victims
 
 PREEMPTING_PHASE = "Preempting"
 FILTERING_PHASE = "Filtering"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.scheduler.core.hived_cells import (
+from services.scheduler.core.hived.cells import (
     OPPORTUNISTIC_PRIORITY,
     ChainCellList,
     PhysicalCell,

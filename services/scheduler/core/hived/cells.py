@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from services.scheduler.core.hived_groups import AffinityGroup
+    from services.scheduler.core.hived.groups import AffinityGroup
 
 FREE_PRIORITY = -2
 OPPORTUNISTIC_PRIORITY = -1

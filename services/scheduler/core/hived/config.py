@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.scheduler.core.gpu_share import DEFAULT_POLICY, POLICIES
-from services.scheduler.core.hived_cells import (
+from services.scheduler.core.hived.cells import (
     ChainCellList,
     PhysicalCell,
     VirtualCell,

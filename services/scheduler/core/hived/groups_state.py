@@ -9,8 +9,8 @@ longer fit its VC keeps running demoted rather than being killed) and deleted wh
 
 from __future__ import annotations
 
-from services.scheduler.core.hived_allocation import Placement, map_physical_to_virtual
-from services.scheduler.core.hived_cells import (
+from services.scheduler.core.hived.allocation import Placement, map_physical_to_virtual
+from services.scheduler.core.hived.cells import (
     CELL_FREE,
     CELL_RESERVED,
     CELL_RESERVING,
@@ -20,7 +20,7 @@ from services.scheduler.core.hived_cells import (
     VirtualCell,
     set_state,
 )
-from services.scheduler.core.hived_groups import (
+from services.scheduler.core.hived.groups import (
     GROUP_ALLOCATED,
     GROUP_BEING_PREEMPTED,
     GROUP_PREEMPTING,
@@ -29,7 +29,7 @@ from services.scheduler.core.hived_groups import (
     PodPlacementInfo,
     PodSpec,
 )
-from services.scheduler.core.hived_state import HivedState
+from services.scheduler.core.hived.state import HivedState
 
 Victims = dict[str, set[tuple[str, str]]]
 

@@ -5,7 +5,7 @@ GPU tasks are grouped by affinity group (and device type) into gangs, each gang 
 pod by pod as HiveD expects, and the job is placed only if every gang binds. Tasks that ask for
 no GPU still need CPU and memory, so they are fitted onto nodes by those alone (the local
 development machine has no GPUs at all). Tasks that share a GPU go onto leaf cells HiveD holds
-whole for their VC (`hived_shares`): all of a job's tasks, shared or not, are placed at once or
+whole for their VC (`shares.py`): all of a job's tasks, shared or not, are placed at once or
 none is. Without a HiveD config, one "default" VC covers every GPU node, with a hierarchy derived
 from the node list.
 """
@@ -17,12 +17,12 @@ from typing import Any
 
 from libs.protocol.wording import counted
 from services.scheduler.core.gpu_share import ShareDemand
-from services.scheduler.core.hived_algorithm import PREEMPTING_PHASE, HivedAlgorithm
-from services.scheduler.core.hived_cells import FREE_PRIORITY, MIN_GUARANTEED_PRIORITY
-from services.scheduler.core.hived_config import parse_config
-from services.scheduler.core.hived_defaults import config_from_nodes
-from services.scheduler.core.hived_groups import BindInfo, HivedUserError, PodPlacementInfo, PodSpec
-from services.scheduler.core.hived_shares import NodeRoom, PoolKey, ShareHost, ShareHosts, TenantKey
+from services.scheduler.core.hived.algorithm import PREEMPTING_PHASE, HivedAlgorithm
+from services.scheduler.core.hived.cells import FREE_PRIORITY, MIN_GUARANTEED_PRIORITY
+from services.scheduler.core.hived.config import parse_config
+from services.scheduler.core.hived.defaults import config_from_nodes
+from services.scheduler.core.hived.groups import BindInfo, HivedUserError, PodPlacementInfo, PodSpec
+from services.scheduler.core.hived.shares import NodeRoom, PoolKey, ShareHost, ShareHosts, TenantKey
 from services.scheduler.core.placements import (
     Decision,
     JobDemand,

@@ -31,7 +31,7 @@ from services.scheduler.core.gpu_share import (
     SharePlacer,
     typical_mix,
 )
-from services.scheduler.core.hived_groups import BindInfo, PodSpec
+from services.scheduler.core.hived.groups import BindInfo, PodSpec
 
 # (VC, priority, SKU type, pinned cell): the tasks that may share one host's device.
 PoolKey = tuple[str, int, str, str]

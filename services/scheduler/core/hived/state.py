@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.scheduler.core.hived_cells import (
+from services.scheduler.core.hived.cells import (
     MIN_GUARANTEED_PRIORITY,
     OPPORTUNISTIC_PRIORITY,
     CellList,
@@ -25,8 +25,8 @@ from services.scheduler.core.hived_cells import (
     unbound_virtual,
     update_used,
 )
-from services.scheduler.core.hived_config import HivedConfigError, ParsedConfig
-from services.scheduler.core.hived_topology import TopologyAwareScheduler
+from services.scheduler.core.hived.config import HivedConfigError, ParsedConfig
+from services.scheduler.core.hived.topology import TopologyAwareScheduler
 
 
 class HivedState:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from services.scheduler.core.hived_cells import (
+from services.scheduler.core.hived.cells import (
     FREE_PRIORITY,
     OPPORTUNISTIC_PRIORITY,
     ChainCellList,
@@ -36,7 +36,7 @@ class TopologyAwareScheduler:
 
     The view (one entry per node, or per cell below a node that no node-level cell of the view
     covers) is kept as arrays: how many leaves each entry uses at each priority (updated by
-    `hived_cells.update_used` as cells are used and released) and the view's order, which every
+    `cells.update_used` as cells are used and released) and the view's order, which every
     decision sorts stably by (not healthy, not suggested, -used at the same priority, used at
     higher ones), ties kept in the previous order, as the original sorts its list of nodes. At
     100,000 GPUs a VC's view has 1,568 nodes and the opportunistic one 12,544: per node Python

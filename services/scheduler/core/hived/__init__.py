@@ -1,0 +1,1 @@
+"""HiveD: cells, virtual clusters, gang placement with priorities and preemption."""
