@@ -2,17 +2,20 @@
 
 A service's URL setting is http(s):// (Kubernetes, compose) or unix:/// a socket file; anything
 else is refused when the settings are read, saying which forms there are. The sockets' directory
-is the platform user's alone: one made by someone else, or a link, is refused.
+is the platform user's alone: one made by someone else, or a link, is refused; a data dir too
+deep for a socket's path gets a private temporary one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+from libs.embedded.platform import EmbeddedPlatform
 from libs.web.addresses import (
     AddressError,
     base_url,
@@ -74,3 +77,15 @@ def test_a_sockets_directory_of_another_user_is_refused(tmp_path: Path) -> None:
     os.chown(theirs, 65534, 65534)
     with pytest.raises(AddressError, match="belongs to uid 65534"):
         private_directory(theirs)
+
+
+def test_a_data_dir_too_deep_for_socket_paths_gets_a_private_temporary_directory(tmp_path: Path) -> None:
+    shallow = EmbeddedPlatform(tmp_path / "data")
+    assert shallow._sockets_dir() == tmp_path.resolve() / "data" / "sockets"
+    deep = EmbeddedPlatform(tmp_path / ("d" * 100) / "data")
+    sockets = deep._sockets_dir()
+    assert not sockets.is_relative_to(tmp_path)
+    assert sockets.stat().st_mode & 0o777 == 0o700
+    check_socket_path(sockets / "marketplace.sock")
+    asyncio.run(deep.stop())
+    assert not sockets.exists()  # made for one run only
