@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from services.scheduler.core.hived.policy import HivedPolicy  # noqa: E402
+from services.scheduler.core.hived import HivedPolicy  # noqa: E402
 from services.scheduler.core.placements import JobDemand, NodeInventory, Placed, TaskDemand  # noqa: E402
 
 RACKS = 80  # --racks 784: 12,544 nodes, 100,352 GPUs

@@ -37,7 +37,7 @@ from services.scheduler.control import (
     file_config,
     initial_config,
 )
-from services.scheduler.core.hived.policy import HivedPolicy
+from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.placements import PlacementPolicy
 from services.scheduler.core.queueing import MAX_JOB_TASKS, SchedulerCore
 from services.scheduler.core.reconfigure import ReconfigurationError

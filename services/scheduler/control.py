@@ -23,7 +23,7 @@ from nats.js.kv import KeyValue
 
 from libs.backbone.settings import SettingsError
 from libs.protocol.subjects import RECONFIGURE_RPC, VC_STATUS_RPC
-from services.scheduler.core.hived.policy import HivedPolicy
+from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.queueing import SchedulerCore
 from services.scheduler.core.reconfigure import (
     ReconfigurationError,

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.scheduler.core.hived.algorithm import HivedAlgorithm
-from services.scheduler.core.hived.config import parse_config
-from services.scheduler.core.hived.groups import PodSpec
+from services.scheduler.core.hived import HivedAlgorithm, PodSpec, parse_config
 
 
 def two_rack_config() -> dict[str, Any]:

@@ -6,14 +6,15 @@ from typing import Any
 
 import pytest
 
-from services.scheduler.core.hived.algorithm import FILTERING_PHASE, HivedAlgorithm
-from services.scheduler.core.hived.config import HivedConfigError, parse_config
-from services.scheduler.core.hived.groups import (
-    GROUP_BEING_PREEMPTED,
-    GROUP_PREEMPTING,
+from services.scheduler.core.hived import (
+    HivedAlgorithm,
+    HivedConfigError,
     HivedUserError,
     PodSpec,
+    parse_config,
 )
+from services.scheduler.core.hived.algorithm import FILTERING_PHASE
+from services.scheduler.core.hived.groups import GROUP_BEING_PREEMPTED, GROUP_PREEMPTING
 from tests.scheduler.clusters import algorithm, pod, two_rack_config
 
 

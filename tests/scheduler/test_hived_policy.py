@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.scheduler.core.hived.policy import HivedPolicy
+from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.placements import (
     JobDemand,
     NodeInventory,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.scheduler.core.hived.algorithm import HivedAlgorithm
-from services.scheduler.core.hived.groups import GROUP_ALLOCATED, BindInfo, PodSpec
+from services.scheduler.core.hived import BindInfo, HivedAlgorithm, PodSpec
+from services.scheduler.core.hived.groups import GROUP_ALLOCATED
 from tests.scheduler.clusters import algorithm, pod
 
 schedule_op = st.tuples(

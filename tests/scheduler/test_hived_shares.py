@@ -6,9 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.scheduler.core.hived.config import HivedConfigError
+from services.scheduler.core.hived import HivedConfigError, HivedPolicy
 from services.scheduler.core.hived.groups import GROUP_ALLOCATED
-from services.scheduler.core.hived.policy import HivedPolicy
 from services.scheduler.core.placements import (
     JobDemand,
     NodeInventory,

@@ -15,7 +15,7 @@ from libs.protocol.events import (
     NodeCordoned,
     NodeReported,
 )
-from services.scheduler.core.hived.policy import HivedPolicy
+from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.placements import Decision, JobDemand
 from services.scheduler.core.queueing import SchedulerCore
 

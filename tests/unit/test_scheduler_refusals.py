@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from libs.protocol.events import JobCompleted, JobScheduled, JobState, JobSubmitted, NodeReported
-from services.scheduler.core.hived.policy import HivedPolicy
+from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.queueing import REFUSED_EXIT_CODE, SchedulerCore
 
 

@@ -15,7 +15,7 @@ from nats.aio.msg import Msg
 from libs.backbone.connecting import Bus
 from libs.protocol.subjects import JOBS_STREAM
 from services.scheduler.app import SchedulerService
-from services.scheduler.core.hived.policy import HivedPolicy
+from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.queueing import SchedulerCore
 
 

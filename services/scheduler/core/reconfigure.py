@@ -12,9 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.scheduler.core.hived.config import HivedConfigError
-from services.scheduler.core.hived.groups import HivedUserError
-from services.scheduler.core.hived.policy import HivedPolicy
+from services.scheduler.core.hived import HivedConfigError, HivedPolicy, HivedUserError
 from services.scheduler.core.placements import JobDemand, NodeInventory, Placed
 from services.scheduler.core.user_limits import (
     UserLimitedPolicy,

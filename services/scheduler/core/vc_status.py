@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.scheduler.core.hived.defaults import leaf_type_of
-from services.scheduler.core.hived.policy import HivedPolicy
+from services.scheduler.core.hived import HivedPolicy, leaf_type_of
 from services.scheduler.core.placements import JobDemand, NodeInventory, Placed, PlacementPolicy
 from services.scheduler.core.user_limits import UserLimitedPolicy, user_limits_document
 

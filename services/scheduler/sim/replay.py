@@ -16,9 +16,15 @@ from typing import Any
 
 import yaml
 
-from services.scheduler.core.hived.algorithm import HivedAlgorithm
-from services.scheduler.core.hived.config import HivedConfigError, parse_config
-from services.scheduler.core.hived.groups import BindInfo, HivedUserError, PodSpec, ScheduleResult
+from services.scheduler.core.hived import (
+    BindInfo,
+    HivedAlgorithm,
+    HivedConfigError,
+    HivedUserError,
+    PodSpec,
+    ScheduleResult,
+    parse_config,
+)
 
 
 @dataclass

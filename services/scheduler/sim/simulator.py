@@ -18,9 +18,7 @@ from typing import Any
 
 import yaml
 
-from services.scheduler.core.hived.config import HivedConfigError
-from services.scheduler.core.hived.defaults import DEFAULT_VC, config_from_nodes
-from services.scheduler.core.hived.policy import HivedPolicy
+from services.scheduler.core.hived import DEFAULT_VC, HivedConfigError, HivedPolicy, config_from_nodes
 from services.scheduler.core.placements import (
     JobDemand,
     NodeInventory,

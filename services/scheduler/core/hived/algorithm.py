@@ -15,12 +15,7 @@ from services.scheduler.core.hived.allocation import (
     binding_paths,
     map_virtual_to_physical,
 )
-from services.scheduler.core.hived.cells import (
-    MIN_GUARANTEED_PRIORITY,
-    OPPORTUNISTIC_PRIORITY,
-    PhysicalCell,
-    shallow_copy,
-)
+from services.scheduler.core.hived.cells import PhysicalCell, shallow_copy
 from services.scheduler.core.hived.config import ParsedConfig
 from services.scheduler.core.hived.groups import (
     GROUP_ALLOCATED,
@@ -32,6 +27,7 @@ from services.scheduler.core.hived.groups import (
     ScheduleResult,
 )
 from services.scheduler.core.hived.groups_state import HivedGroups, Victims, collect_victims
+from services.scheduler.core.hived.priorities import MIN_GUARANTEED_PRIORITY, OPPORTUNISTIC_PRIORITY
 
 PREEMPTING_PHASE = "Preempting"
 FILTERING_PHASE = "Filtering"

@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from services.scheduler.core.hived.cells import (
-    OPPORTUNISTIC_PRIORITY,
     ChainCellList,
     PhysicalCell,
     VirtualCell,
     lowest_priority_virtual,
     remove_from,
 )
+from services.scheduler.core.hived.priorities import OPPORTUNISTIC_PRIORITY
 
 Placement = dict[int, list[list[Any]]]
 

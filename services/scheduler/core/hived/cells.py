@@ -12,13 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from services.scheduler.core.hived.priorities import FREE_PRIORITY, MAX_GUARANTEED_PRIORITY
+
 if TYPE_CHECKING:
     from services.scheduler.core.hived.groups import AffinityGroup
-
-FREE_PRIORITY = -2
-OPPORTUNISTIC_PRIORITY = -1
-MIN_GUARANTEED_PRIORITY = 0
-MAX_GUARANTEED_PRIORITY = 1000
 
 CELL_FREE = "Free"
 CELL_USED = "Used"

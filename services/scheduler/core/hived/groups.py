@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.scheduler.core.hived.cells import MAX_GUARANTEED_PRIORITY, OPPORTUNISTIC_PRIORITY
+from services.scheduler.core.hived.priorities import MAX_GUARANTEED_PRIORITY, OPPORTUNISTIC_PRIORITY
 
 GROUP_ALLOCATED = "Allocated"
 GROUP_PREEMPTING = "Preempting"

@@ -15,7 +15,6 @@ from services.scheduler.core.hived.cells import (
     CELL_RESERVED,
     CELL_RESERVING,
     CELL_USED,
-    OPPORTUNISTIC_PRIORITY,
     PhysicalCell,
     VirtualCell,
     set_state,
@@ -29,6 +28,7 @@ from services.scheduler.core.hived.groups import (
     PodPlacementInfo,
     PodSpec,
 )
+from services.scheduler.core.hived.priorities import OPPORTUNISTIC_PRIORITY
 from services.scheduler.core.hived.state import HivedState
 
 Victims = dict[str, set[tuple[str, str]]]

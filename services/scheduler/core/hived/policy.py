@@ -18,10 +18,10 @@ from typing import Any
 from libs.protocol.wording import counted
 from services.scheduler.core.gpu_share import ShareDemand
 from services.scheduler.core.hived.algorithm import PREEMPTING_PHASE, HivedAlgorithm
-from services.scheduler.core.hived.cells import FREE_PRIORITY, MIN_GUARANTEED_PRIORITY
 from services.scheduler.core.hived.config import parse_config
 from services.scheduler.core.hived.defaults import config_from_nodes
 from services.scheduler.core.hived.groups import BindInfo, HivedUserError, PodPlacementInfo, PodSpec
+from services.scheduler.core.hived.priorities import FREE_PRIORITY, MIN_GUARANTEED_PRIORITY
 from services.scheduler.core.hived.shares import NodeRoom, PoolKey, ShareHost, ShareHosts, TenantKey
 from services.scheduler.core.placements import (
     Decision,

@@ -11,8 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from services.scheduler.core.hived.cells import (
-    MIN_GUARANTEED_PRIORITY,
-    OPPORTUNISTIC_PRIORITY,
     CellList,
     ChainCellList,
     PhysicalCell,
@@ -26,6 +24,7 @@ from services.scheduler.core.hived.cells import (
     update_used,
 )
 from services.scheduler.core.hived.config import HivedConfigError, ParsedConfig
+from services.scheduler.core.hived.priorities import MIN_GUARANTEED_PRIORITY, OPPORTUNISTIC_PRIORITY
 from services.scheduler.core.hived.topology import TopologyAwareScheduler
 
 

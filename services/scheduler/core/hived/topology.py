@@ -13,13 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from services.scheduler.core.hived.cells import (
-    FREE_PRIORITY,
-    OPPORTUNISTIC_PRIORITY,
-    ChainCellList,
-    PhysicalCell,
-    VirtualCell,
-)
+from services.scheduler.core.hived.cells import ChainCellList, PhysicalCell, VirtualCell
+from services.scheduler.core.hived.priorities import FREE_PRIORITY, OPPORTUNISTIC_PRIORITY
 
 HIGHEST_LEVEL = 1 << 30
 _SAME_SHIFT = 30  # the sort key: not healthy, not suggested, -same, higher, in one int64
