@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from runtime.errors import PluginError
 from runtime.spec import PluginSpec, TaskSpec
 
 TYPE_CHECKING = False  # not `typing`'s: importing it costs every task's start-up
@@ -22,10 +23,6 @@ _PRE_EVENTS = ("taskStarts", "containerStarts")
 _POST_EVENTS = ("taskSucceeds", "containerEnds")
 
 Log = Callable[[str], None]
-
-
-class PluginError(Exception):
-    """A plugin could not do its work; the message says which parameter or resource is wrong."""
 
 
 class PreparedPlugin:

@@ -25,8 +25,8 @@ from runtime.analysis import analyze_exit
 from runtime.capturing import LogCapture
 from runtime.confining import ConfineError, acting_as, confine_self
 from runtime.environment import build_environment
+from runtime.errors import PluginError
 from runtime.plugins import (
-    PluginError,
     PreparedPlugin,
     applicable,
     command_script,

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.confining import acting_as
-from runtime.plugins import PluginError
+from runtime.errors import PluginError
 from runtime.spec import TaskSpec
 
 PRIVATE_KEY = "id_job"

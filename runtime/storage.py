@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from runtime.confining import acting_as
-from runtime.plugins import PluginError
+from runtime.errors import PluginError
 from runtime.spec import StorageSpec, TaskSpec
 
 LINKABLE_TYPES = ("local", "nfs")

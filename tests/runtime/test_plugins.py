@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from runtime.plugins import PluginError, applicable, prepare_cmd
+from runtime.errors import PluginError
+from runtime.plugins import applicable, prepare_cmd
 from runtime.spec import PluginSpec, TaskSpec, parse_spec
 from runtime.ssh import prepare_ssh
 from runtime.storage import mount_point, requested_storages
