@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from libs.cli.client import PaiClient
-from libs.cli.jobs import ServerOption, _client, _friendly_errors
+from libs.cli.common import ServerOption, _client, _friendly_errors
 from libs.cli.output import console
 
 user_app = typer.Typer(no_args_is_help=True, help="Users: create, list, change, remove (admins).")

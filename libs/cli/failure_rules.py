@@ -17,8 +17,8 @@ from typing import Annotated
 import typer
 
 from libs.cli.client import ApiError, ClientError, PaiClient
-from libs.cli.jobs import ServerOption
-from libs.cli.jobs import _client as logged_in_client
+from libs.cli.common import ServerOption
+from libs.cli.common import _client as logged_in_client
 from libs.failures import (
     DEFAULT_TAIL_KIB,
     PodStatus,

@@ -9,90 +9,22 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from libs.cli import watching
 from libs.cli.client import (
-    DEFAULT_SERVER,
-    ApiError,
-    ClientError,
     Login,
     PaiClient,
     resolve_server,
     save_login,
-    saved_login,
 )
+from libs.cli.common import ServerOption, _client, _console, _error_console, _friendly_errors, _split_job
 from libs.cli.following import FINAL_STATES, LogFollower, LogTarget
-from libs.cli.output import console
-from libs.cli.validating import JobFile
 
 LOG_FILES = ("all", "stdout", "stderr")
-
-ServerOption = typer.Option(
-    None,
-    "--server",
-    envvar="PAI_SERVER",
-    help=f"the platform's REST address [default: the last one logged in to, else {DEFAULT_SERVER}]",
-    show_default=False,
-)
-
-
-def _console() -> Console:
-    return console()
-
-
-def _error_console() -> Console:
-    return console(stderr=True)
-
-
-@contextmanager
-def _friendly_errors() -> Iterator[None]:
-    try:
-        yield
-    except ApiError as exc:
-        err = _error_console()
-        if exc.status == 401:
-            err.print(f"error: {exc.message} Run `pai login` first.", markup=False)
-            raise typer.Exit(1) from None
-        err.print(f"error: {exc.message} [{exc.code}]", markup=False)
-        for problem in exc.problems:
-            where = problem.get("path") or "(document)"
-            hint = f" ({problem['hint']})" if problem.get("hint") else ""
-            err.print(f"  - {where}: {problem.get('message', '')}{hint}", markup=False)
-        raise typer.Exit(2 if exc.problems else 1) from None
-    except ClientError as exc:
-        _error_console().print(f"error: {exc}", markup=False)
-        raise typer.Exit(1) from None
-
-
-def _client(server: str | None, *, need_login: bool = True) -> tuple[PaiClient, Login | None]:
-    server = resolve_server(server)
-    login = saved_login(server)
-    if need_login and login is None:
-        _error_console().print(
-            f"error: not logged in to {server}; run `pai login --server {server}`.", markup=False
-        )
-        raise typer.Exit(1)
-    return PaiClient(server, login.token if login else None), login
-
-
-def _split_job(ref: str, login: Login | None) -> tuple[str, str]:
-    user, sep, name = ref.partition("~")
-    if sep:
-        if not user or not name:
-            _error_console().print(f"error: {ref!r} is not USER~JOB.", markup=False)
-            raise typer.Exit(1)
-        return user, name
-    if login is None:
-        _error_console().print(f"error: write the job as USER~{ref} or log in first.", markup=False)
-        raise typer.Exit(1)
-    return login.user, ref
 
 
 def login(
@@ -109,27 +41,6 @@ def login(
     _console().print(
         f"logged in to {server} as {answer['user']} ({role}); token saved in {path}", markup=False
     )
-
-
-def read_job_file(file: Path) -> str:
-    """The text of a job file the CLI is about to send, checked first (encoding, size, emptiness);
-    a problem is printed and ends the command, so nothing is sent."""
-    job_file = JobFile(str(file))
-    if job_file.text is None:
-        for problem in job_file.problems:
-            _error_console().print(f"error: {file}: {problem.message} ({problem.hint})", markup=False)
-        raise typer.Exit(1)
-    for warning in job_file.warnings:
-        _error_console().print(f"warning: {file}: {warning}", markup=False)
-    text = job_file.text
-    if not text.strip():
-        _error_console().print(
-            f"error: {file} is empty: there is no job to submit. Write one in the OpenPAI job "
-            "protocol v2 (examples/hello.yaml is a start) and check it with `pai job validate`.",
-            markup=False,
-        )
-        raise typer.Exit(2)
-    return text
 
 
 def _ms(value: Any) -> str:
@@ -278,8 +189,6 @@ def stop(
 def register(app: typer.Typer, job_app: typer.Typer) -> None:
     """Add these commands to the `pai` application and its `job` group."""
     app.command(name="login")(login)
-    from libs.cli import watching  # submit with --wait follows the job (libs/cli/watching.py)
-
     job_app.command(name="submit")(watching.submit)
     job_app.command(name="list")(list_jobs)
     job_app.command(name="status")(status)

@@ -19,7 +19,7 @@ import typer
 from rich.table import Table
 
 from libs.cli.client import ApiError, PaiClient
-from libs.cli.jobs import ServerOption, _client, _console, _error_console, _friendly_errors, read_job_file
+from libs.cli.common import ServerOption, _client, _console, _error_console, _friendly_errors, read_job_file
 
 market_app = typer.Typer(no_args_is_help=True, help="Share and reuse job templates and data sets.")
 

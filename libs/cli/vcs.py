@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from libs.cli.jobs import ServerOption, _client, _friendly_errors
+from libs.cli.common import ServerOption, _client, _friendly_errors
 from libs.cli.output import console
 from libs.protocol.wording import counted
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 
 from libs.cli.client import ApiError
-from libs.cli.jobs import ServerOption, _client, _console, _friendly_errors, _split_job
+from libs.cli.common import ServerOption, _client, _console, _friendly_errors, _split_job, read_job_file
 from libs.cli.streaming import EXIT_CODES, describe, follow
 
 
@@ -56,8 +56,6 @@ def submit(
     server: str | None = ServerOption,
 ) -> None:
     """Submit a job; prints USER~NAME and the job id (with --wait, then its progress)."""
-    from libs.cli.jobs import read_job_file  # jobs registers this command: imported when it runs
-
     text = read_job_file(file)
     client, _ = _client(server)
     with _friendly_errors(), client:
