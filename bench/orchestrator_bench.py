@@ -35,7 +35,7 @@ from libs.backbone.topology import ensure_topology, publish_event
 from libs.backbone.tracing import configure_tracing
 from libs.embedded.platform import EmbeddedPlatform, free_port
 from libs.protocol.events import JobCompleted, decode_event
-from services.orchestrator.adapters.local import TaskExit
+from services.orchestrator.adapters.executing import TaskExit
 from services.orchestrator.adapters.state import FrameworkStore, SubmissionReader
 from services.orchestrator.app import CONSUMER, OrchestratorSettings, consume_jobs, main
 from services.orchestrator.core.deciders import decide

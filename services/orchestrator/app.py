@@ -32,11 +32,12 @@ from libs.backbone.topology import SECRETS, ensure_topology, publish_event
 from libs.protocol.events import EventBase, NodeLost, decode_event
 from libs.protocol.subjects import JOBS_STREAM, NODES_STREAM, ROOT
 from services.orchestrator.adapters.confinement import TaskGroups, detect
+from services.orchestrator.adapters.executing import ExitCallback, TaskExit
 from services.orchestrator.adapters.isolation import resolve_task_users
 from services.orchestrator.adapters.k8s_nodes import NodeInventory
 from services.orchestrator.adapters.k8s_pods import PodSettings
 from services.orchestrator.adapters.kubernetes import KubernetesExecutor
-from services.orchestrator.adapters.local import ExitCallback, LocalExecutor, TaskExit
+from services.orchestrator.adapters.local import LocalExecutor
 from services.orchestrator.adapters.logs import LOGS_QUEUE, LOGS_SUBJECT, read_log, window
 from services.orchestrator.adapters.rules import RulesKeeper
 from services.orchestrator.adapters.state import FrameworkStore, SecretsReader, SubmissionReader

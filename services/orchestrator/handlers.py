@@ -47,10 +47,10 @@ from libs.protocol.events import (
     decode_event,
     task_event_runs,
 )
-from services.orchestrator.adapters.executing import Executor
-from services.orchestrator.adapters.local import (
+from services.orchestrator.adapters.executing import (
     AlreadyRunningError,
     ContainmentError,
+    Executor,
     TaskExit,
     to_failure_info,
 )

@@ -11,9 +11,9 @@ import pytest
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 
+from services.orchestrator.adapters.executing import AlreadyRunningError, TaskExit
 from services.orchestrator.adapters.k8s_pods import PodSettings, pod_name
 from services.orchestrator.adapters.kubernetes import KubernetesExecutor
-from services.orchestrator.adapters.local import AlreadyRunningError, TaskExit
 from services.orchestrator.core.policies import STOP_EXIT_CODE
 from tests.k8s.frameworks import JOB_ID, framework
 from tests.support.k8s_api import FakeKubernetes, serving

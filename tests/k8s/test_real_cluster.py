@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from libs.protocol.events import JobScheduled, JobSubmitted, TaskPlacement
+from services.orchestrator.adapters.executing import TaskExit
 from services.orchestrator.adapters.k8s_nodes import node_report
 from services.orchestrator.adapters.k8s_pods import PodSettings
 from services.orchestrator.adapters.kubernetes import KubernetesExecutor
-from services.orchestrator.adapters.local import TaskExit
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context
 from services.orchestrator.core.frameworks import Framework

@@ -32,7 +32,8 @@ from libs.backbone.provisioning import ensure_kv
 from libs.backbone.sealing import SecretsCipher
 from libs.backbone.topology import SECRETS, ensure_topology
 from libs.protocol.events import EventBase, JobScheduled, TaskCompleted
-from services.orchestrator.adapters.local import LocalExecutor, TaskExit
+from services.orchestrator.adapters.executing import TaskExit
+from services.orchestrator.adapters.local import LocalExecutor
 from services.orchestrator.adapters.state import FrameworkStore, SecretsReader
 from services.orchestrator.core.frameworks import Framework, TaskKey
 from services.orchestrator.handlers import Orchestrator

@@ -11,7 +11,8 @@ import pytest
 from libs.backbone.connecting import Bus
 from libs.backbone.topology import ensure_topology
 from libs.protocol.events import EventBase, JobState, JobStopRequested
-from services.orchestrator.adapters.local import AlreadyRunningError, LocalExecutor, TaskExit
+from services.orchestrator.adapters.executing import AlreadyRunningError, TaskExit
+from services.orchestrator.adapters.local import LocalExecutor
 from services.orchestrator.adapters.state import FrameworkStore
 from services.orchestrator.core.effects import Probe
 from services.orchestrator.handlers import Orchestrator

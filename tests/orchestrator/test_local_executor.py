@@ -15,7 +15,8 @@ import pytest
 
 from runtime.processes import find_runtimes
 from services.orchestrator.adapters import local, specs
-from services.orchestrator.adapters.local import LocalExecutor, TaskExit, lock_is_held
+from services.orchestrator.adapters.executing import AlreadyRunningError, TaskExit
+from services.orchestrator.adapters.local import LocalExecutor, lock_is_held
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context
 from services.orchestrator.core.frameworks import Framework
@@ -201,7 +202,7 @@ async def test_a_start_while_another_process_holds_the_lock_raises_and_runs_noth
     fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
     try:
         assert not local.began(directory)
-        with pytest.raises(local.AlreadyRunningError, match="its process runs"):
+        with pytest.raises(AlreadyRunningError, match="its process runs"):
             await ex.start(fw, KEY)
         assert not (directory / specs.PID_FILE).exists()
         assert not (directory / specs.SPEC_FILE).exists()

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from services.orchestrator.adapters.local import LocalExecutor, TaskExit
+from services.orchestrator.adapters.executing import TaskExit
+from services.orchestrator.adapters.local import LocalExecutor
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context
 from services.orchestrator.core.frameworks import Framework

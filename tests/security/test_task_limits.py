@@ -21,8 +21,9 @@ from libs.failures import analyze, default_rules, retry_decision
 from libs.protocol import masked_config, parse_job
 from libs.protocol.events import JobScheduled, TaskPlacement
 from services.orchestrator.adapters.confinement import Confinement, TaskGroups, detect
+from services.orchestrator.adapters.executing import ContainmentError, TaskExit
 from services.orchestrator.adapters.isolation import resolve_task_users
-from services.orchestrator.adapters.local import OOM_EXIT_CODE, ContainmentError, LocalExecutor, TaskExit
+from services.orchestrator.adapters.local import OOM_EXIT_CODE, LocalExecutor
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context
 from services.orchestrator.core.frameworks import Framework

@@ -34,6 +34,13 @@ from kubernetes.client import ApiClient, CoreV1Api, V1Pod
 from kubernetes.client.exceptions import ApiException
 
 from libs.failures import default_rules
+from services.orchestrator.adapters.executing import (
+    AlreadyRunningError,
+    ExitCallback,
+    SecretsSource,
+    TaskExit,
+    to_failure_info,
+)
 from services.orchestrator.adapters.k8s_pods import (
     SELECTOR,
     PodSettings,
@@ -49,13 +56,6 @@ from services.orchestrator.adapters.k8s_pods import (
 )
 from services.orchestrator.adapters.k8s_status import Observation, deleted, observe, timed_out, verdict
 from services.orchestrator.adapters.k8s_watching import PodWatch
-from services.orchestrator.adapters.local import (
-    AlreadyRunningError,
-    ExitCallback,
-    SecretsSource,
-    TaskExit,
-    to_failure_info,
-)
 from services.orchestrator.adapters.specs import SPEC_FILE, build_spec, task_dir
 from services.orchestrator.core.effects import Probe
 from services.orchestrator.core.frameworks import Framework, TaskKey

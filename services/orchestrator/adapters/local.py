@@ -43,7 +43,6 @@ import sysconfig
 import warnings
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +52,7 @@ import runtime
 from libs.failures import ContainerStatus, PodStatus, RuleSet, analyze, default_rules
 from libs.protocol import JobConfig
 from libs.protocol.events import FailureInfo
-from runtime.exitcodes import CONFINE_FAILED, from_returncode
+from runtime.exitcodes import from_returncode
 from runtime.processes import find_runtimes, runtime_command
 from runtime.spec_model import Confine, RunAs, TaskSpec
 from services.orchestrator.adapters.confinement import (
@@ -61,6 +60,14 @@ from services.orchestrator.adapters.confinement import (
     ConfinementError,
     MemoryOutcome,
     TaskGroups,
+)
+from services.orchestrator.adapters.executing import (
+    AlreadyRunningError,
+    ContainmentError,
+    ExitCallback,
+    SecretsSource,
+    TaskExit,
+    to_failure_info,
 )
 from services.orchestrator.adapters.forking import Forked, ForkServer, ForkServerLost
 from services.orchestrator.adapters.isolation import (
@@ -114,49 +121,6 @@ def runtime_path() -> str:
         [str(_REPO_ROOT), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
     )
     return os.pathsep.join(paths)
-
-
-@dataclass(frozen=True)
-class TaskExit:
-    job_id: str
-    key: TaskKey
-    exit_code: int
-    failure: FailureInfo | None
-    diagnostics: str
-
-
-ExitCallback = Callable[[TaskExit], Awaitable[None]]
-SecretsSource = Callable[[str], Awaitable[dict[str, Any] | None]]
-
-
-class ContainmentError(Exception):
-    """The task cannot be given its own user or its limits here: it does not run (nothing runs
-    unconfined), and its end is a platform failure that is retried (RuntimeConfineFailed)."""
-
-    exit_code = CONFINE_FAILED
-
-
-class AlreadyRunningError(Exception):
-    """This task attempt was started before (its process holds its lock, or it ran and ended): it
-    must be adopted (its end reported), not started again."""
-
-
-def to_failure_info(verdict: Any) -> FailureInfo:
-    """The event's view of a failure verdict (from libs.failures or a runtime result dict)."""
-    data = verdict.model_dump() if hasattr(verdict, "model_dump") else dict(verdict)
-    solution = data.get("solution") or ""
-    return FailureInfo(
-        code=int(data.get("code", 0)),
-        phrase=str(data.get("phrase", "")),
-        type=data.get("type", "unknown")
-        if data.get("type") in ("transient", "permanent", "unknown")
-        else "unknown",
-        reason=str(data.get("reason") or ""),
-        solution="; ".join(solution) if isinstance(solution, list | tuple) else str(solution),
-        matched_line=data.get("matched_line") or data.get("matchedLine"),
-        issuer=data.get("issuer"),
-        causer=data.get("causer"),
-    )
 
 
 def lock_is_held(directory: Path) -> bool:
