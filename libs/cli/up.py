@@ -13,6 +13,7 @@ import typer
 from libs.backbone.busauth import CREDENTIALS_FILE
 from libs.embedded.platform import EmbeddedPlatform, embedded_defaults
 from libs.protocol import simulated_gpus
+from services.orchestrator.adapters.isolation import containment_line
 from services.rest.ratelimit import configured_limits
 from services.rest.settings import RestSettings
 
@@ -78,6 +79,8 @@ async def _run(platform: EmbeddedPlatform) -> None:
         if gpus_line := _gpus_line(platform):
             typer.echo(gpus_line)
         typer.echo(_limits_line(platform))
+        # What holds for tasks, decided as the orchestrator decides it (same machine, same user).
+        typer.echo(containment_line(platform.data_dir, {**os.environ, **platform.extra_env}))
         typer.echo(
             f"bus: user {info.nats_user}, password in {info.data_dir / CREDENTIALS_FILE} "
             f"(tasks get neither); TLS, verified against {info.nats_ca}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,13 @@ async def test_a_gpu_job_runs_on_simulated_gpus_sees_one_index_and_says_so(
     try:
         await up.wait_until_up()
         assert "GPUs: 2 simulated" in up.text()
+        if os.geteuid() == 0:
+            # pai up says what holds for tasks: their users, their limits and by what, what not.
+            assert (
+                "task users: a uid per platform user, from 1800000000-1800999999; task limits: " in up.text()
+            )
+            assert "gpu devices (cgroup v1)" in up.text() or "cgroup v2" in up.text()
+            assert "not enforced: disk (" in up.text()
         api_url = f"http://127.0.0.1:{up.port}"
         async with httpx.AsyncClient(base_url=api_url, timeout=30) as api:
             login = await api.post(
