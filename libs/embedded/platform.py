@@ -8,9 +8,10 @@ between two services: REST, the events gateway and the marketplace talk over Uni
 <data dir>/sockets (0700), and the bus, which listens on TCP only, speaks TLS that its clients
 verify against an authority made here (libs/backbone/bustls.py). The ports people use (the API,
 the portal, the metrics) are bound by this process and handed to their services, so they stay
-taken while a service restarts. Each is the one of the last run when it is free (remembered in
-<data dir>/platform.json), the API's 9186 or `--port`, else one the system picks: two platforms
-on one machine never share one.
+taken while a service restarts. The API's is `--port`, else the last run's when free (each is
+remembered in <data dir>/platform.json), else 9186 when free; the portal's, the metrics' and the
+bus's are the last run's when free, else ones the system picks. Each is bound before it is
+announced, so two platforms on one machine never share one.
 """
 
 from __future__ import annotations
