@@ -24,6 +24,8 @@ from services.rest.errors import SERVICE_UNAVAILABLE
 PASSED_HEADERS = ("Authorization", "Last-Event-ID", "Content-Type", "Accept")
 ANSWER_HEADERS = ("Content-Type", "Cache-Control", "X-Accel-Buffering", "Location", "X-Total-Count")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# Each upstream's client, by its name (an AppKey is made at a module's top level only).
+_SESSIONS: web.AppKey[dict[str, aiohttp.ClientSession]] = web.AppKey("passing_sessions")
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class Upstream:
     absent: str = ""
 
 
-def passer(upstream: Upstream, session: web.AppKey[aiohttp.ClientSession]) -> Handler:
+def passer(upstream: Upstream) -> Handler:
     """A handler passing every request it gets to ``upstream`` at the same path and query."""
     base = base_url(upstream.url) if upstream.url else ""
 
@@ -50,7 +52,7 @@ def passer(upstream: Upstream, session: web.AppKey[aiohttp.ClientSession]) -> Ha
         # body_exists, not can_read_body: the body middleware has already read (and kept) it
         body = await request.read() if request.body_exists else None
         try:
-            answer = await request.app[session].request(
+            answer = await request.app[_SESSIONS][upstream.name].request(
                 request.method,
                 url,
                 headers=headers,
@@ -81,16 +83,17 @@ def passer(upstream: Upstream, session: web.AppKey[aiohttp.ClientSession]) -> Ha
 def add_routes(app: web.Application, upstream: Upstream, routes: tuple[tuple[str, str], ...]) -> None:
     """Serve ``routes`` (method, path) by passing them to ``upstream``, through a client of its own
     (a socket's client reaches that socket only)."""
-    key = web.AppKey(f"passing_session_{upstream.name}", aiohttp.ClientSession)
+    if _SESSIONS not in app:
+        app[_SESSIONS] = {}
     if upstream.url:
         url = upstream.url
 
         async def session_ctx(app: web.Application) -> AsyncIterator[None]:
             async with client_session(url, auto_decompress=False) as session:
-                app[key] = session
+                app[_SESSIONS][upstream.name] = session
                 yield
 
         app.cleanup_ctx.append(session_ctx)
-    handler = passer(upstream, key)
+    handler = passer(upstream)
     for method, path in routes:
         app.router.add_route(method, path, handler)
