@@ -46,7 +46,7 @@ from nats.aio.msg import Msg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from libs.embedded.platform import EmbeddedPlatform, free_port
+from pai.embedded.platform import EmbeddedPlatform, free_port
 
 ADMIN_PASSWORD = "chaos-admin-pass"
 FINAL = {"SUCCEEDED", "FAILED", "STOPPED"}

@@ -36,7 +36,6 @@ sys.path.insert(0, str(ROOT))
 from libs.backbone.connecting import connect  # noqa: E402
 from libs.backbone.natsserver import EmbeddedNats  # noqa: E402
 from libs.backbone.topology import ensure_topology, publish_event  # noqa: E402
-from libs.embedded.platform import free_port  # noqa: E402
 from libs.protocol.events import (  # noqa: E402
     EventBase,
     JobCompleted,
@@ -47,6 +46,7 @@ from libs.protocol.events import (  # noqa: E402
     TaskPlacement,
     TaskStarted,
 )
+from pai.embedded.platform import free_port  # noqa: E402
 
 TYPES = "job.submitted,job.scheduled,task.started,task.completed,job.completed"
 

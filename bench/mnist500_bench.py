@@ -35,8 +35,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from libs.embedded.platform import EmbeddedPlatform, free_port, task_runtimes
 from libs.protocol.events import JobCompleted, TaskStarted, decode_event
+from pai.embedded.platform import EmbeddedPlatform, free_port, task_runtimes
 from services.orchestrator.adapters.forking import FORK_SERVER_MODULE
 
 MNIST_SHAPE = """protocolVersion: 2

@@ -33,8 +33,8 @@ from libs.backbone.provisioning import ensure_consumer
 from libs.backbone.running import new_event_loop
 from libs.backbone.topology import ensure_topology, publish_event
 from libs.backbone.tracing import configure_tracing
-from libs.embedded.platform import EmbeddedPlatform, free_port
 from libs.protocol.events import JobCompleted, decode_event
+from pai.embedded.platform import EmbeddedPlatform, free_port
 from services.orchestrator.adapters.executing import TaskExit
 from services.orchestrator.adapters.state import FrameworkStore, SubmissionReader
 from services.orchestrator.app import CONSUMER, OrchestratorSettings, consume_jobs, main

@@ -33,8 +33,8 @@ import nats
 import psutil
 from nats.aio.msg import Msg
 
-from libs.embedded.platform import EmbeddedPlatform, free_port
 from libs.protocol.events import JobCompleted, TaskStarted, decode_event
+from pai.embedded.platform import EmbeddedPlatform, free_port
 from runtime.processes import runtime_command
 from services.orchestrator.adapters.forking import FORK_SERVER_MODULE
 from services.orchestrator.adapters.isolation import task_environment

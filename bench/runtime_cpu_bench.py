@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.runtime_bench import spec  # noqa: E402  # the script beside this one
-from libs.embedded.platform import free_port  # noqa: E402
+from pai.embedded.platform import free_port  # noqa: E402
 from runtime.processes import runtime_command  # noqa: E402
 from services.orchestrator.adapters.isolation import task_environment  # noqa: E402
 from services.orchestrator.adapters.local import runtime_path  # noqa: E402

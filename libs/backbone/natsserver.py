@@ -98,7 +98,7 @@ class EmbeddedNats:
         # The server's certificate and the authority clients verify it against; None: plain TCP.
         self.tls = tls
         self.binary = binary or find_nats_server()
-        # Run in the child before exec (e.g. to die with its parent: libs/embedded/supervising.py).
+        # Run in the child before exec (e.g. to die with its parent: pai/embedded/supervising.py).
         self.preexec_fn = preexec_fn
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None

@@ -20,7 +20,7 @@ def inherited_socket(fd: int) -> sockets.socket:
 
     `pai up` binds the public ports (the API, the portal, the metrics) itself and keeps them open
     while the service behind each restarts: the port is never free for another process to take,
-    and two platforms never pick the same one (libs/embedded/platform.py).
+    and two platforms never pick the same one (pai/embedded/platform.py).
     """
     return sockets.socket(fileno=fd)
 

@@ -16,9 +16,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from libs.cli.client import PaiClient
-from libs.cli.common import ServerOption, _client, _friendly_errors
-from libs.cli.output import console
+from pai.cli.client import PaiClient
+from pai.cli.common import ServerOption, _client, _friendly_errors
+from pai.cli.output import console
 
 user_app = typer.Typer(no_args_is_help=True, help="Users: create, list, change, remove (admins).")
 group_app = typer.Typer(no_args_is_help=True, help="Groups and the rights they grant (admins).")

@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from libs.cli.client import (
+from pai.cli.client import (
     DEFAULT_SERVER,
     ApiError,
     ClientError,
@@ -21,8 +21,8 @@ from libs.cli.client import (
     resolve_server,
     saved_login,
 )
-from libs.cli.output import console
-from libs.cli.validating import JobFile
+from pai.cli.output import console
+from pai.cli.validating import JobFile
 
 ServerOption = typer.Option(
     None,

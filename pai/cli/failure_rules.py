@@ -16,9 +16,6 @@ from typing import Annotated
 
 import typer
 
-from libs.cli.client import ApiError, ClientError, PaiClient
-from libs.cli.common import ServerOption
-from libs.cli.common import _client as logged_in_client
 from libs.failures import (
     DEFAULT_TAIL_KIB,
     PodStatus,
@@ -32,6 +29,9 @@ from libs.failures import (
     retry_decision,
     retry_kind,
 )
+from pai.cli.client import ApiError, ClientError, PaiClient
+from pai.cli.common import ServerOption
+from pai.cli.common import _client as logged_in_client
 
 failure_rules_app = typer.Typer(no_args_is_help=True, help="Check and try out failure-analysis rules.")
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from libs.cli.client import ApiError, ClientError, PaiClient
+from pai.cli.client import ApiError, ClientError, PaiClient
 
 FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 # While catching up, one request reads this much: a large log takes few requests.

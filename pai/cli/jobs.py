@@ -14,15 +14,15 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from libs.cli import watching
-from libs.cli.client import (
+from pai.cli import watching
+from pai.cli.client import (
     Login,
     PaiClient,
     resolve_server,
     save_login,
 )
-from libs.cli.common import ServerOption, _client, _console, _error_console, _friendly_errors, _split_job
-from libs.cli.following import FINAL_STATES, LogFollower, LogTarget
+from pai.cli.common import ServerOption, _client, _console, _error_console, _friendly_errors, _split_job
+from pai.cli.following import FINAL_STATES, LogFollower, LogTarget
 
 LOG_FILES = ("all", "stdout", "stderr")
 

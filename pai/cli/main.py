@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from libs.cli import accounts, jobs, validating, watching
-from libs.cli.alerting import alert_rules_app
-from libs.cli.deploying import deploy_app
-from libs.cli.failure_rules import failure_rules_app
-from libs.cli.market import market_app
-from libs.cli.scheduling import register as register_scheduling
-from libs.cli.up import up
-from libs.cli.vcs import vc_app
+from pai.cli import accounts, jobs, validating, watching
+from pai.cli.alerting import alert_rules_app
+from pai.cli.deploying import deploy_app
+from pai.cli.failure_rules import failure_rules_app
+from pai.cli.market import market_app
+from pai.cli.scheduling import register as register_scheduling
+from pai.cli.up import up
+from pai.cli.vcs import vc_app
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="An open platform for AI jobs on GPUs.")
 job_app = typer.Typer(no_args_is_help=True, help="Submit, inspect, validate and stop jobs.")

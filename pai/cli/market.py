@@ -18,8 +18,8 @@ from urllib.parse import quote
 import typer
 from rich.table import Table
 
-from libs.cli.client import ApiError, PaiClient
-from libs.cli.common import ServerOption, _client, _console, _error_console, _friendly_errors, read_job_file
+from pai.cli.client import ApiError, PaiClient
+from pai.cli.common import ServerOption, _client, _console, _error_console, _friendly_errors, read_job_file
 
 market_app = typer.Typer(no_args_is_help=True, help="Share and reuse job templates and data sets.")
 
@@ -214,7 +214,7 @@ def use(
         markup=False,
     )
     if wait:
-        from libs.cli.watching import _watch  # watching imports jobs, as this module does
+        from pai.cli.watching import _watch  # watching imports jobs, as this module does
 
         raise typer.Exit(_watch(server, str(answer["username"]), str(answer["name"])))
 

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from httpx_sse import SSEError, connect_sse
 
-from libs.cli.client import ApiError, ServerUnreachableError
+from pai.cli.client import ApiError, ServerUnreachableError
 
 RECONNECTS = 30
 EXIT_CODES = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": 2}

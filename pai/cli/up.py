@@ -11,8 +11,8 @@ from typing import Any
 import typer
 
 from libs.backbone.busauth import CREDENTIALS_FILE
-from libs.embedded.platform import EmbeddedPlatform, embedded_defaults
 from libs.protocol import simulated_gpus
+from pai.embedded.platform import EmbeddedPlatform, embedded_defaults
 from services.orchestrator.adapters.isolation import containment_line
 from services.rest.ratelimit import configured_limits
 from services.rest.settings import RestSettings

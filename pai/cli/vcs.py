@@ -15,9 +15,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from libs.cli.common import ServerOption, _client, _friendly_errors
-from libs.cli.output import console
 from libs.protocol.wording import counted
+from pai.cli.common import ServerOption, _client, _friendly_errors
+from pai.cli.output import console
 
 vc_app = typer.Typer(no_args_is_help=True, help="Virtual clusters: status and run-time configuration.")
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import typer
 
-from libs.cli.client import ApiError
-from libs.cli.common import ServerOption, _client, _console, _friendly_errors, _split_job, read_job_file
-from libs.cli.streaming import EXIT_CODES, describe, follow
+from pai.cli.client import ApiError
+from pai.cli.common import ServerOption, _client, _console, _friendly_errors, _split_job, read_job_file
+from pai.cli.streaming import EXIT_CODES, describe, follow
 
 
 def _watch(server: str | None, user: str, name: str) -> int:

@@ -43,7 +43,6 @@ from libs.backbone.busauth import (
 )
 from libs.backbone.bustls import TLS_DIR, client_options, ensure_bus_tls
 from libs.backbone.natsserver import EmbeddedNats
-from libs.embedded.supervising import Child, NatsChild, Supervised, Supervisor, die_with_parent
 from libs.web.addresses import (
     AddressError,
     base_url,
@@ -52,6 +51,7 @@ from libs.web.addresses import (
     private_directory,
     unix_url,
 )
+from pai.embedded.supervising import Child, NatsChild, Supervised, Supervisor, die_with_parent
 from runtime.processes import find_runtimes
 
 log = structlog.get_logger(__name__)

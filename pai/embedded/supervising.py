@@ -92,7 +92,7 @@ class Child:
     env: Mapping[str, str]
     log_path: Path
     # Descriptors the process inherits at every start: listening sockets the platform holds for
-    # it, so its port stays taken while it restarts (libs/embedded/platform.py).
+    # it, so its port stays taken while it restarts (pai/embedded/platform.py).
     pass_fds: tuple[int, ...] = ()
     process: asyncio.subprocess.Process | None = None
     restarts: int = 0

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from libs.backbone.connecting import Bus
 from libs.backbone.natsserver import EmbeddedNats
-from libs.cli.main import app
+from pai.cli.main import app
 from services.alerter.adapters.rules_store import RULES_BUCKET, RULES_KEY, get_rules
 from services.alerter.app import Alerter
 from services.alerter.core.timing import FakeClock

@@ -16,8 +16,8 @@ import httpx
 import nats
 from nats.aio.client import Client as NATS
 
-from libs.embedded.platform import EmbeddedPlatform, PlatformInfo, free_port
 from libs.protocol.events import JobCompleted
+from pai.embedded.platform import EmbeddedPlatform, PlatformInfo, free_port
 from tests.support.events import JobEvents
 from tests.support.waiting import eventually
 
@@ -25,7 +25,7 @@ ADMIN_PASSWORD = "e2e-admin-pass"
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 # The `pai` command of this checkout, whatever is installed on the PATH.
-PAI = (sys.executable, "-c", "from libs.cli.main import main; main()")
+PAI = (sys.executable, "-c", "from pai.cli.main import main; main()")
 UNLIMITED = 10_000_000
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.chaos_bench import print_report, run
-from libs.embedded.platform import SERVICES
+from pai.embedded.platform import SERVICES
 
 # A guard only: the run takes 40-100 s on two shared cores; the settle time bounds a stuck one.
 pytestmark = pytest.mark.timeout(420)

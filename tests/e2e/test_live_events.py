@@ -10,7 +10,7 @@ import pytest
 from httpx_sse import aconnect_sse
 from typer.testing import CliRunner
 
-from libs.cli.main import app
+from pai.cli.main import app
 from tests.e2e.platform import ADMIN_PASSWORD, EXAMPLES, running_platform
 
 pytestmark = pytest.mark.timeout(240)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from libs.cli.main import app
+from pai.cli.main import app
 from tests.e2e.up_process import UpProcess
 from tests.support.waiting import eventually
 

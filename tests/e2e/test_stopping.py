@@ -16,8 +16,8 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from libs.cli.main import app
-from libs.embedded.platform import task_runtimes
+from pai.cli.main import app
+from pai.embedded.platform import task_runtimes
 from tests.e2e.platform import job_yaml
 from tests.e2e.up_process import UpProcess, gone
 from tests.support.waiting import eventually, polled

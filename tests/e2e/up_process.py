@@ -14,10 +14,10 @@ from pathlib import Path
 
 import psutil
 
-from libs.embedded.platform import free_port
+from pai.embedded.platform import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-CLI = (sys.executable, "-c", "from libs.cli.main import main; main()")
+CLI = (sys.executable, "-c", "from pai.cli.main import main; main()")
 
 
 class UpProcess:

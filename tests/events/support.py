@@ -17,8 +17,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from httpx_sse import ServerSentEvent, aconnect_sse
 
-from libs.embedded.platform import free_port
 from libs.protocol.events import EventBase
+from pai.embedded.platform import free_port
 from services.events.app import build_app
 from services.events.settings import EventsSettings
 

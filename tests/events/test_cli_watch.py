@@ -12,9 +12,6 @@ import pytest
 from typer.testing import CliRunner
 
 from libs.backbone.connecting import Bus
-from libs.cli.client import Login, save_login
-from libs.cli.main import app
-from libs.cli.streaming import follow
 from libs.protocol.events import (
     FailureInfo,
     JobCompleted,
@@ -24,6 +21,9 @@ from libs.protocol.events import (
     TaskCompleted,
     TaskStarted,
 )
+from pai.cli.client import Login, save_login
+from pai.cli.main import app
+from pai.cli.streaming import follow
 from tests.events.lifecycles import LIFECYCLE, life, submitted
 from tests.events.support import REPO, publish_all
 
@@ -116,7 +116,7 @@ async def test_pai_events_json_tails_one_object_per_line(
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
-        "from libs.cli.main import main; main()",
+        "from pai.cli.main import main; main()",
         *("events", "--job", "tail", "--since", "0", "--json", "--server", gateway_url),
         env={**os.environ, **logged_in, "PYTHONPATH": str(REPO)},
         stdout=asyncio.subprocess.PIPE,

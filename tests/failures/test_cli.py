@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from libs.cli.main import app
+from pai.cli.main import app
 from tests.support.anchors import anchor, needs
 
 SPEC = anchor("openpai", "exit-spec")

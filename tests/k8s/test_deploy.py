@@ -13,8 +13,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from libs.cli.deploying import load_kustomization, merge
-from libs.cli.main import app
+from pai.cli.deploying import load_kustomization, merge
+from pai.cli.main import app
 from tests.support.k8s_api import FakeKubernetes, serving
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"

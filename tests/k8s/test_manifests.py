@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from libs.cli.deploying import render
+from pai.cli.deploying import render
 from services.orchestrator.adapters.k8s_pods import PodSettings, TaskIdentity, as_manifest, build_pod
 from services.orchestrator.adapters.specs import build_spec
 from tests.k8s.frameworks import JOB_ID, framework

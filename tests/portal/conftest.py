@@ -17,7 +17,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from libs.embedded.platform import EmbeddedPlatform, PlatformInfo, free_port
+from pai.embedded.platform import EmbeddedPlatform, PlatformInfo, free_port
 
 CHROMIUM = os.environ.get("PAI_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from libs.embedded.platform import SERVICES
+from pai.embedded.platform import SERVICES
 from tests.portal.conftest import ADMIN_PASSWORD, AXE, ROOT, USER, USER_PASSWORD, PortalPlatform
 from tests.support.waiting import eventually
 

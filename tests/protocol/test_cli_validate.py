@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from libs.cli.main import app
+from pai.cli.main import app
 from tests.protocol.jobtexts import BASE_JOB, job, to_yaml
 
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.topology import publish_event
-from libs.cli.main import app
 from libs.protocol.events import JobCompleted, JobScheduled, JobState, TaskPlacement, TaskStarted
+from pai.cli.main import app
 from tests.rest.conftest import ADMIN_PASSWORD
 from tests.rest.jobs import job_yaml
 from tests.rest.serving import ServerThread

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from libs.cli.main import app
+from pai.cli.main import app
 from tests.rest.conftest import ADMIN_PASSWORD
 from tests.rest.serving import ServerThread
 

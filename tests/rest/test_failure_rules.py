@@ -19,9 +19,9 @@ from aiohttp.test_utils import TestClient
 
 from libs.backbone.connecting import Bus
 from libs.backbone.natsserver import EmbeddedNats
-from libs.cli.main import app
 from libs.failures import default_rules, default_rules_text
 from libs.protocol.events import JobState
+from pai.cli.main import app
 from services.orchestrator.app import OrchestratorSettings, main
 from tests.failures.test_runtime_rules import DATASET_RULE, rules_with
 from tests.orchestrator.service_support import schedule, watch_jobs

@@ -194,7 +194,7 @@ async def test_a_task_larger_than_the_largest_node_is_refused_naming_the_node(
 async def test_the_nodes_size_is_what_the_monitor_offers_with_overcommit(
     api: Client, admin_headers: dict[str, str], bus: Bus, nats_server: EmbeddedNats
 ) -> None:
-    # As `pai up` runs its monitor (libs/embedded/platform.py): 16 times the cores, 4 times the memory.
+    # As `pai up` runs its monitor (pai/embedded/platform.py): 16 times the cores, 4 times the memory.
     cpu, memory_mb, _gpus, _model = detect_resources(cpu_overcommit=16, memory_overcommit=4)
     assert cpu == (os.cpu_count() or 1) * 16
     await ensure_topology(bus.js)

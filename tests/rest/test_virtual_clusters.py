@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.topology import ensure_topology, publish_event
-from libs.cli.main import app
 from libs.protocol.events import JobScheduled, decode_event
+from pai.cli.main import app
 from services.rest.adapters.accounts import create_user
 from services.rest.auth import hash_password
 from services.rest.keys import ENGINE

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from libs.cli.main import app
+from pai.cli.main import app
 from services.scheduler.core.gpu_share import (
     DEFAULT_POLICY,
     MILLI,

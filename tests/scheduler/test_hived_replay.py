@@ -9,7 +9,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from libs.cli.main import app
+from pai.cli.main import app
 from services.scheduler.sim.replay import CaseReplayer, apply_modifications, expand_leaf_cells
 from tests.scheduler.clusters import two_rack_config
 from tests.support.anchors import anchor, needs

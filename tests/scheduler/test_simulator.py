@@ -9,7 +9,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from libs.cli.main import app
+from pai.cli.main import app
 from services.scheduler.sim.simulator import SimError, load_cluster, load_trace, simulate
 from tests.scheduler.clusters import two_rack_config
 

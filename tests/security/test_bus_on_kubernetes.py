@@ -12,7 +12,7 @@ from nats.aio.client import Client as NATS
 from libs.backbone.busauth import ADMIN_USER, OFF_THE_BUS, SECRETS_BUCKET, new_password, password_variable
 from libs.backbone.connecting import connect
 from libs.backbone.natsserver import EmbeddedNats
-from libs.cli.deploying import CREDENTIALS, render
+from pai.cli.deploying import CREDENTIALS, render
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 SERVICES = {"rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "marketplace"}

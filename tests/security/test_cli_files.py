@@ -12,8 +12,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from libs.cli.main import app
 from libs.protocol.limits import DEFAULT_BODY_BYTES
+from pai.cli.main import app
 from tests.security.rest_app import one_role_job
 
 

@@ -2,7 +2,7 @@
 
 from typer.testing import CliRunner
 
-from libs.cli.main import app
+from pai.cli.main import app
 
 
 def test_pai_version_prints_the_installed_version() -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from libs.cli.up import _limits_line
-from libs.embedded.platform import EmbeddedPlatform, embedded_defaults
+from pai.cli.up import _limits_line
+from pai.embedded.platform import EmbeddedPlatform, embedded_defaults
 from services.rest.settings import RestSettings
 
 

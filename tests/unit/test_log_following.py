@@ -7,8 +7,8 @@ from typing import Any, cast
 
 import pytest
 
-from libs.cli.client import ApiError, PaiClient
-from libs.cli.following import LogFollower, LogTarget
+from pai.cli.client import ApiError, PaiClient
+from pai.cli.following import LogFollower, LogTarget
 from services.orchestrator.adapters.logs import window
 
 

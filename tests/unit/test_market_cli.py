@@ -8,8 +8,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from libs.cli.main import app
-from libs.cli.market import rename_job, visibility
+from pai.cli.main import app
+from pai.cli.market import rename_job, visibility
 
 JOB = "protocolVersion: 2\nname: hello-world  \ntype: job\ntaskRoles:\n  main:\n    name: kept\n"
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from libs.embedded.platform import EmbeddedPlatform
 from libs.web.addresses import (
     AddressError,
     base_url,
@@ -24,6 +23,7 @@ from libs.web.addresses import (
     socket_path,
     unix_url,
 )
+from pai.embedded.platform import EmbeddedPlatform
 from services.events.settings import EventsSettings
 from services.portal.settings import PortalSettings
 from services.rest.settings import RestSettings

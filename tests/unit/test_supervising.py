@@ -10,7 +10,7 @@ from pathlib import Path
 from libs.backbone.connecting import connect
 from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.provisioning import StreamSpec, ensure_stream
-from libs.embedded.supervising import Child, NatsChild, Supervisor
+from pai.embedded.supervising import Child, NatsChild, Supervisor
 from tests.support.waiting import eventually, polled
 
 
