@@ -1,1 +1,1 @@
-"""Libraries shared by every service: the protocol, the event backbone and the command line."""
+"""Libraries every service may use: the job protocol, failure rules, the event backbone, web plumbing."""

@@ -1,1 +1,1 @@
-"""cli"""
+"""The `pai` command line: one typer application (main.py) over the REST API and the platform."""
