@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup up test lint fmt unit bench lock clean
+.PHONY: setup up test lint fmt unit bench mutants lock clean
 
 setup: $(STAMP)
 
@@ -46,6 +46,11 @@ test: lint
 
 bench: setup
 	$(BIN)/python -m bench $(ARGS)
+
+# Mutation testing (not part of test): mutmut over the named modules with the tests that cover
+# them, one line per module at the end (bench/mutants.py; no ARGS: the default set).
+mutants: setup
+	$(BIN)/python -m bench.mutants $(ARGS)
 
 # Re-resolve the pinned dependency set after editing pyproject.toml.
 lock:
