@@ -25,6 +25,9 @@ CONTENT_TYPE = "application/json"
 RETRY_DELAY = 1.0
 # The publish may or may not be stored; a retry with the same Nats-Msg-Id settles it.
 _UNCONFIRMED = (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError)
+NOT_SENT: tuple[type[Exception], ...] = (TemporaryError, nats.errors.Error, TimeoutError, OSError)
+"""What a publish raises while the bus is away or has not confirmed it: sending the same event
+again (same Nats-Msg-Id) settles it. Anything else is a bug in what is sent, which no retry cures."""
 
 
 def subject_template(subject: str) -> str:
@@ -66,11 +69,7 @@ async def publish_bytes(
         all_headers = inject_headers({"Content-Type": CONTENT_TYPE, **(headers or {}), MSG_ID_HEADER: msg_id})
         try:
             ack = await js.publish(subject, payload, timeout=ack_timeout, headers=all_headers)
-        except (
-            nats.errors.TimeoutError,
-            nats.errors.NoRespondersError,
-            nats.js.errors.NoStreamResponseError,
-        ) as exc:
+        except _UNCONFIRMED as exc:
             span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
             raise TemporaryError(
                 f"publish to {subject} not confirmed ({type(exc).__name__})", delay=RETRY_DELAY

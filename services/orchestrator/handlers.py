@@ -34,6 +34,7 @@ from nats.aio.msg import Msg
 
 from libs.backbone.errors import KVConflictError
 from libs.backbone.grouping import GroupCommit
+from libs.backbone.publishing import NOT_SENT
 from libs.failures import PodStatus, RuleSet, analyze, default_rules
 from libs.protocol.events import (
     EventBase,
@@ -191,6 +192,8 @@ class Orchestrator:
             decision = decide_all(framework, [(message, self._context()) for message in messages])
             framework, effects = decision.framework, decision.effects
             if framework is None or (framework == snapshot and not effects):
+                if snapshot is not None and snapshot.outbox:  # a flush that failed: this try sends it
+                    await self._flush_outbox(job_id)
                 return
             revision = current.revision if current else None
             try:
@@ -293,7 +296,7 @@ class Orchestrator:
             try:
                 await self._publish(event)
                 return
-            except Exception as exc:  # the bus is away: a fact must not be lost, so keep trying
+            except NOT_SENT as exc:  # the bus is away: a fact must not be lost, so keep trying
                 log.warning("publish failed; retrying", event_id=event.event_id, error=str(exc), delay=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)

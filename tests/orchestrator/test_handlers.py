@@ -73,6 +73,36 @@ async def test_an_event_decided_before_a_crash_is_published_after_the_restart(
     assert len(published) == 1
 
 
+async def test_a_bus_that_does_not_answer_is_waited_for_and_a_bug_reaches_the_consumer(
+    bus: Bus, tmp_path: Path
+) -> None:
+    """The outbox retries what the bus raises (the event goes out once it answers); anything
+    else is a bug no retry cures: it leaves the handler, whose consumer naks the message with
+    backoff, and the job's lock with it. The event stays in the outbox for the next try."""
+    timeouts = [TimeoutError("the bus did not answer")]
+    bug = [True]
+    published: list[EventBase] = []
+
+    async def flaky(event: EventBase) -> None:
+        if timeouts:
+            raise timeouts.pop()
+        if bug[0]:
+            raise TypeError("a bug")
+        published.append(event)
+
+    orch = await orchestrator(bus, tmp_path, flaky)
+    await orch.apply("job1", submitted(job_config({"worker": (1, "echo ok")})))
+    with pytest.raises(TypeError, match="a bug"):
+        await orch.apply("job1", JobStopRequested(job_id="job1", by="alice"))
+    assert timeouts == []
+    assert published == []
+    bug[0] = False
+    await orch.recover()
+    assert [(getattr(e, "type", None), getattr(e, "state", None)) for e in published] == [
+        ("job.completed", "STOPPED")
+    ]
+
+
 async def test_a_lost_revision_race_decides_again_on_the_fresh_state(bus: Bus, tmp_path: Path) -> None:
     published: list[EventBase] = []
 
