@@ -66,6 +66,12 @@ from services.monitor.liveness import Liveness
 
 log = structlog.get_logger(__name__)
 
+
+def _dropped(what: str, msg: Msg, exc: ValueError) -> None:
+    """A message that does not decode is dropped (the next one may), but never silently."""
+    log.warning(f"undecodable {what} dropped", subject=msg.subject, size=len(msg.data), error=str(exc)[:300])
+
+
 # The job events the monitor follows: which task processes to sample on this node.
 TASK_EVENT_TYPES = ("job.scheduled", "task.started", "task.completed", "job.completed")
 
@@ -180,7 +186,8 @@ class Monitor:
     async def _on_heartbeat(self, msg: Msg) -> None:
         try:
             beat = Heartbeat.model_validate_json(msg.data)
-        except ValueError:
+        except ValueError as exc:
+            _dropped("heartbeat", msg, exc)
             return
         self.liveness.service_seen(beat.service, self.clock())
         self.counts["heartbeats"] += 1
@@ -188,7 +195,8 @@ class Monitor:
     async def _on_metrics(self, msg: Msg) -> None:
         try:
             batch = MetricBatch.model_validate_json(msg.data)
-        except ValueError:
+        except ValueError as exc:
+            _dropped("metrics", msg, exc)
             return
         self.history.record(batch.node, batch.samples, self.clock())
 
@@ -213,7 +221,8 @@ class Monitor:
     async def _on_node_event(self, msg: Msg) -> None:
         try:
             event = decode_event(msg.data)
-        except ValueError:
+        except ValueError as exc:
+            _dropped("node event", msg, exc)
             return
         if isinstance(event, NodeReported):
             self.liveness.node_seen(
@@ -226,7 +235,8 @@ class Monitor:
     async def _on_job_event(self, msg: Msg) -> None:
         try:
             event = decode_event(msg.data)
-        except ValueError:
+        except ValueError as exc:
+            _dropped("job event", msg, exc)
             return
         if isinstance(event, TaskStarted) and event.node == self.settings.node_name and event.pid:
             self.collector.add_task(TaskRef(event.job_id, event.role, event.index, event.pid))

@@ -122,3 +122,16 @@ async def test_task_metrics_are_published_and_served_to_prometheus(
         process.kill()
         await process.wait()
         await sub.unsubscribe()
+
+
+async def test_a_message_that_does_not_decode_is_dropped_with_a_line_saying_so(
+    bus: Bus, monitor: tuple[Monitor, FakeClock], caplog: pytest.LogCaptureFixture
+) -> None:
+    async def dropped() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+
+    await bus.nc.publish("pai.metrics.node-x", b"not a batch")
+    await bus.nc.publish("pai.health.ghost", b"{}")
+    lines = await eventually(dropped, lambda found: len(found) >= 2)
+    assert any("undecodable metrics dropped" in line and "pai.metrics.node-x" in line for line in lines)
+    assert any("undecodable heartbeat dropped" in line and "pai.health.ghost" in line for line in lines)
