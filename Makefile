@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup up test lint fmt unit bench mutants lock clean
+.PHONY: setup up check test lint fmt unit bench mutants lock clean
 
 setup: $(STAMP)
 
@@ -40,6 +40,16 @@ fmt: setup
 
 unit: setup
 	$(BIN)/pytest $(ARGS)
+
+# The edit-test loop, a minute or two on two cores: lint, types, import contracts and the tests
+# that need no platform (no bus, database, service or browser): unit tests, every pure core's
+# (tests/*/test_core*.py), the protocol, the failure rules, the scheduler, the import circles.
+# `make test` runs everything, and is what CI runs.
+CHECK_TESTS := tests/unit tests/contracts tests/protocol tests/failures tests/scheduler \
+	$(sort $(wildcard tests/*/test_core*.py)) tests/test_import_cycles.py
+
+check: lint
+	$(BIN)/pytest $(CHECK_TESTS) $(ARGS)
 
 test: lint
 	$(BIN)/pytest $(ARGS)
