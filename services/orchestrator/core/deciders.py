@@ -11,7 +11,8 @@ all leave the snapshot unchanged and ask for nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from libs.protocol.events import (
     EventBase,
@@ -115,28 +116,34 @@ def decide_all(framework: Framework | None, inputs: Sequence[tuple[Input, Contex
 
 
 def _fold(fw: Framework, message: Input, event_id: str | None, ctx: Context, decision: Decision) -> None:
-    if isinstance(message, JobScheduled):
-        _on_scheduled(fw, message, ctx, decision)
-    elif isinstance(message, JobStopRequested):
-        _on_stop(fw, "stopped", STOP_EXIT_CODE, f"stopped by {message.by}", ctx, decision)
-    elif isinstance(message, JobPreempting):
-        if fw.current is not None and fw.current.state in (S.CREATION_REQUESTED, S.PREPARING, S.RUNNING):
-            fw.preempting = True
-            _on_stop(fw, "preempted", PREEMPTED_EXIT_CODE, f"preempted: {message.reason}", ctx, decision)
-    elif isinstance(message, TaskCompleted):
-        key = (message.attempt, message.role, message.index, message.task_attempt)
-        _on_task_exit(fw, key, message.exit_code, message.failure, message.diagnostics, ctx, decision)
-    elif isinstance(message, TaskLaunched):
-        _on_launched(
-            fw, message.key, message.pid, message.task_dir, ctx, decision, message.ports, message.note
-        )
-    elif isinstance(message, Recovered):
-        _on_recovered(fw, message, ctx, decision)
+    """Fold one input into the working copy by its type's rule (``_RULES``, at the module's end)."""
+    rule = _RULES.get(type(message))
+    if rule is not None:
+        rule(fw, message, ctx, decision)
     if event_id is not None and not isinstance(message, TaskCompleted):
         # A task's report needs no memory: its task attempt's own state makes a second one a
         # no-op, and keeping thousands of task ids would make every write of the job larger.
         remember(fw, event_id)
     fw.state = fw.current.state if fw.current is not None else fw.state
+
+
+def _on_stop_requested(fw: Framework, event: JobStopRequested, ctx: Context, decision: Decision) -> None:
+    _on_stop(fw, "stopped", STOP_EXIT_CODE, f"stopped by {event.by}", ctx, decision)
+
+
+def _on_preempting(fw: Framework, event: JobPreempting, ctx: Context, decision: Decision) -> None:
+    if fw.current is not None and fw.current.state in (S.CREATION_REQUESTED, S.PREPARING, S.RUNNING):
+        fw.preempting = True
+        _on_stop(fw, "preempted", PREEMPTED_EXIT_CODE, f"preempted: {event.reason}", ctx, decision)
+
+
+def _on_task_completed(fw: Framework, event: TaskCompleted, ctx: Context, decision: Decision) -> None:
+    key = (event.attempt, event.role, event.index, event.task_attempt)
+    _on_task_exit(fw, key, event.exit_code, event.failure, event.diagnostics, ctx, decision)
+
+
+def _on_task_launched(fw: Framework, message: TaskLaunched, ctx: Context, decision: Decision) -> None:
+    _on_launched(fw, message.key, message.pid, message.task_dir, ctx, decision, message.ports, message.note)
 
 
 def _publish(fw: Framework, decision: Decision, event: EventBase) -> None:
@@ -478,3 +485,15 @@ def _on_recovered(fw: Framework, message: Recovered, ctx: Context, decision: Dec
         else:
             # Never launched and no longer wanted.
             _on_task_exit(fw, key, STOP_EXIT_CODE, None, "stopped before it started", ctx, decision)
+
+
+# One rule per input type after the submission (cosmicpython's message bus); any other input
+# changes nothing but is remembered.
+_RULES: dict[type, Callable[[Framework, Any, Context, Decision], None]] = {
+    JobScheduled: _on_scheduled,
+    JobStopRequested: _on_stop_requested,
+    JobPreempting: _on_preempting,
+    TaskCompleted: _on_task_completed,
+    TaskLaunched: _on_task_launched,
+    Recovered: _on_recovered,
+}

@@ -10,7 +10,8 @@ the projection keeps up with bursts; events of one job are given in stream order
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import BigInteger, Table, and_, bindparam, case, func, insert, select, update
@@ -466,114 +467,162 @@ def _retried_exit(event: JobRetrying) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class _Job:
+    """The job an event is about, as the batch knows it, and where its rule writes."""
+
+    conn: AsyncConnection
+    rows: _JobRows
+    id: str
+    row: dict[str, Any]
+    final: bool  # the job was over before this event
+    at: int  # when the event happened, in epoch milliseconds
+
+
 async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> None:
+    """Apply one event by its type's rule (``_RULES``). A submission makes the job's row; any
+    other event about a job this read model never saw submitted has nothing to attach to."""
     at = states.epoch_ms(event.occurred_at)
     if isinstance(event, JobSubmitted):
         if await rows.get(conn, event.job_id) is None:
             # Rebuilding from the stream (or a submission by another instance): create the row.
             await conn.execute(insert(jobs).values(**job_row_from_config(event, at)))
         return
-    job_id: str | None = getattr(event, "job_id", None)
-    if job_id is None:
+    rule = _RULES.get(type(event))
+    job_id = _job_id(event)
+    if rule is None or job_id is None:
         return
-    job = await rows.get(conn, job_id)
-    if job is None:
-        # An event for a job this read model never saw submitted: nothing to attach it to.
+    row = await rows.get(conn, job_id)
+    if row is None:
         return
-    final = job["state"] in states.FINAL
-    if isinstance(event, JobPending):
-        if not final:
-            rows.update(job_id, pending_reason=event.reason, sub_state=states.SUB_STATE_WAITING)
-    elif isinstance(event, JobScheduled):
-        await _upsert_attempt(
-            conn, job_id, event.attempt, created_time=at, sub_state=states.SUB_STATE_PREPARING
-        )
-        await _place_tasks(conn, job_id, event, at, await rows.revision(conn, job_id))
-        if not final:
-            values: dict[str, Any] = {
-                "attempt": event.attempt,
-                "pending_reason": None,
-                "sub_state": states.SUB_STATE_PREPARING,
-            }
-            if job["created_time"] is None:
-                values["created_time"] = at
-            rows.update(job_id, **values)
-    elif isinstance(event, JobPreempting):
-        if not final:
-            rows.update(job_id, sub_state=states.SUB_STATE_DELETING, pending_reason=event.reason)
-    elif isinstance(event, TaskStarted):
-        # A task that ended at once may be reported ended before it is reported started (the
-        # executor publishes its exit while the orchestrator still records the launches): its
-        # row keeps the state its end gave it (see _prepared_update).
-        await _upsert_task(conn, event, await rows.revision(conn, job_id))
-        await _start_attempt(conn, job_id, event.attempt, at)
-        _job_runs(job_id, job, rows, at)
-    elif isinstance(event, TaskCompleted):
-        await _upsert_task(conn, event, await rows.revision(conn, job_id))
-    elif isinstance(event, JobRetrying):
-        await _upsert_attempt(
-            conn,
-            job_id,
-            event.attempt,
-            state="FAILED",
-            sub_state=states.SUB_STATE_ATTEMPT_DONE,
-            completed_time=at,
-            exit_diagnostics=event.reason or None,
-            **_retried_exit(event),
-        )
-        if not final:
-            kind_column = f"retries_{event.kind}"
-            rows.update(
-                job_id,
-                retries=job["retries"] + 1,
-                **{kind_column: job[kind_column] + 1},
-                retry_delay_ms=int(event.delay_seconds * 1000),
-                attempt=event.next_attempt,
-                state="WAITING" if job["state"] != "STOPPING" else "STOPPING",
-                sub_state=states.SUB_STATE_WAITING,
-            )
-    elif isinstance(event, JobCompleted):
-        spec = states.exit_spec(event.exit_code, event.failure)
-        trigger = _trigger_message(event.trigger_role, event.trigger_index)
-        exit_values: dict[str, Any] = {
-            "exit_code": event.exit_code,
-            "exit_spec": spec,
-            "exit_diagnostics": event.diagnostics or None,
-            "exit_trigger_message": trigger,
-            "exit_trigger_role": event.trigger_role,
-            "exit_trigger_index": event.trigger_index,
-            "completed_time": at,
+    await rule(_Job(conn, rows, job_id, row, row["state"] in states.FINAL, at), event)
+
+
+async def _pending(job: _Job, event: JobPending) -> None:
+    if not job.final:
+        job.rows.update(job.id, pending_reason=event.reason, sub_state=states.SUB_STATE_WAITING)
+
+
+async def _scheduled(job: _Job, event: JobScheduled) -> None:
+    await _upsert_attempt(
+        job.conn, job.id, event.attempt, created_time=job.at, sub_state=states.SUB_STATE_PREPARING
+    )
+    await _place_tasks(job.conn, job.id, event, job.at, await job.rows.revision(job.conn, job.id))
+    if not job.final:
+        values: dict[str, Any] = {
+            "attempt": event.attempt,
+            "pending_reason": None,
+            "sub_state": states.SUB_STATE_PREPARING,
         }
-        await _upsert_attempt(
-            conn,
-            job_id,
-            event.attempt,
+        if job.row["created_time"] is None:
+            values["created_time"] = job.at
+        job.rows.update(job.id, **values)
+
+
+async def _preempting(job: _Job, event: JobPreempting) -> None:
+    if not job.final:
+        job.rows.update(job.id, sub_state=states.SUB_STATE_DELETING, pending_reason=event.reason)
+
+
+async def _task_started(job: _Job, event: TaskStarted) -> None:
+    # A task that ended at once may be reported ended before it is reported started (the
+    # executor publishes its exit while the orchestrator still records the launches): its
+    # row keeps the state its end gave it (see _prepared_update).
+    await _upsert_task(job.conn, event, await job.rows.revision(job.conn, job.id))
+    await _start_attempt(job.conn, job.id, event.attempt, job.at)
+    _job_runs(job.id, job.row, job.rows, job.at)
+
+
+async def _task_completed(job: _Job, event: TaskCompleted) -> None:
+    await _upsert_task(job.conn, event, await job.rows.revision(job.conn, job.id))
+
+
+async def _retrying(job: _Job, event: JobRetrying) -> None:
+    await _upsert_attempt(
+        job.conn,
+        job.id,
+        event.attempt,
+        state="FAILED",
+        sub_state=states.SUB_STATE_ATTEMPT_DONE,
+        completed_time=job.at,
+        exit_diagnostics=event.reason or None,
+        **_retried_exit(event),
+    )
+    if not job.final:
+        kind_column = f"retries_{event.kind}"
+        job.rows.update(
+            job.id,
+            retries=job.row["retries"] + 1,
+            **{kind_column: job.row[kind_column] + 1},
+            retry_delay_ms=int(event.delay_seconds * 1000),
+            attempt=event.next_attempt,
+            state="WAITING" if job.row["state"] != "STOPPING" else "STOPPING",
+            sub_state=states.SUB_STATE_WAITING,
+        )
+
+
+async def _completed(job: _Job, event: JobCompleted) -> None:
+    spec = states.exit_spec(event.exit_code, event.failure)
+    trigger = _trigger_message(event.trigger_role, event.trigger_index)
+    exit_values: dict[str, Any] = {
+        "exit_code": event.exit_code,
+        "exit_spec": spec,
+        "exit_diagnostics": event.diagnostics or None,
+        "exit_trigger_message": trigger,
+        "exit_trigger_role": event.trigger_role,
+        "exit_trigger_index": event.trigger_index,
+        "completed_time": job.at,
+    }
+    await _upsert_attempt(
+        job.conn,
+        job.id,
+        event.attempt,
+        state=event.state.value,
+        sub_state=states.SUB_STATE_COMPLETED,
+        **exit_values,
+    )
+    # Tasks still shown running when the attempt ended were stopped with it.
+    await job.conn.execute(
+        _STOP_TASKS,
+        {
+            "k_job_id": job.id,
+            "k_attempt": event.attempt,
+            "v_state": "STOPPED" if event.state.value == "STOPPED" else "FAILED",
+            "v_at": job.at,
+            "v_revision": await job.rows.revision(job.conn, job.id),
+        },
+    )
+    if not job.final:
+        job.rows.update(
+            job.id,
             state=event.state.value,
             sub_state=states.SUB_STATE_COMPLETED,
+            attempt=event.attempt,
+            pending_reason=None,
             **exit_values,
         )
-        # Tasks still shown running when the attempt ended were stopped with it.
-        await conn.execute(
-            _STOP_TASKS,
-            {
-                "k_job_id": job_id,
-                "k_attempt": event.attempt,
-                "v_state": "STOPPED" if event.state.value == "STOPPED" else "FAILED",
-                "v_at": at,
-                "v_revision": await rows.revision(conn, job_id),
-            },
-        )
-        if not final:
-            rows.update(
-                job_id,
-                state=event.state.value,
-                sub_state=states.SUB_STATE_COMPLETED,
-                attempt=event.attempt,
-                pending_reason=None,
-                **exit_values,
-            )
-    elif isinstance(event, JobStopRequested) and not final:
-        rows.update(job_id, execution_type="STOP", state="STOPPING", sub_state=states.SUB_STATE_DELETING)
-    elif isinstance(event, JobTagged):
-        # The tag routes changed the row already; replaying the stream gets the same tags back.
-        await change_tag_in(conn, job_id, event.tag, add=not event.removed)
+
+
+async def _stop_requested(job: _Job, event: JobStopRequested) -> None:
+    if not job.final:
+        job.rows.update(job.id, execution_type="STOP", state="STOPPING", sub_state=states.SUB_STATE_DELETING)
+
+
+async def _tagged(job: _Job, event: JobTagged) -> None:
+    # The tag routes changed the row already; replaying the stream gets the same tags back.
+    await change_tag_in(job.conn, job.id, event.tag, add=not event.removed)
+
+
+# One rule per event type about an existing job (cosmicpython's message bus); other types
+# change nothing here.
+_RULES: dict[type[EventBase], Callable[[_Job, Any], Awaitable[None]]] = {
+    JobPending: _pending,
+    JobScheduled: _scheduled,
+    JobPreempting: _preempting,
+    TaskStarted: _task_started,
+    TaskCompleted: _task_completed,
+    JobRetrying: _retrying,
+    JobCompleted: _completed,
+    JobStopRequested: _stop_requested,
+    JobTagged: _tagged,
+}

@@ -12,11 +12,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from libs.protocol.events import (
     Event,
+    EventBase,
     FailureInfo,
     JobCompleted,
     JobPending,
@@ -170,86 +172,115 @@ class SchedulerCore:
         return [job_id for job_id, job in self._ordered() if not job.placed]
 
     def apply(self, event: Event) -> None:
-        if isinstance(event, JobSubmitted):
-            if event.job_id in self._refused:
-                return
-            if event.job_id not in self._jobs and (why := refusal(event.config, self.max_job_tasks)):
-                self._refused[event.job_id] = (0, why)
-                return
-            if event.job_id not in self._jobs:
-                self._seq += 1
-                demand = demand_from_config(event.job_id, event.user, event.virtual_cluster, event.config)
-                if event.priority and not demand.priority:
-                    demand = JobDemand(
-                        demand.job_id, demand.user, demand.virtual_cluster, event.priority, demand.tasks
-                    )
-                self._jobs[event.job_id] = _Job(demand, self._seq)
-                self._fresh.add(event.job_id)
-        elif isinstance(event, JobScheduled):
-            job = self._jobs.get(event.job_id)
-            if job is not None and not job.placed and event.attempt >= job.attempt:
-                job.attempt = event.attempt
-                job.placed = True
-                placed = Placed(event.job_id, tuple(_from_event(p) for p in event.placements))
-                job.placement = placed
-                self.policy.restore(job.demand, placed)
-        elif isinstance(event, JobPending):
-            job = self._jobs.get(event.job_id)
-            if job is not None:
-                job.last_reason = event.reason
-        elif isinstance(event, JobPreempting):
-            preemptor = self._jobs.get(event.by_job_id)
-            if preemptor is not None:
-                preemptor.preempting.add(event.job_id)
-        elif isinstance(event, JobRetrying):
-            job = self._jobs.get(event.job_id)
-            if job is not None and event.next_attempt > job.attempt:
-                self.policy.release(event.job_id)
-                self._everyone = True
-                job.attempt = event.next_attempt
-                job.placed = False
-                job.placement = None
-                job.last_reason = ""
-                for other in self._jobs.values():
-                    other.preempting.discard(event.job_id)
-        elif isinstance(event, JobCompleted):
-            self._refused.pop(event.job_id, None)
-            self._told.discard(event.job_id)
-            if self._jobs.pop(event.job_id, None) is not None:
-                self.policy.release(event.job_id)
-                self._everyone = True
+        """Fold one event into the state by its type's rule (``_RULES``); other types change nothing."""
+        rule = self._RULES.get(type(event))
+        if rule is not None:
+            rule(self, event)
+
+    def _submitted(self, event: JobSubmitted) -> None:
+        if event.job_id in self._refused:
+            return
+        if event.job_id not in self._jobs and (why := refusal(event.config, self.max_job_tasks)):
+            self._refused[event.job_id] = (0, why)
+            return
+        if event.job_id not in self._jobs:
+            self._seq += 1
+            demand = demand_from_config(event.job_id, event.user, event.virtual_cluster, event.config)
+            if event.priority and not demand.priority:
+                demand = JobDemand(
+                    demand.job_id, demand.user, demand.virtual_cluster, event.priority, demand.tasks
+                )
+            self._jobs[event.job_id] = _Job(demand, self._seq)
+            self._fresh.add(event.job_id)
+
+    def _scheduled(self, event: JobScheduled) -> None:
+        job = self._jobs.get(event.job_id)
+        if job is not None and not job.placed and event.attempt >= job.attempt:
+            job.attempt = event.attempt
+            job.placed = True
+            placed = Placed(event.job_id, tuple(_from_event(p) for p in event.placements))
+            job.placement = placed
+            self.policy.restore(job.demand, placed)
+
+    def _pending(self, event: JobPending) -> None:
+        job = self._jobs.get(event.job_id)
+        if job is not None:
+            job.last_reason = event.reason
+
+    def _preempting(self, event: JobPreempting) -> None:
+        preemptor = self._jobs.get(event.by_job_id)
+        if preemptor is not None:
+            preemptor.preempting.add(event.job_id)
+
+    def _retrying(self, event: JobRetrying) -> None:
+        job = self._jobs.get(event.job_id)
+        if job is not None and event.next_attempt > job.attempt:
+            self.policy.release(event.job_id)
+            self._everyone = True
+            job.attempt = event.next_attempt
+            job.placed = False
+            job.placement = None
+            job.last_reason = ""
             for other in self._jobs.values():
                 other.preempting.discard(event.job_id)
-        elif isinstance(event, JobStopRequested):
-            job = self._jobs.get(event.job_id)
-            if job is not None and not job.placed:
-                # Not placed: nothing to free; never place it again. The orchestrator ends it.
-                del self._jobs[event.job_id]
-        elif isinstance(event, NodeReported):
-            node = NodeInventory(
-                event.name,
-                event.address,
-                event.cpu,
-                event.memory_mb,
-                event.gpus,
-                event.gpu_model,
-                event.healthy,
-            )
-            if self._nodes.get(event.name) != node:  # periodic reports of an unchanged node change nothing
-                self._nodes[event.name] = node
-                self._set_nodes()
-        elif isinstance(event, NodeCordoned):
-            before = set(self._cordoned)
-            if event.cordoned:
-                self._cordoned.add(event.name)
-            else:
-                self._cordoned.discard(event.name)
-            if before != self._cordoned:
-                self._set_nodes()
-        elif isinstance(event, NodeLost) and event.name in self._nodes:
+
+    def _completed(self, event: JobCompleted) -> None:
+        self._refused.pop(event.job_id, None)
+        self._told.discard(event.job_id)
+        if self._jobs.pop(event.job_id, None) is not None:
+            self.policy.release(event.job_id)
+            self._everyone = True
+        for other in self._jobs.values():
+            other.preempting.discard(event.job_id)
+
+    def _stop_requested(self, event: JobStopRequested) -> None:
+        job = self._jobs.get(event.job_id)
+        if job is not None and not job.placed:
+            # Not placed: nothing to free; never place it again. The orchestrator ends it.
+            del self._jobs[event.job_id]
+
+    def _node_reported(self, event: NodeReported) -> None:
+        node = NodeInventory(
+            event.name,
+            event.address,
+            event.cpu,
+            event.memory_mb,
+            event.gpus,
+            event.gpu_model,
+            event.healthy,
+        )
+        if self._nodes.get(event.name) != node:  # periodic reports of an unchanged node change nothing
+            self._nodes[event.name] = node
+            self._set_nodes()
+
+    def _node_cordoned(self, event: NodeCordoned) -> None:
+        before = set(self._cordoned)
+        if event.cordoned:
+            self._cordoned.add(event.name)
+        else:
+            self._cordoned.discard(event.name)
+        if before != self._cordoned:
+            self._set_nodes()
+
+    def _node_lost(self, event: NodeLost) -> None:
+        if event.name in self._nodes:
             lost = self._nodes[event.name]
             self._nodes[event.name] = dataclasses.replace(lost, healthy=False)
             self._set_nodes()
+
+    # One rule per event type (cosmicpython's message bus).
+    _RULES: ClassVar[dict[type[EventBase], Callable[[SchedulerCore, Any], None]]] = {
+        JobSubmitted: _submitted,
+        JobScheduled: _scheduled,
+        JobPending: _pending,
+        JobPreempting: _preempting,
+        JobRetrying: _retrying,
+        JobCompleted: _completed,
+        JobStopRequested: _stop_requested,
+        NodeReported: _node_reported,
+        NodeCordoned: _node_cordoned,
+        NodeLost: _node_lost,
+    }
 
     def _set_nodes(self) -> None:
         """The policy gets every node (a cordoned one as unhealthy: nothing new lands on it) at
