@@ -115,4 +115,10 @@ class UpProcess:
 
 
 def gone(processes: list[psutil.Process]) -> bool:
-    return all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in processes)
+    def ended(process: psutil.Process) -> bool:
+        try:
+            return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+        except (psutil.NoSuchProcess, FileNotFoundError):  # reaped between the two questions
+            return True
+
+    return all(ended(p) for p in processes)
