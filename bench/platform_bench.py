@@ -52,9 +52,12 @@ taskRoles:
     commands:
       - "true"
 """
-# Asks for a GPU this machine does not have: the job is accepted and queued, never spawned, so
-# the run measures the control plane (REST, bus, scheduler, read model) without task start-up.
+# Asks for the node's one (simulated) GPU, which a holder job keeps for the whole run: the job is
+# accepted and queued, never spawned, so the run measures the control plane (REST, bus,
+# scheduler, read model) without task start-up. (A GPU the machine does not have at all is now
+# refused at submission, naming the largest node.)
 QUEUED_JOB = JOB.replace("gpu: 0", "gpu: 1")
+HOLDER_JOB = QUEUED_JOB.replace('"true"', '"sleep 3600"')
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -137,7 +140,7 @@ async def main(n: int, clients: int, seconds: float) -> None:
             api_port=free_port(),
             admin_password="bench-pass",
             # One busy client: rate limits far above what it sends (still counted, never hit).
-            extra_env={"PAI_CPU_OVERCOMMIT": "1000", **UNTHROTTLED},
+            extra_env={"PAI_CPU_OVERCOMMIT": "1000", "PAI_SIMULATED_GPUS": "1", **UNTHROTTLED},
         )
         info = await platform.start()
         try:
@@ -196,6 +199,10 @@ async def main(n: int, clients: int, seconds: float) -> None:
                     alone.append((job_id, post_ms, running_ms))
                 spawn = bare_spawn_ms()
 
+                async with api.post("/api/v2/jobs", data=HOLDER_JOB.format(name="holder")) as response:
+                    assert response.status == 202, await response.text()
+                    holder = (await response.json())["jobId"]
+                await until(lambda: holder in started_at)
                 processes = platform_processes(platform)
                 cpu_before = cpu_seconds(processes)
                 queued, queued_seconds = await submit_for(api, clients, seconds, QUEUED_JOB, "queued")
@@ -223,6 +230,11 @@ async def main(n: int, clients: int, seconds: float) -> None:
                 run_cpu = {name: cpu - cpu_before[name] for name, cpu in cpu_seconds(processes).items()}
             await nc.close()
         finally:
+            with contextlib.suppress(Exception):  # the holder's task ends with the run
+                async with aiohttp.ClientSession(
+                    info.api_url, headers={"Authorization": f"Bearer {token}"}
+                ) as stopper:
+                    await stopper.put("/api/v2/jobs/admin~holder/executionType", json={"value": "STOP"})
             await platform.stop()
 
     for title, runs in (
