@@ -40,6 +40,7 @@ from services.orchestrator.adapters.state import FrameworkStore, SubmissionReade
 from services.orchestrator.app import CONSUMER, OrchestratorSettings, consume_jobs, main
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context, TaskLaunched
+from services.orchestrator.core.frameworks import TaskKey
 from services.orchestrator.handlers import Orchestrator
 from tests.orchestrator.executors import InstantExecutor
 from tests.orchestrator.jobs import job_config
@@ -57,9 +58,9 @@ def core_lifecycle(tasks: int) -> tuple[float, int]:
     fw = decide(None, submitted(cfg), ctx).framework
     fw = decide(fw, scheduled(cfg), ctx).framework
     for i in range(tasks):
-        fw = decide(fw, TaskLaunched("job1", (0, "worker", i, 0), 1000 + i, "/t"), ctx).framework
+        fw = decide(fw, TaskLaunched("job1", TaskKey(0, "worker", i, 0), 1000 + i, "/t"), ctx).framework
     for i in range(tasks):
-        fw = decide(fw, completed((0, "worker", i, 0), 0), ctx).framework
+        fw = decide(fw, completed(TaskKey(0, "worker", i, 0), 0), ctx).framework
     assert fw is not None
     assert fw.outcome is not None
     return time.perf_counter() - start, 2 + 2 * tasks
@@ -139,7 +140,7 @@ async def handler_lifecycle(
             store._kv._js.publish = publish_to_bus  # type: ignore[method-assign]
             completing = WriteCounter(store)
             cpu = time.process_time()
-            exits = [completed((0, "worker", i, 0), 0) for i in range(tasks)]
+            exits = [completed(TaskKey(0, "worker", i, 0), 0) for i in range(tasks)]
             if together:
                 await asyncio.gather(*(orchestrator.apply("job1", e) for e in exits))
             else:

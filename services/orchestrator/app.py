@@ -41,6 +41,7 @@ from services.orchestrator.adapters.local import LocalExecutor
 from services.orchestrator.adapters.logs import LOGS_QUEUE, LOGS_SUBJECT, read_log, window
 from services.orchestrator.adapters.rules import RulesKeeper
 from services.orchestrator.adapters.state import FrameworkStore, SecretsReader, SubmissionReader
+from services.orchestrator.core.frameworks import TaskKey
 from services.orchestrator.core.limits import DEFAULT_PIDS, DEFAULT_ZERO_CPU_CORES, LimitDefaults
 from services.orchestrator.handlers import GROUP_LIMIT, Orchestrator
 
@@ -155,7 +156,7 @@ async def pod_log_reply(executor: KubernetesExecutor, raw: bytes) -> dict[str, o
     """The logs RPC answered from the kubelet: the same request and reply as for local files."""
     try:
         query = json.loads(raw)
-        key = (
+        key = TaskKey(
             int(query["attempt"]),
             str(query["role"]),
             int(query["index"]),

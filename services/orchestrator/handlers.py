@@ -338,8 +338,8 @@ class Orchestrator:
                 continue
             framework = current.value
             for key in framework.running_keys():
-                attempt = next((a for a in framework.attempts if a.attempt == key[0]), None)
-                task = attempt.task(key[1], key[2]) if attempt is not None else None
+                attempt = next((a for a in framework.attempts if a.attempt == key.job_attempt), None)
+                task = attempt.task(key.role, key.task_index) if attempt is not None else None
                 if task is None or task.placement is None or task.placement.node != node:
                     continue
                 with contextlib.suppress(Exception):  # the node is gone: stopping may fail

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from runtime import spec as reader
 from runtime import spec_model as writer
 from services.orchestrator.adapters.specs import build_spec
+from services.orchestrator.core.frameworks import TaskKey
 from tests.k8s.frameworks import framework
 
 PAIRS = [
@@ -127,7 +128,7 @@ def test_a_spec_with_every_field_set_reads_back_as_written(tmp_path: Path) -> No
 
 
 def test_the_orchestrators_own_spec_reads_back_as_written(tmp_path: Path) -> None:
-    model = build_spec(tmp_path, framework(), (0, "trainer", 1, 0), tmp_path / "task", True)
+    model = build_spec(tmp_path, framework(), TaskKey(0, "trainer", 1, 0), tmp_path / "task", True)
     read = read_back(model, tmp_path)
     assert read.as_dict() == model.model_dump()
 

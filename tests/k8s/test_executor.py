@@ -14,13 +14,14 @@ from kubernetes.client.exceptions import ApiException
 from services.orchestrator.adapters.executing import AlreadyRunningError, TaskExit
 from services.orchestrator.adapters.k8s_pods import PodSettings, pod_name
 from services.orchestrator.adapters.kubernetes import KubernetesExecutor
+from services.orchestrator.core.frameworks import TaskKey
 from services.orchestrator.core.policies import STOP_EXIT_CODE
 from tests.k8s.frameworks import JOB_ID, framework
 from tests.support.k8s_api import FakeKubernetes, serving
 from tests.support.waiting import eventually
 
 NS = "pai-jobs"
-KEY = (0, "trainer", 0, 0)
+KEY = TaskKey(0, "trainer", 0, 0)
 NAME = pod_name(JOB_ID, KEY)
 SECRETS = {"registry_password": "s3cret", "token": "abc"}
 
@@ -149,8 +150,8 @@ async def test_a_deleted_pod_fails_its_task_with_a_retryable_platform_failure(cl
     assert ex.probe(JOB_ID, KEY).status == "absent"
     # The owned secrets went with the pod, and the retried task attempt gets a pod of its own.
     assert not cluster.fake.objects[("api/v1", "secrets", NS)]
-    await ex.start(framework(), (0, "trainer", 0, 1))
-    assert pod_name(JOB_ID, (0, "trainer", 0, 1)) in cluster.fake.pods(NS)
+    await ex.start(framework(), TaskKey(0, "trainer", 0, 1))
+    assert pod_name(JOB_ID, TaskKey(0, "trainer", 0, 1)) in cluster.fake.pods(NS)
 
 
 async def test_a_stuck_image_pull_fails_the_task_with_its_reason_after_the_timeout(cluster: Cluster) -> None:
@@ -195,7 +196,7 @@ async def test_stop_deletes_the_pod_and_reports_a_stop(cluster: Cluster) -> None
 async def test_a_restarted_executor_probes_adopts_and_reports(cluster: Cluster) -> None:
     first = await cluster.executor(Exits())
     fw = framework()
-    running, ended = (0, "trainer", 0, 0), (0, "trainer", 1, 0)
+    running, ended = TaskKey(0, "trainer", 0, 0), TaskKey(0, "trainer", 1, 0)
     await first.start(fw, running)
     await first.start(fw, ended)
     await cluster.kubelet({"phase": "Running"}, pod_name(JOB_ID, running))
@@ -208,7 +209,7 @@ async def test_a_restarted_executor_probes_adopts_and_reports(cluster: Cluster) 
     second = await cluster.executor(exits)
     assert second.probe(JOB_ID, running).status == "alive"
     assert second.probe(JOB_ID, ended).status == "ended"
-    assert second.probe(JOB_ID, (0, "trainer", 0, 9)).status == "absent"
+    assert second.probe(JOB_ID, TaskKey(0, "trainer", 0, 9)).status == "absent"
     assert exits.queue.empty()  # nothing is reported unless asked or adopted
     await second.report(JOB_ID, ended)
     assert (await exits.next()).exit_code == 2

@@ -10,6 +10,7 @@ import pytest
 from pai.cli.deploying import render
 from services.orchestrator.adapters.k8s_pods import PodSettings, TaskIdentity, as_manifest, build_pod
 from services.orchestrator.adapters.specs import build_spec
+from services.orchestrator.core.frameworks import TaskKey
 from tests.k8s.frameworks import JOB_ID, framework
 from tests.k8s.schemas import check, problems
 
@@ -34,7 +35,7 @@ def by(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
 
 
 def task_pod(tmp_path: Path) -> dict[str, Any]:
-    key = (0, "trainer", 0, 0)
+    key = TaskKey(0, "trainer", 0, 0)
     spec = build_spec(tmp_path, framework(), key, tmp_path / "t", True)
     pod = build_pod(
         spec,

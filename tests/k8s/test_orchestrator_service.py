@@ -11,6 +11,7 @@ from libs.protocol.events import NodeReported, decode_event
 from libs.protocol.subjects import NODES_STREAM
 from services.orchestrator.adapters.k8s_pods import pod_name
 from services.orchestrator.app import OrchestratorSettings, main
+from services.orchestrator.core.frameworks import TaskKey
 from tests.k8s.frameworks import job_config
 from tests.k8s.test_nodes import node_dict
 from tests.orchestrator.service_support import submit, watch_jobs
@@ -52,7 +53,7 @@ async def test_a_scheduled_job_runs_as_pods_and_completes_when_they_succeed(
             config = job_config()
             await submit(bus, "k8sjob", config)
             expected = {
-                pod_name("k8sjob", (0, role, i, 0))
+                pod_name("k8sjob", TaskKey(0, role, i, 0))
                 for role, body in config["taskRoles"].items()
                 for i in range(int(body.get("instances", 1)))
             }

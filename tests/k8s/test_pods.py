@@ -24,9 +24,10 @@ from services.orchestrator.adapters.k8s_pods import (
     registry_config,
 )
 from services.orchestrator.adapters.specs import build_spec
+from services.orchestrator.core.frameworks import TaskKey
 from tests.k8s.frameworks import JOB_ID, framework, job_config
 
-KEY = (0, "trainer", 1, 2)
+KEY = TaskKey(0, "trainer", 1, 2)
 SETTINGS = PodSettings(namespace="pai-jobs", runtime_image="pai/runtime:1.0", shared_claim="pai-shared")
 
 
@@ -188,7 +189,7 @@ def test_without_a_shared_claim_the_job_dir_is_on_the_node(tmp_path: Path) -> No
 
 def test_pod_names_are_dns_labels_unique_per_task_attempt() -> None:
     names = {
-        pod_name("Job_X." * 20, (a, r, i, t))
+        pod_name("Job_X." * 20, TaskKey(a, r, i, t))
         for a in (0, 1)
         for r in ("A", "a")
         for i in (0, 1)

@@ -24,7 +24,7 @@ from services.orchestrator.adapters.k8s_pods import PodSettings
 from services.orchestrator.adapters.kubernetes import KubernetesExecutor
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context
-from services.orchestrator.core.frameworks import Framework
+from services.orchestrator.core.frameworks import Framework, TaskKey
 from tests.k8s.frameworks import job_config
 from tests.orchestrator.sim import T0
 
@@ -97,7 +97,7 @@ async def run_one(cluster: tuple[Any, str, str], tmp_path: Path, image: str, **o
     executor = KubernetesExecutor(api, tmp_path, on_exit, no_secrets, settings, **options)
     await executor.open()
     try:
-        await executor.start(placed(image, node), (0, "worker", 0, 0))
+        await executor.start(placed(image, node), TaskKey(0, "worker", 0, 0))
         return await asyncio.wait_for(exits.get(), 110)
     finally:
         await executor.close()

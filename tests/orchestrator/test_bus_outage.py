@@ -40,7 +40,7 @@ from services.orchestrator.handlers import Orchestrator
 from tests.orchestrator.jobs import job_config
 from tests.orchestrator.sim import completed, scheduled, submitted
 
-KEY: TaskKey = (0, "worker", 0, 0)
+KEY: TaskKey = TaskKey(0, "worker", 0, 0)
 # Short, so a request sent while the server is down times out at once (services use 5 s).
 REQUEST_TIMEOUT = 0.5
 

@@ -15,6 +15,7 @@ from libs.protocol.events import (
     TaskStarted,
 )
 from services.orchestrator.core.effects import StartTask, StopTask, TaskLaunched
+from services.orchestrator.core.frameworks import TaskKey
 from services.orchestrator.core.states import AttemptState
 from tests.orchestrator.sim import JOB, World, config, scheduled, submitted, verdict
 
@@ -45,7 +46,7 @@ def test_master_success_ends_the_job_after_the_workers_are_stopped() -> None:
     assert len(world.running) == 3
     assert world.framework is not None
     assert world.framework.job_state() is JobState.RUNNING
-    world.exit((0, "master", 0, 0), 0)
+    world.exit(TaskKey(0, "master", 0, 0), 0)
     world.feed(world.bus.pop(0))
     # The workers were asked to stop; the job waits for them before it completes.
     assert world.running == {}
@@ -64,7 +65,7 @@ def test_master_success_ends_the_job_after_the_workers_are_stopped() -> None:
 def test_any_worker_success_completes_the_job() -> None:
     cfg = config({"worker": {"instances": 3, "completion": {"minSucceededInstances": 1}}})
     world = started(cfg)
-    world.exit((0, "worker", 1, 0), 0)
+    world.exit(TaskKey(0, "worker", 1, 0), 0)
     world.drain()
     assert final(world).state is JobState.SUCCEEDED
     assert world.running == {}
@@ -72,10 +73,10 @@ def test_any_worker_success_completes_the_job() -> None:
 
 def test_all_workers_job_fails_with_the_first_failed_task_exit_code() -> None:
     world = started(config({"worker": {"instances": 3}}))
-    world.exit((0, "worker", 0, 0), 0)
+    world.exit(TaskKey(0, "worker", 0, 0), 0)
     world.drain()
     assert "job.completed" not in world.types()
-    world.exit((0, "worker", 2, 0), 3, verdict("permanent", 3))
+    world.exit(TaskKey(0, "worker", 2, 0), 3, verdict("permanent", 3))
     world.drain()
     done = final(world)
     assert (done.state, done.exit_code, done.trigger_role, done.trigger_index) == (
@@ -103,7 +104,7 @@ def test_a_task_start_carries_the_ports_its_spec_reserved() -> None:
     world.feed(submitted(cfg))
     world.feed(scheduled(cfg), apply_effects=False)
     ports = {"ssh": [20001], "http": [20002, 20003]}
-    world.feed(TaskLaunched(JOB, (0, "worker", 0, 0), 4242, "/tasks/w0", ports))
+    world.feed(TaskLaunched(JOB, TaskKey(0, "worker", 0, 0), 4242, "/tasks/w0", ports))
     start = next(e for e in world.published if isinstance(e, TaskStarted))
     assert (start.pid, start.address, start.ports) == (4242, "127.0.0.1", ports)
 
@@ -127,7 +128,7 @@ def test_job_retries_follow_the_failure_verdict(kind: str, retry_count: int, exp
             world.feed(scheduled(cfg, attempt))
         # The last failure in a transient row is permanent so the job ends.
         this_kind = kind if attempt < len(expected) - 1 or kind != "transient" else "permanent"
-        world.exit((attempt, "worker", 0, 0), 1, verdict(this_kind))
+        world.exit(TaskKey(attempt, "worker", 0, 0), 1, verdict(this_kind))
         world.drain()
         last = world.published[-1]
         if isinstance(last, JobRetrying):
@@ -152,7 +153,7 @@ def test_job_retries_follow_the_failure_verdict(kind: str, retry_count: int, exp
 def test_conflict_failures_retry_after_a_random_delay_in_the_resource_bucket() -> None:
     cfg = config({"worker": {"instances": 1}})
     world = started(cfg)
-    world.exit((0, "worker", 0, 0), 251, verdict("transient", 251))
+    world.exit(TaskKey(0, "worker", 0, 0), 251, verdict("transient", 251))
     world.drain()
     retry = world.published[-1]
     assert isinstance(retry, JobRetrying)
@@ -165,12 +166,12 @@ def test_conflict_failures_retry_after_a_random_delay_in_the_resource_bucket() -
 def test_without_gang_allocation_a_failed_task_is_retried_alone() -> None:
     cfg = config({"worker": {"instances": 2, "taskRetryCount": 1}}, extras={"gangAllocation": False})
     world = started(cfg)
-    other = world.running[(0, "worker", 1, 0)]
-    world.exit((0, "worker", 0, 0), 1, verdict("unknown"))
+    other = world.running[TaskKey(0, "worker", 1, 0)]
+    world.exit(TaskKey(0, "worker", 0, 0), 1, verdict("unknown"))
     world.drain()
     assert (0, "worker", 0, 1) in world.running
-    assert world.running[(0, "worker", 1, 0)] == other
-    world.exit((0, "worker", 0, 1), 1, verdict("unknown"))
+    assert world.running[TaskKey(0, "worker", 1, 0)] == other
+    world.exit(TaskKey(0, "worker", 0, 1), 1, verdict("unknown"))
     world.drain()
     assert final(world).state is JobState.FAILED
     task = world.framework.attempts[0].tasks[0]  # type: ignore[union-attr]
@@ -198,7 +199,7 @@ def _running(world: World) -> None:
 
 def _ending(world: World) -> None:
     _running(world)
-    world.exit((0, "master", 0, 0), 0)
+    world.exit(TaskKey(0, "master", 0, 0), 0)
     world.feed(world.bus.pop(0))
 
 
@@ -206,7 +207,7 @@ def _retrying(world: World) -> None:
     cfg = MASTER_WORKERS
     world.feed(submitted({**cfg, "jobRetryCount": 1}))
     world.feed(scheduled(cfg))
-    world.exit((0, "master", 0, 0), 1, verdict("unknown"))
+    world.exit(TaskKey(0, "master", 0, 0), 1, verdict("unknown"))
     world.drain()
 
 
@@ -233,7 +234,7 @@ def test_stop_from_every_state_ends_stopped_with_exit_code_minus_210(reach: Any)
 
 def test_stop_after_completion_changes_nothing() -> None:
     world = started(config({"worker": {"instances": 1}}))
-    world.exit((0, "worker", 0, 0), 0)
+    world.exit(TaskKey(0, "worker", 0, 0), 0)
     world.drain()
     assert world.feed(stop()) == []
     assert final(world).state is JobState.SUCCEEDED
@@ -262,7 +263,7 @@ def test_redelivered_and_stale_events_change_nothing() -> None:
     world = started(cfg)
     assert world.feed(scheduled(cfg)) == []  # the same placement again
     assert world.feed(submitted(cfg)) == []
-    world.exit((0, "worker", 0, 0), 0)
+    world.exit(TaskKey(0, "worker", 0, 0), 0)
     message = world.bus[0]
     world.drain()
     snapshot = world.framework
@@ -274,10 +275,10 @@ def test_redelivered_and_stale_events_change_nothing() -> None:
 def test_history_keeps_every_attempt_with_its_times_and_trigger() -> None:
     cfg = config({"worker": {"instances": 1}}, jobRetryCount=1)
     world = started(cfg)
-    world.exit((0, "worker", 0, 0), 1, verdict("unknown"))
+    world.exit(TaskKey(0, "worker", 0, 0), 1, verdict("unknown"))
     world.drain()
     world.feed(scheduled(cfg, 1))
-    world.exit((1, "worker", 0, 0), 0)
+    world.exit(TaskKey(1, "worker", 0, 0), 0)
     world.drain()
     fw = world.framework
     assert fw is not None
@@ -306,8 +307,8 @@ def test_decisions_never_modify_the_snapshot_they_are_given() -> None:
     inputs: list[Any] = [submitted(cfg), scheduled(cfg)]
     for message in inputs:
         world.feed(message)
-    world.exit((0, "worker", 0, 0), 1, verdict("unknown"))
-    world.exit((0, "worker", 1, 0), 0)
+    world.exit(TaskKey(0, "worker", 0, 0), 1, verdict("unknown"))
+    world.exit(TaskKey(0, "worker", 1, 0), 0)
     while world.bus:
         before = world.framework
         assert before is not None

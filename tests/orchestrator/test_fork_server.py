@@ -13,6 +13,7 @@ from services.orchestrator.adapters.forking import FORK_SERVER_MODULE, ForkServe
 from services.orchestrator.adapters.isolation import task_environment
 from services.orchestrator.adapters.local import FORK_SERVER_STARTS, LocalExecutor, lock_is_held, runtime_path
 from services.orchestrator.adapters.specs import PID_FILE
+from services.orchestrator.core.frameworks import TaskKey
 from tests.orchestrator.jobs import job_config
 from tests.orchestrator.test_local_executor import KEY, Exits, framework_for, no_secrets
 from tests.support.waiting import eventually, polled
@@ -57,7 +58,7 @@ async def test_forty_quick_tasks_each_start_once_and_each_end_is_reported(tmp_pa
     exits = Exits()
     ex = executor(tmp_path, exits)
     fw = framework_for(job_config({"worker": (40, "exit $PAI_TASK_INDEX")}))
-    keys = [(0, "worker", i, 0) for i in range(40)]
+    keys = [TaskKey(0, "worker", i, 0) for i in range(40)]
     started = await asyncio.gather(*(ex.start(fw, key) for key in keys))
     ended = {(await exits.next()).key: None for _ in keys}
     codes = {key[2]: ex.exit_of("job1", key).exit_code for key in keys}
@@ -87,14 +88,14 @@ async def test_a_task_outlives_a_killed_fork_server_and_its_end_is_still_reporte
     exits = Exits()
     ex = executor(tmp_path, exits)
     fw = framework_for(job_config({"worker": (2, "sleep 30")}))
-    first = (0, "worker", 0, 0)
+    first = TaskKey(0, "worker", 0, 0)
     pid, directory = await ex.start(fw, first)
     server = fork_server_of(ex)
     server.kill()
     server.wait(10)
     assert psutil.Process(pid).is_running()  # the task goes on without its parent
     # The next task starts all the same: a new server forks it.
-    second = (0, "worker", 1, 0)
+    second = TaskKey(0, "worker", 1, 0)
     other, _ = await ex.start(fw, second)
     assert FORK_SERVER_MODULE in parent_command(other)
     assert fork_server_of(ex).pid != server.pid
@@ -159,7 +160,7 @@ async def test_servers_killed_after_forking_are_replaced_every_time(tmp_path: Pa
     servers = set()
     try:
         for retry in range(rounds):  # one task tried again and again, each time forked
-            await ex.start(fw, (0, "worker", 0, retry))
+            await ex.start(fw, TaskKey(0, "worker", 0, retry))
             assert (await exits.next()).exit_code == 0
             server = fork_server_of(ex)
             servers.add(server.pid)

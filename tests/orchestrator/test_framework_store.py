@@ -15,7 +15,7 @@ from libs.backbone.connecting import Bus
 from libs.backbone.topology import ensure_topology
 from libs.protocol.events import EventBase
 from services.orchestrator.adapters.state import CARRIED_TASKS, FrameworkStore, TaskRecord, task_key
-from services.orchestrator.core.frameworks import Framework
+from services.orchestrator.core.frameworks import Framework, TaskKey
 from services.orchestrator.handlers import Orchestrator
 from tests.orchestrator.executors import InstantExecutor
 from tests.orchestrator.sim import completed, config, scheduled, submitted
@@ -72,7 +72,7 @@ async def test_what_a_completion_writes_is_the_same_for_twenty_tasks_or_a_thousa
         orch = await started_job(bus, tasks, job_id)
         writes = Writes(orch.store)
         for i in range(tasks - 1):  # the last one ends the job, which writes more
-            await orch.apply(job_id, completed((0, "worker", i, 0), 0, job_id=job_id))
+            await orch.apply(job_id, completed(TaskKey(0, "worker", i, 0), 0, job_id=job_id))
         writes.close()
         largest[tasks] = max(size for _key, size in writes.sizes)
         per_completion[tasks] = sum(size for _key, size in writes.sizes) / (tasks - 1)
@@ -85,7 +85,7 @@ async def test_what_a_completion_writes_is_the_same_for_twenty_tasks_or_a_thousa
 async def test_a_restart_reads_exactly_what_was_decided_at_every_step(bus: Bus) -> None:
     orch = await started_job(bus, 40)
     for i in range(40):
-        await orch.apply("job1", completed((0, "worker", i, 0), 0 if i % 3 else 1))
+        await orch.apply("job1", completed(TaskKey(0, "worker", i, 0), 0 if i % 3 else 1))
         mine = await orch.store.get("job1")
         assert mine is not None
         # Whether this task is only in the job's value or already in its own, a restart sees it.
@@ -125,7 +125,7 @@ async def test_a_crash_after_the_job_value_before_its_tasks_are_copied_loses_not
 ) -> None:
     orch = await started_job(bus, 3 * CARRIED_TASKS)
     for i in range(CARRIED_TASKS):
-        await orch.apply("job1", completed((0, "worker", i, 0), 0))
+        await orch.apply("job1", completed(TaskKey(0, "worker", i, 0), 0))
 
     async def dying(*args: Any, **kwargs: Any) -> None:
         raise Crash
@@ -133,7 +133,7 @@ async def test_a_crash_after_the_job_value_before_its_tasks_are_copied_loses_not
     # The next completion first copies the carried tasks to their own values: die there.
     monkeypatch.setattr(orch.store, "_write_tasks", dying)
     with pytest.raises(Crash):
-        await orch.apply("job1", completed((0, "worker", CARRIED_TASKS, 0), 0))
+        await orch.apply("job1", completed(TaskKey(0, "worker", CARRIED_TASKS, 0), 0))
     after = await fresh_read(bus)
     done = [t.index for t in after.attempts[0].tasks if t.done]
     assert done == list(range(CARRIED_TASKS))
@@ -142,7 +142,7 @@ async def test_a_crash_after_the_job_value_before_its_tasks_are_copied_loses_not
     # A restarted orchestrator goes on from there and finishes the job.
     second = Orchestrator(await FrameworkStore.open(bus.js), InstantExecutor(), ignore)  # type: ignore[arg-type]
     for i in range(CARRIED_TASKS, 3 * CARRIED_TASKS):
-        await second.apply("job1", completed((0, "worker", i, 0), 0))
+        await second.apply("job1", completed(TaskKey(0, "worker", i, 0), 0))
     final = await fresh_read(bus)
     assert final.outcome == "SUCCEEDED"
     assert all(t.done and t.succeeded for t in final.attempts[0].tasks)
@@ -151,7 +151,7 @@ async def test_a_crash_after_the_job_value_before_its_tasks_are_copied_loses_not
 async def test_a_late_copy_of_a_task_never_replaces_a_later_decision(bus: Bus) -> None:
     orch = await started_job(bus, 2 * CARRIED_TASKS)
     for i in range(2 * CARRIED_TASKS - 1):
-        await orch.apply("job1", completed((0, "worker", i, 0), 0))
+        await orch.apply("job1", completed(TaskKey(0, "worker", i, 0), 0))
     after = await fresh_read(bus)
     # Another process, still holding the task as it was at launch, copies it late.
     kv = orch.store._kv

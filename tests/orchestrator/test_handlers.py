@@ -15,6 +15,7 @@ from services.orchestrator.adapters.executing import AlreadyRunningError, TaskEx
 from services.orchestrator.adapters.local import LocalExecutor
 from services.orchestrator.adapters.state import FrameworkStore
 from services.orchestrator.core.effects import Probe
+from services.orchestrator.core.frameworks import TaskKey
 from services.orchestrator.handlers import Orchestrator
 from tests.orchestrator.executors import InstantExecutor
 from tests.orchestrator.jobs import job_config
@@ -402,7 +403,7 @@ async def test_one_jobs_messages_handed_in_together_are_decided_together_and_eac
 
     store._stage = staging  # type: ignore[method-assign]
     # As the consume loop hands them over: in stream order, the next before the previous is done.
-    exits = [completed((0, "worker", i, 0), 0) for i in range(tasks)]
+    exits = [completed(TaskKey(0, "worker", i, 0), 0) for i in range(tasks)]
     await asyncio.gather(*(orch.apply(JOB, e) for e in [*exits, exits[7]]))  # one redelivered
     assert writes[0] <= tasks // 10, writes  # a few groups, not one write per completion
     # What the job's value carries does not grow group after group (tasks go to their own values),
@@ -520,7 +521,7 @@ async def test_a_refused_start_is_tried_again_only_if_nothing_ever_ran(
     config = job_config({"worker": (2, "echo ok")})
     await orch.apply("job1", submitted(config))
     await orch.apply("job1", scheduled(config))
-    keys = [(0, "worker", i, 0) for i in range(2)]
+    keys = [TaskKey(0, "worker", i, 0) for i in range(2)]
     starts = sorted(getattr(e, "index", -1) for e in published if getattr(e, "type", None) == "task.started")
     if found == "absent":  # started then, once each, and recorded
         assert executor.started == keys

@@ -6,6 +6,7 @@ from libs.backbone.connecting import Bus
 from libs.backbone.topology import ensure_topology
 from services.orchestrator.adapters.state import FrameworkStore
 from services.orchestrator.core.effects import TaskLaunched
+from services.orchestrator.core.frameworks import TaskKey
 from tests.orchestrator.sim import JOB, World, config, scheduled, submitted
 
 TASKS = 4_000
@@ -16,7 +17,7 @@ async def test_the_state_of_a_four_thousand_task_job_is_stored_and_read_back(bus
     world = World()
     world.feed(submitted(cfg))
     world.feed(scheduled(cfg), apply_effects=False)
-    world.feed(TaskLaunched(JOB, (0, "worker", TASKS - 1, 0), 4242, "/t"), apply_effects=False)
+    world.feed(TaskLaunched(JOB, TaskKey(0, "worker", TASKS - 1, 0), 4242, "/t"), apply_effects=False)
     framework = world.framework
     assert framework is not None
     size = len(framework.model_dump_json())

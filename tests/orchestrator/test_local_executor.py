@@ -19,11 +19,11 @@ from services.orchestrator.adapters.executing import AlreadyRunningError, TaskEx
 from services.orchestrator.adapters.local import LocalExecutor, lock_is_held
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context
-from services.orchestrator.core.frameworks import Framework
+from services.orchestrator.core.frameworks import Framework, TaskKey
 from tests.orchestrator.jobs import job_config
 from tests.orchestrator.sim import T0, scheduled, submitted
 
-KEY = (0, "worker", 0, 0)
+KEY = TaskKey(0, "worker", 0, 0)
 
 
 def framework_for(config: dict[str, Any]) -> Framework:
@@ -138,7 +138,7 @@ async def test_the_tasks_of_an_attempt_share_one_build_of_its_placements(
     exits = Exits()
     ex = executor(tmp_path, exits)
     fw = framework_for(job_config({"worker": (3, "echo $PAI_HOST_IP_worker_2 $PAI_worker_1_http_PORT")}))
-    started = [await ex.start(fw, (0, "worker", i, 0)) for i in range(3)]
+    started = [await ex.start(fw, TaskKey(0, "worker", i, 0)) for i in range(3)]
     ended = sorted([(await exits.next()).exit_code for _ in range(3)])
     assert ended == [0, 0, 0]
     assert built == [("job1", 0)]

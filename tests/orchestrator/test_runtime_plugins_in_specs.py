@@ -8,6 +8,7 @@ from libs.protocol.events import JobStorage, JobSubmitted
 from libs.protocol.validation import parse_job
 from runtime.spec_model import StorageSpec
 from services.orchestrator.adapters.specs import build_spec, runtime_plugins
+from services.orchestrator.core.frameworks import TaskKey
 from tests.orchestrator.sim import World
 
 JOB = """
@@ -49,11 +50,13 @@ def test_the_storages_job_submitted_carries_reach_the_task_spec(tmp_path: Path) 
     world = World()
     world.feed(message.model_copy(update={"storages": (storage,)}))
     assert world.framework is not None
-    spec = build_spec(tmp_path, world.framework, (0, "main", 0, 0), tmp_path / "task", False)
+    spec = build_spec(tmp_path, world.framework, TaskKey(0, "main", 0, 0), tmp_path / "task", False)
     assert spec.storages == [
         StorageSpec(name="team", type="local", path="/srv/team", mount_path="/mnt/team", default=True)
     ]
     world = World()
     world.feed(message)  # an event written before storages were carried: none
     assert world.framework is not None
-    assert build_spec(tmp_path, world.framework, (0, "main", 0, 0), tmp_path / "t2", False).storages == []
+    assert (
+        build_spec(tmp_path, world.framework, TaskKey(0, "main", 0, 0), tmp_path / "t2", False).storages == []
+    )

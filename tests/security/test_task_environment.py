@@ -12,11 +12,11 @@ from services.orchestrator.adapters.executing import TaskExit
 from services.orchestrator.adapters.local import LocalExecutor
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context
-from services.orchestrator.core.frameworks import Framework
+from services.orchestrator.core.frameworks import Framework, TaskKey
 from tests.orchestrator.jobs import job_config
 from tests.orchestrator.sim import T0, scheduled, submitted
 
-KEY = (0, "worker", 0, 0)
+KEY = TaskKey(0, "worker", 0, 0)
 PLATFORM_ONLY = {
     "PAI_NATS_URL": "nats://127.0.0.1:4222",
     "PAI_NATS_USER": "orchestrator",

@@ -26,7 +26,7 @@ from services.orchestrator.adapters.isolation import resolve_task_users
 from services.orchestrator.adapters.local import OOM_EXIT_CODE, LocalExecutor
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context
-from services.orchestrator.core.frameworks import Framework
+from services.orchestrator.core.frameworks import Framework, TaskKey
 from services.orchestrator.core.limits import LimitDefaults
 from tests.orchestrator.sim import T0, submitted
 from tests.support.waiting import eventually, polled
@@ -36,7 +36,7 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="cgroups and task users need a root platform"),
 ]
 
-KEY = (0, "worker", 0, 0)
+KEY = TaskKey(0, "worker", 0, 0)
 
 
 def job(command: str, *, cpu: float = 1, memory_mb: int = 128, gpu: int = 0) -> dict[str, Any]:

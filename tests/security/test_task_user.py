@@ -16,13 +16,13 @@ from services.orchestrator.adapters.isolation import TaskUser, TaskUserError, re
 from services.orchestrator.adapters.local import LocalExecutor
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context
-from services.orchestrator.core.frameworks import Framework
+from services.orchestrator.core.frameworks import Framework, TaskKey
 from tests.orchestrator.jobs import job_config
 from tests.orchestrator.sim import T0, scheduled, submitted
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
 
-KEY = (0, "worker", 0, 0)
+KEY = TaskKey(0, "worker", 0, 0)
 
 
 @pytest.fixture

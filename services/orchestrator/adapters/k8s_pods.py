@@ -114,19 +114,19 @@ class TaskIdentity:
 
     @property
     def attempt(self) -> int:
-        return self.key[0]
+        return self.key.job_attempt
 
     @property
     def role(self) -> str:
-        return self.key[1]
+        return self.key.role
 
     @property
     def index(self) -> int:
-        return self.key[2]
+        return self.key.task_index
 
     @property
     def task_attempt(self) -> int:
-        return self.key[3]
+        return self.key.task_attempt
 
 
 def _dns(text: str) -> str:
@@ -177,7 +177,7 @@ def key_of(annotations: dict[str, str] | None) -> tuple[str, TaskKey] | None:
         return None
     try:
         raw = json.loads(annotations[f"{PREFIX}/task-key"])
-        key: TaskKey = (int(raw[0]), str(raw[1]), int(raw[2]), int(raw[3]))
+        key = TaskKey(int(raw[0]), str(raw[1]), int(raw[2]), int(raw[3]))
         return annotations[f"{PREFIX}/job-id"], key
     except (KeyError, ValueError, TypeError, IndexError):
         return None

@@ -302,7 +302,7 @@ class LocalExecutor:
                 bool(secrets),
                 run_as,
                 self._notice(framework, key, user),
-                self._attempt_peers(framework, key[0]),
+                self._attempt_peers(framework, key.job_attempt),
             )
             spec = self._confined(spec, directory, key)
             (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
@@ -373,7 +373,7 @@ class LocalExecutor:
 
     def _notice(self, framework: Framework, key: TaskKey, user: TaskUser | None) -> str:
         """Said plainly to the user: no container, the host, which user, which directory."""
-        image = image_of(JobConfig.model_validate(framework.config), key[1])
+        image = image_of(JobConfig.model_validate(framework.config), key.role)
         if user is None:
             who = f"user {pwd.getpwuid(os.geteuid()).pw_name}"
         elif self.task_users.tenants is not None:

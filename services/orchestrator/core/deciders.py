@@ -138,7 +138,7 @@ def _on_preempting(fw: Framework, event: JobPreempting, ctx: Context, decision: 
 
 
 def _on_task_completed(fw: Framework, event: TaskCompleted, ctx: Context, decision: Decision) -> None:
-    key = (event.attempt, event.role, event.index, event.task_attempt)
+    key = TaskKey(event.attempt, event.role, event.index, event.task_attempt)
     _on_task_exit(fw, key, event.exit_code, event.failure, event.diagnostics, ctx, decision)
 
 
@@ -181,7 +181,7 @@ def _on_scheduled(fw: Framework, event: JobScheduled, ctx: Context, decision: De
             task.attempts.append(TaskAttempt(task_attempt=0, state=S.CREATION_REQUESTED))
             attempt.tasks.append(task)
             decision.owned[id(task)] = (attempt.attempt, len(attempt.tasks) - 1)  # new: no copy needed
-            key = (attempt.attempt, role.name, index, 0)
+            key = TaskKey(attempt.attempt, role.name, index, 0)
             decision.effects.append(StartTask(fw.job_id, key, task.placement))
     attempt.scheduled_at = ctx.now
     attempt.state = transition(attempt.state, T.REQUEST_CREATION)
@@ -217,13 +217,13 @@ def _on_launched(
         fw,
         decision,
         TaskStarted(
-            event_id=f"{fw.job_id}.{key[0]}.{key[1]}.{key[2]}.{key[3]}.started",
+            event_id=f"{fw.job_id}.{key.job_attempt}.{key.role}.{key.task_index}.{key.task_attempt}.started",
             occurred_at=ctx.now,
             job_id=fw.job_id,
-            attempt=key[0],
-            role=key[1],
-            index=key[2],
-            task_attempt=key[3],
+            attempt=key.job_attempt,
+            role=key.role,
+            index=key.task_index,
+            task_attempt=key.task_attempt,
             node=node,
             pid=pid,
             address=address,
@@ -270,7 +270,7 @@ def _on_task_exit(
             new = TaskAttempt(task_attempt=ta.task_attempt + 1)
             new.state = transition(new.state, T.REQUEST_CREATION)
             task.attempts.append(new)
-            new_key = (attempt.attempt, task.role, task.index, new.task_attempt)
+            new_key = TaskKey(attempt.attempt, task.role, task.index, new.task_attempt)
             decision.effects.append(StartTask(fw.job_id, new_key, task.placement))
             return
     _finish_task(attempt, task, ta, succeeded=exit_code == 0)
@@ -343,7 +343,7 @@ def _end_attempt(
             _mark_done(attempt, task, succeeded=False)
         elif ta.state in LIVE_STATES:
             ta.state = walk(ta.state, T.DECIDE_END, T.REQUEST_DELETION)
-            key = (attempt.attempt, task.role, task.index, ta.task_attempt)
+            key = TaskKey(attempt.attempt, task.role, task.index, ta.task_attempt)
             decision.effects.append(StopTask(fw.job_id, key, diagnostics, _stop_code(attempt)))
     attempt.state = transition(attempt.state, T.REQUEST_DELETION)
     _maybe_finish_attempt(fw, attempt, ctx, decision)

@@ -12,7 +12,7 @@ one write is what makes a decision survive a crash between "state written" and "
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,8 +20,15 @@ from libs.protocol.events import FailureInfo, JobState, TaskPlacement
 from services.orchestrator.core.policies import JobSpec, RoleCounts
 from services.orchestrator.core.states import PROCESS_STATES, AttemptState, openpai_state
 
-TaskKey = tuple[int, str, int, int]
-"""(job attempt, role, index, task attempt): one process the executor may run."""
+
+class TaskKey(NamedTuple):
+    """One process the executor may run, named as the read model's task rows are. A tuple
+    still: it unpacks, compares, hashes and serialises as the plain tuple it was."""
+
+    job_attempt: int
+    role: str
+    task_index: int
+    task_attempt: int
 
 
 class _Mutable(BaseModel):
@@ -147,7 +154,7 @@ class Framework(_Mutable):
             for task in attempt.tasks:
                 for ta in task.attempts:
                     if ta.state in PROCESS_STATES:
-                        keys.append((attempt.attempt, task.role, task.index, ta.task_attempt))
+                        keys.append(TaskKey(attempt.attempt, task.role, task.index, ta.task_attempt))
         return keys
 
 
