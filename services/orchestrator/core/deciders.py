@@ -12,6 +12,7 @@ all leave the snapshot unchanged and ask for nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from libs.protocol.events import (
@@ -186,7 +187,7 @@ def _on_scheduled(fw: Framework, event: JobScheduled, ctx: Context, decision: De
     attempt.scheduled_at = ctx.now
     attempt.state = transition(attempt.state, T.REQUEST_CREATION)
     if not attempt.tasks:  # a job with no task has nothing to run: it succeeds at once
-        _end_attempt(fw, attempt, "succeeded", 0, None, "the job has no task", None, None, ctx, decision)
+        _end_attempt(fw, attempt, AttemptEnd("succeeded", 0, "the job has no task"), ctx, decision)
 
 
 def _on_launched(
@@ -280,22 +281,10 @@ def _on_task_exit(
     if completion is None:
         return
     if completion.outcome == "succeeded":
-        _end_attempt(
-            fw, attempt, "succeeded", 0, None, completion.diagnostics, task.role, task.index, ctx, decision
-        )
+        end = AttemptEnd("succeeded", 0, completion.diagnostics, None, task.role, task.index)
     else:
-        _end_attempt(
-            fw,
-            attempt,
-            "failed",
-            exit_code,
-            failure,
-            completion.diagnostics,
-            task.role,
-            task.index,
-            ctx,
-            decision,
-        )
+        end = AttemptEnd("failed", exit_code, completion.diagnostics, failure, task.role, task.index)
+    _end_attempt(fw, attempt, end, ctx, decision)
 
 
 def _stop_code(attempt: JobAttempt) -> int:
@@ -313,24 +302,28 @@ def _mark_done(attempt: JobAttempt, task: Task, *, succeeded: bool) -> None:
     attempt.count_completed(task.role, succeeded=succeeded)
 
 
+@dataclass(frozen=True)
+class AttemptEnd:
+    """How a policy, a stop or a preemption ends an attempt: what its retry or the job's
+    completion will report, and which task, if one, brought the end."""
+
+    ending: Ending
+    exit_code: int
+    diagnostics: str
+    failure: FailureInfo | None = None
+    trigger_role: str | None = None
+    trigger_index: int | None = None
+
+
 def _end_attempt(
-    fw: Framework,
-    attempt: JobAttempt,
-    ending: Ending,
-    exit_code: int,
-    failure: FailureInfo | None,
-    diagnostics: str,
-    trigger_role: str | None,
-    trigger_index: int | None,
-    ctx: Context,
-    decision: Decision,
+    fw: Framework, attempt: JobAttempt, end: AttemptEnd, ctx: Context, decision: Decision
 ) -> None:
     """A policy, a stop or a preemption ends the attempt: stop what still runs, then finish."""
-    attempt.ending, attempt.exit_code, attempt.failure = ending, exit_code, failure
+    attempt.ending, attempt.exit_code, attempt.failure = end.ending, end.exit_code, end.failure
     attempt.diagnostics, attempt.trigger_role, attempt.trigger_index = (
-        diagnostics,
-        trigger_role,
-        trigger_index,
+        end.diagnostics,
+        end.trigger_role,
+        end.trigger_index,
     )
     attempt.state = transition(attempt.state, T.DECIDE_END)
     for position, shared in enumerate(attempt.tasks):
@@ -344,7 +337,7 @@ def _end_attempt(
         elif ta.state in LIVE_STATES:
             ta.state = walk(ta.state, T.DECIDE_END, T.REQUEST_DELETION)
             key = TaskKey(attempt.attempt, task.role, task.index, ta.task_attempt)
-            decision.effects.append(StopTask(fw.job_id, key, diagnostics, _stop_code(attempt)))
+            decision.effects.append(StopTask(fw.job_id, key, end.diagnostics, _stop_code(attempt)))
     attempt.state = transition(attempt.state, T.REQUEST_DELETION)
     _maybe_finish_attempt(fw, attempt, ctx, decision)
 
@@ -458,7 +451,7 @@ def _on_stop(
             attempt.ending, attempt.exit_code, attempt.failure = "stopped", exit_code, None
             attempt.diagnostics = reason
         return
-    _end_attempt(fw, attempt, ending, exit_code, None, reason, None, None, ctx, decision)
+    _end_attempt(fw, attempt, AttemptEnd(ending, exit_code, reason), ctx, decision)
 
 
 def _on_recovered(fw: Framework, message: Recovered, ctx: Context, decision: Decision) -> None:
