@@ -16,7 +16,15 @@ A service's shape::
 """
 
 from libs.backbone.connecting import Bus, connect
-from libs.backbone.consuming import Handler, KeyFunction, by_job_id, consume, handle_message, job_id_of
+from libs.backbone.consuming import (
+    Handler,
+    KeyFunction,
+    Outcome,
+    by_job_id,
+    consume,
+    handle_message,
+    job_id_of,
+)
 from libs.backbone.errors import (
     BackboneError,
     KVConflictError,
@@ -56,6 +64,7 @@ __all__ = [
     "KeyedWorkQueue",
     "ModelStore",
     "NatsServerError",
+    "Outcome",
     "PermanentError",
     "ProvisioningError",
     "SettingsError",

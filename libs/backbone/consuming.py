@@ -19,6 +19,7 @@ import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
+from enum import StrEnum
 from typing import Any
 
 import nats.errors
@@ -47,6 +48,15 @@ SLOW_HANDLING_SECONDS = 1.0
 # Redelivery delays for unexpected exceptions: 0.5 s doubling up to 60 s.
 _BACKOFF_FIRST = 0.5
 _BACKOFF_MAX = 60.0
+
+
+class Outcome(StrEnum):
+    """How a handled message was settled: its value is what logs and spans say (``pai.outcome``)."""
+
+    ACKED = "acked"  # handled
+    RETRY = "retry"  # nak'ed with the TemporaryError's delay
+    TERMINATED = "terminated"  # term: a PermanentError, or content that never decodes
+    FAILED = "failed"  # an unexpected error: nak'ed with a growing delay
 
 
 def job_id_of(subject: str) -> str | None:
@@ -121,7 +131,7 @@ async def handle_message(
     *,
     in_progress_every: float | None = None,
     keep_alive: KeepAlive | None = None,
-) -> str:
+) -> Outcome:
     """Run ``handler`` on one message and settle it; returns the outcome for logs and tests.
 
     ``keep_alive`` is a +WPI ticker started earlier (when the message was queued); otherwise one
@@ -152,45 +162,46 @@ async def handle_message(
         ticker = keep_alive
         if ticker is None and in_progress_every:
             ticker = KeepAlive(msg, in_progress_every)
-        outcome = "acked"
+        outcome = Outcome.ACKED
         delay: float | None = None
         reason: str | None = None
         try:
             await handler(msg)
         except TemporaryError as exc:
-            outcome, delay, reason = "retry", exc.delay, str(exc)
+            outcome, delay, reason = Outcome.RETRY, exc.delay, str(exc)
         except PermanentError as exc:
-            outcome, reason = "terminated", exc.reason
+            outcome, reason = Outcome.TERMINATED, exc.reason
         except DECODE_ERRORS as exc:
-            outcome, reason = "terminated", f"undecodable message: {exc}"
+            outcome, reason = Outcome.TERMINATED, f"undecodable message: {exc}"
         except Exception as exc:
-            outcome, delay, reason = "failed", failure_backoff(delivered), f"{type(exc).__name__}: {exc}"
+            outcome, delay = Outcome.FAILED, failure_backoff(delivered)
+            reason = f"{type(exc).__name__}: {exc}"
             span.record_exception(exc)
             log.exception("handler failed unexpectedly; will retry", delivered=delivered, delay=delay)
         finally:
             if ticker is not None:
                 await ticker.stop()
         try:
-            if outcome == "acked":
+            if outcome is Outcome.ACKED:
                 await msg.ack()
-            elif outcome == "terminated":
+            elif outcome is Outcome.TERMINATED:
                 await msg.term()
             else:
                 await msg.nak(delay=delay)
         except nats.errors.Error as exc:
             # The connection is gone; JetStream redelivers after ack_wait, handlers are idempotent.
-            log.warning("could not settle message", outcome=outcome, error=str(exc))
-        if outcome != "acked":
+            log.warning("could not settle message", outcome=outcome.value, error=str(exc))
+        if outcome is not Outcome.ACKED:
             span.set_status(Status(StatusCode.ERROR, reason))
-        span.set_attribute("pai.outcome", outcome)
+        span.set_attribute("pai.outcome", outcome.value)
         # The canonical line per handled message: at debug for a message acked in good time (at
         # thousands a second, a line each would cost each consumer a tenth of its CPU and fill
         # the disk), at info for anything else.
         duration = time.monotonic() - started
-        routine = outcome == "acked" and duration < SLOW_HANDLING_SECONDS
+        routine = outcome is Outcome.ACKED and duration < SLOW_HANDLING_SECONDS
         (log.debug if routine else log.info)(
             "message handled",
-            outcome=outcome,
+            outcome=outcome.value,
             delivered=delivered,
             duration_ms=round(duration * 1000, 1),
             **({"reason": reason} if reason else {}),
