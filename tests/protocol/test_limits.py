@@ -192,3 +192,30 @@ def test_a_negative_cpu_is_refused() -> None:
     [problem] = problems_of(json.dumps(job(taskRoles={"worker": resources(cpu=-1)})))
     assert (problem.path, problem.hint) == ("taskRoles.worker.resourcePerInstance.cpu", "use 0 or more")
     assert problem.message.startswith("must be at least 0, not -1")
+
+
+def test_texts_and_keys_at_their_limits_pass_and_one_character_more_is_refused() -> None:
+    limits = JobLimits(name_length=64, text_length=100, task_roles_per_job=2)
+    at = job(description="d" * 100, extras={"k" * 64: "v", "role": {"name": "n" * 64}})
+    assert parse_job(to_yaml(at), limits).description == "d" * 100
+    over = job(
+        description="d" * 101,
+        extras={"k" * 65: 1, "j" * 65: 2, "role": {"name": "n" * 65, "note": "n" * 65}},
+    )
+    problems = {p.path: p for p in problems_of(to_yaml(over), limits)}
+    # Both long keys are told (each cut to 40 characters), and a `name` is held to the name limit.
+    assert sorted(problems) == [
+        "description",
+        "extras." + "j" * 40 + "...",
+        "extras." + "k" * 40 + "...",
+        "extras.role.name",
+    ]
+    assert problems["description"].message.startswith(
+        "is 101 characters long, more than the cluster's limit of 100 (line "
+    )
+    assert problems["description"].hint.endswith("PAI_LIMIT_TEXT_LENGTH")
+    assert problems["extras.role.name"].hint.endswith("PAI_LIMIT_NAME_LENGTH")
+    roles = {"a": worker(), "b": worker()}
+    assert len(parse_job(to_yaml(job(taskRoles=roles)), limits).task_roles) == 2
+    [problem] = problems_of(to_yaml(job(taskRoles={**roles, "c": worker()})), limits)
+    assert problem.path == "taskRoles"
