@@ -182,7 +182,9 @@ async def test_tenants_cannot_reach_each_others_tasks(data_dir: Path) -> None:
             work = data_dir / "jobs" / alice_job / "attempt-0" / "worker-0" / "try-0" / "work"
             await eventually(polled((work / "ready").exists), bool, within=60)
 
+            # bob's scan runs while he has no other task: his own he may signal, alice's never.
             bob_job = await submit(bob, job("scanner", BOB))
+            bob_detail = await detail(bob, "bob", "scanner")
             await submit(
                 bob,
                 job(
@@ -203,7 +205,6 @@ async def test_tenants_cannot_reach_each_others_tasks(data_dir: Path) -> None:
                     ["python3 -c 'b = bytearray(1024 * 1024 * 1024); b[::4096] = b\"x\" * len(b[::4096])'"],
                 ),
             )
-            bob_detail = await detail(bob, "bob", "scanner")
             symlinks_detail = await detail(bob, "bob", "symlinks")
             greedy_detail = await detail(alice, "alice", "greedy")
             bob_log = await log_of(bob, "bob", "scanner")
