@@ -247,10 +247,6 @@ class EmbeddedNats:
         """SIGKILL: the crash case; JetStream recovers from its files at the next start."""
         self._signal_and_wait(signal.SIGKILL, 10.0)
 
-    def restart_sync(self, ready_within: float = 15.0) -> EmbeddedNats:
-        self.stop_sync()
-        return self.start_sync(ready_within)
-
     async def wait(self) -> int:
         """Wait until the running server exits (for any reason) and return its exit status.
 

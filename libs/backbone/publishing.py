@@ -12,7 +12,6 @@ import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
-from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import BaseModel
 
@@ -101,9 +100,3 @@ async def publish(
     """
     payload = model.model_dump_json().encode()
     return await publish_bytes(js, subject, payload, msg_id=msg_id, headers=headers, ack_timeout=ack_timeout)
-
-
-def current_trace_id() -> str | None:
-    """The current trace id in hex, for logs and tests; None outside a recorded span."""
-    context = trace.get_current_span().get_span_context()
-    return format(context.trace_id, "032x") if context.is_valid else None

@@ -56,11 +56,6 @@ class JobFile:
             )
 
 
-def check_file(path: str) -> list[Problem]:
-    """Every problem of one job file; an empty list means the job is valid."""
-    return check(JobFile(path))
-
-
 def check(file: JobFile) -> list[Problem]:
     if file.text is None:
         return file.problems

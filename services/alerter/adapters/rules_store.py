@@ -60,7 +60,7 @@ class RulesWatch:
         self._watch = KeyWatch(
             lambda: ensure_kv(js, RULES_BUCKET),
             RULES_KEY,
-            lambda _key, revision, value: self._apply_stored(revision, value),
+            lambda _key, _revision, value: self._apply_stored(value),
             what="alerting configuration",
         )
 
@@ -72,7 +72,7 @@ class RulesWatch:
     async def run(self) -> None:
         await self._watch.run()
 
-    def _apply_stored(self, revision: int, value: bytes | None) -> None:
+    def _apply_stored(self, value: bytes | None) -> None:
         if value is None:
             self.apply(None)
         elif (config := _parsed(value.decode())) is not None:

@@ -107,10 +107,6 @@ class SeriesStore:
         key = (name, label_set(labels))
         self._touched[key] = max(now, self._touched.get(key, now))
 
-    def forget_touched(self, name: str, **match: str) -> None:
-        for key in [k for k in self._touched if k[0] == name and _includes(k[1], match)]:
-            del self._touched[key]
-
     def samples(self, now: float) -> Iterator[Sample]:
         """Every live series at ``now``; expired values are dropped on the way."""
         for key in [k for k, v in self._values.items() if v.expires_at is not None and v.expires_at <= now]:

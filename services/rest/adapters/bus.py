@@ -74,13 +74,6 @@ class RestBus:
         except (nats.errors.Error, TimeoutError) as exc:
             raise PublishFailedError(f"secrets of {job_id}: {exc}") from exc
 
-    async def get_secrets(self, job_id: str) -> dict[str, Any] | None:
-        try:
-            entry = await self.secrets.get(job_id)
-        except KeyNotFoundError:
-            return None
-        return self.cipher.open(entry.value or b"")
-
     async def delete_secrets(self, job_id: str) -> None:
         # Purge, not delete: no revision of the secret stays behind in the bucket's history.
         with contextlib.suppress(nats.errors.Error, TimeoutError, KeyNotFoundError):

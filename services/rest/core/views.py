@@ -158,7 +158,7 @@ def task_status(job: Row, task: Row) -> dict[str, Any]:
     }
 
 
-def _waiting_task(job: Row, job_attempt: int, role: str, index: int) -> dict[str, Any]:
+def _waiting_task(job_attempt: int, role: str, index: int) -> dict[str, Any]:
     return {
         "placeholder": True,
         "job_attempt": job_attempt,
@@ -224,12 +224,12 @@ def waiting_task(job: Row, job_attempt: int, role: str, index: int) -> dict[str,
     spec = ((job["config"] or {}).get("taskRoles") or {}).get(role)
     if spec is None or not 0 <= index < int((spec or {}).get("instances", 1) or 1):
         return None
-    return _waiting_task(job, job_attempt, role, index)
+    return _waiting_task(job_attempt, role, index)
 
 
 def waiting_status(job: Row, job_attempt: int, role: str, index: int) -> dict[str, Any]:
     """The status of a task not placed yet (a WAITING placeholder)."""
-    return task_status(job, _waiting_task(job, job_attempt, role, index))
+    return task_status(job, _waiting_task(job_attempt, role, index))
 
 
 def role_sizes(job: Row, placed: Iterable[tuple[str, int]]) -> dict[str, int]:
@@ -261,7 +261,7 @@ def task_roles(job: Row, job_attempt: int, tasks: Iterable[Row]) -> dict[str, An
     for role, instances in role_sizes(job, latest).items():
         statuses = []
         for index in range(instances):
-            row = latest.get((role, index)) or _waiting_task(job, job_attempt, role, index)
+            row = latest.get((role, index)) or _waiting_task(job_attempt, role, index)
             statuses.append(task_status(job, row))
         result[role] = {"taskRoleStatus": {"name": role}, "taskStatuses": statuses}
     return result

@@ -249,9 +249,6 @@ class SharePlacer:
             ok &= self._model_ok(demand)
         return ok
 
-    def fits_anywhere(self, demand: ShareDemand) -> bool:
-        return bool(self.feasible(demand).any())
-
     # -- choosing ----------------------------------------------------------------------------
 
     def choose(self, demand: ShareDemand) -> Binding | None:

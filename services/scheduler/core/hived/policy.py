@@ -241,7 +241,7 @@ class HivedPolicy:
             return self._shares.jobs_on(pod)
         return {self._pod_job.get(pod, pod)}
 
-    def _rooms(self, job: _Job) -> dict[str, NodeRoom]:
+    def _rooms(self) -> dict[str, NodeRoom]:
         """CPU and memory left on each healthy node, after placed jobs and this job so far."""
         if not self._nodes:
             assert self._algo is not None
@@ -294,7 +294,7 @@ class HivedPolicy:
                 "(on a machine without GPUs, declare simulated ones with `pai up --gpus N`)"
             )
             return Waiting(demand.job_id, reason)
-        rooms = self._rooms(job)
+        rooms = self._rooms()
         asked = {(t.role, t.index): t for t in demand.tasks}
         for p in placements.values():  # this job's whole-GPU tasks take their CPU and memory first
             t = asked[(p.role, p.index)]

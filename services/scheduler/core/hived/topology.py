@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from services.scheduler.core.hived.cells import ChainCellList, PhysicalCell, VirtualCell
+from services.scheduler.core.hived.cells import ChainCellList, PhysicalCell
 from services.scheduler.core.hived.priorities import FREE_PRIORITY, OPPORTUNISTIC_PRIORITY
 
 HIGHEST_LEVEL = 1 << 30
@@ -241,7 +241,3 @@ def find_leaves_in_node(
     picked = set(best)
     rest = [c for i, c in enumerate(available) if i not in picked]
     return chosen, rest
-
-
-def is_virtual(cell: Any) -> bool:
-    return isinstance(cell, VirtualCell)
