@@ -35,7 +35,7 @@ from runtime.plugins import (
 )
 from runtime.ports import port_is_bindable
 from runtime.secrets import Masker, SecretsError, load_secrets, render_in, render_secrets
-from runtime.spec import TaskSpec
+from runtime.spec import RuntimeExit, RuntimeResult, TaskSpec
 
 TYPE_CHECKING = False  # not `typing`'s: importing it costs every task's start-up
 if TYPE_CHECKING:
@@ -352,23 +352,24 @@ class TaskRun:
             self.log(exc.reason)
             return exc.code
 
-    def write_result(self, exit_code: int) -> dict[str, Any]:
+    def write_result(self, exit_code: int) -> RuntimeResult:
         tail = self.capture.tail.text() if self.capture else ""
-        result: dict[str, Any] = {
-            "exitCode": exit_code,
-            "userExitCode": self.outcome.user_exit_code,
-            "runtimeExit": self.outcome.runtime_exit,
-            "stoppedBy": self.outcome.stopped_by,
-            "plugins": self.outcome.plugins,
-            "userLogTail": tail,
-            "failure": analyze_exit(
+        ended = self.outcome.runtime_exit
+        result = RuntimeResult(
+            exit_code=exit_code,
+            user_exit_code=self.outcome.user_exit_code,
+            runtime_exit=RuntimeExit(**ended) if ended else None,
+            stopped_by=self.outcome.stopped_by,
+            plugins=self.outcome.plugins,
+            user_log_tail=tail,
+            failure=analyze_exit(
                 exit_code,
                 tail,
                 self.spec.failure_rules_file,
-                runtime_reason=self.outcome.runtime_exit["reason"] if self.outcome.runtime_exit else None,
+                runtime_reason=ended["reason"] if ended else None,
             ),
-        }
-        text = self.masker.text(json.dumps(result, indent=2))
+        )
+        text = self.masker.text(json.dumps(result.to_json(), indent=2))
         path = self.spec.dirs.log_dir / RESULT_FILE
         tmp = path.with_name(f".{RESULT_FILE}.tmp")
         tmp.write_text(text, encoding="utf-8")

@@ -172,6 +172,37 @@ class LogRotation(Record):
     backup_count: int = 3
 
 
+class RuntimeExit(Record):
+    """Why the runtime itself ended the task, with one of its own exit codes."""
+
+    code: int
+    phrase: str
+    reason: str
+
+
+class RuntimeResult(Record):
+    """runtime-result.json, as the runtime writes it (``runtime.spec_model.RuntimeResult`` reads
+    it on the platform's side; tests/contracts keeps the two in agreement). Its keys are
+    camelCase on disk (``to_json``)."""
+
+    exit_code: int
+    user_exit_code: int | None = None
+    runtime_exit: RuntimeExit | None = None
+    stopped_by: str | None = None
+    plugins: list[dict[str, Any]] = []  # noqa: RUF012 - a new list per record
+    user_log_tail: str = ""
+    failure: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's JSON object: each field under its camelCase name."""
+        return {_camel(name): value for name, value in self.as_dict().items()}
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part.title() for part in rest)
+
+
 class TaskSpec(Record):
     """The whole input of one runtime run (see ``runtime.spec_model.TaskSpec`` for each field)."""
 

@@ -198,3 +198,31 @@ class TaskSpec(_Model):
     @property
     def me(self) -> TaskPlacement:
         return self.placement(self.role, self.index)
+
+
+class RuntimeExit(BaseModel):
+    """Why the runtime itself ended the task, with one of its own exit codes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: int
+    phrase: str
+    reason: str
+
+
+class RuntimeResult(BaseModel):
+    """runtime-result.json, the runtime's account of a finished task, as the platform reads it:
+    what ended it (the user command's code or the runtime's own), who stopped it, the plugins'
+    reports, the log's tail (secrets masked) and the failure rule the runtime matched. Read
+    tolerantly (an older runtime's extra keys are ignored); the runtime writes
+    ``runtime.spec.RuntimeResult``."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
+
+    exit_code: int = Field(alias="exitCode")
+    user_exit_code: int | None = Field(default=None, alias="userExitCode")
+    runtime_exit: RuntimeExit | None = Field(default=None, alias="runtimeExit")
+    stopped_by: str | None = Field(default=None, alias="stoppedBy")
+    plugins: list[dict[str, Any]] = Field(default_factory=list)
+    user_log_tail: str = Field(default="", alias="userLogTail")
+    failure: dict[str, Any] | None = None

@@ -30,6 +30,9 @@ PAIRS = [
     (writer.Directories, reader.Directories),
     (writer.RunAs, reader.RunAs),
     (writer.LogRotation, reader.LogRotation),
+    (writer.Confine, reader.Confine),
+    (writer.RuntimeExit, reader.RuntimeExit),
+    (writer.RuntimeResult, reader.RuntimeResult),
 ]
 
 
@@ -87,6 +90,7 @@ def full_spec(tmp_path: Path) -> writer.TaskSpec:
             log_dir=tmp_path / "logs",
             barrier_dir=tmp_path / "barrier",
             ssh_key_dir=tmp_path / "ssh",
+            private_dir=tmp_path / "private",
         ),
         barrier_timeout_s=12.5,
         log_rotation=writer.LogRotation(max_bytes=4096, backup_count=1),
@@ -94,6 +98,9 @@ def full_spec(tmp_path: Path) -> writer.TaskSpec:
         default_fs_uri="hdfs://nn:9000",
         failure_rules_file=tmp_path / "rules.yaml",
         run_as=writer.RunAs(name="pai-task", uid=990, gid=990),
+        confine=writer.Confine(
+            cgroups=[Path("/sys/fs/cgroup/memory/pai-x/j-9.2.worker-1.1")], rlimits={"RLIMIT_DATA": 1 << 30}
+        ),
         notice="the docker image was not used",
     )
 
@@ -247,3 +254,22 @@ def test_the_reader_imports_nothing_but_the_standard_library() -> None:
     }
     assert imported <= {"__future__", "json", "re", "pathlib", "typing"}, imported
     assert typing.get_type_hints(reader.TaskSpec)  # its annotations resolve
+
+
+def test_the_runtimes_result_reads_back_on_the_platforms_side_as_written() -> None:
+    """runtime-result.json the other way: the runtime's record, as its file holds it, is the
+    platform's model field for field (camelCase on disk)."""
+    written = reader.RuntimeResult(
+        exit_code=245,
+        user_exit_code=None,
+        runtime_exit=reader.RuntimeExit(code=245, phrase="RuntimeConfineFailed", reason="no cgroup"),
+        stopped_by="SIGTERM",
+        plugins=[{"plugin": "ssh", "status": "ok"}],
+        user_log_tail="last line",
+        failure={"code": 245, "type": "transient"},
+    )
+    text = json.dumps(written.to_json())
+    assert '"exitCode": 245' in text
+    assert '"userLogTail": "last line"' in text
+    read = writer.RuntimeResult.model_validate_json(text)
+    assert read.model_dump() == written.as_dict()

@@ -486,25 +486,25 @@ class LocalExecutor:
         directory = self.task_dir(job_id, key)
         result = read_result(directory)
         stopped_as = self._stopping.get((job_id, key))
-        ended_on_its_own = result is not None and not result.get("stoppedBy")
+        ended_on_its_own = result is not None and not result.stopped_by
         if stopped_as is not None and not ended_on_its_own:
-            raw = result.get("exitCode") if result is not None else returncode
+            raw = result.exit_code if result is not None else returncode
             return TaskExit(
                 job_id, key, stopped_as, None, f"ended by the platform (the process exited with {raw})"
             )
         if result is not None:
-            code = int(result.get("exitCode", KILLED_EXIT_CODE))
-            failure = result.get("failure")
-            tail = str(result.get("userLogTail") or "")
-            if failure:
-                info: FailureInfo | None = to_failure_info(failure)
+            code = result.exit_code
+            if result.failure:
+                info: FailureInfo | None = to_failure_info(result.failure)
             elif code != 0:
-                verdict = analyze(self._rules_now(), exit_code=code, user_log=tail, stage="container")
+                verdict = analyze(
+                    self._rules_now(), exit_code=code, user_log=result.user_log_tail, stage="container"
+                )
                 info = to_failure_info(verdict)
             else:
                 info = None
-            runtime_exit = result.get("runtimeExit") or {}
-            return TaskExit(job_id, key, code, info, str(runtime_exit.get("reason") or ""))
+            why = result.runtime_exit.reason if result.runtime_exit is not None else ""
+            return TaskExit(job_id, key, code, info, why)
         if returncode is not None:
             code = from_returncode(returncode)
             why = f"the task process ended with {code} without writing a result"

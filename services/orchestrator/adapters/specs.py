@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from pydantic import ValidationError
 
 from libs.protocol import JobConfig, render_entrypoint
 from runtime.ports import release_ports, reserve_many, with_default_ports
@@ -29,6 +31,7 @@ from runtime.spec_model import (
     Resources,
     RoleInfo,
     RunAs,
+    RuntimeResult,
     StorageSpec,
     TaskPlacement,
     TaskSpec,
@@ -236,11 +239,11 @@ def image_of(config: JobConfig, role: str) -> str:
     return str(uri or name)
 
 
-def read_result(directory: Path) -> dict[str, Any] | None:
-    """The runtime's result for a finished task, or None when it wrote none."""
+def read_result(directory: Path) -> RuntimeResult | None:
+    """The runtime's result for a finished task, or None when it wrote none (or none readable:
+    the task's end is then the platform's to explain)."""
     path = directory / "logs" / RESULT_FILE
     try:
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        return RuntimeResult.model_validate_json(path.read_bytes())
+    except (OSError, ValidationError):
         return None
-    return data
