@@ -39,17 +39,23 @@ class Identities:
         self._ttl = ttl
         self._known: dict[str, tuple[float, Identity]] = {}
 
-    async def who(self, authorization: str) -> Identity | None:
-        """The identity for an ``Authorization`` header value, or None when REST refuses it."""
+    async def who(self, authorization: str, max_age: float | None = None) -> Identity | None:
+        """The identity for an ``Authorization`` header value, or None when REST refuses it.
+
+        ``max_age`` (seconds) asks for an answer at most that old, shorter than ``ttl``: an open
+        event stream re-checks its token so, to end soon after the token is revoked.
+        """
         now = time.monotonic()
         known = self._known.get(authorization)
-        if known is not None and known[0] > now:
+        fresh_for = self._ttl if max_age is None else min(self._ttl, max_age)
+        if known is not None and known[0] - self._ttl + fresh_for > now:
             return known[1]
         try:
             async with self._session.get(
                 self._url, headers={"Authorization": authorization}, timeout=aiohttp.ClientTimeout(total=10)
             ) as response:
                 if response.status in (401, 403):
+                    self._known.pop(authorization, None)  # refused now: no older answer stands
                     return None
                 if response.status != 200:
                     raise IdentityUnavailable(f"REST answered {response.status}")

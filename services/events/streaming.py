@@ -4,7 +4,9 @@ The response is ``text/event-stream``; each message's ``id`` is a cursor (core/c
 ``event`` the catalog type and ``data`` the event's JSON as published (job configs travel with
 secrets masked). ``Last-Event-ID`` (or ``?since=``) resumes right after that event; ``since=0``
 replays from the beginning of what the bus keeps. An idle stream gets a comment line every
-``events_keepalive_seconds``.
+``events_keepalive_seconds``. A stream is tied to its token: every ``TOKEN_CHECK_SECONDS`` it
+asks REST again (an answer at most that old), and ends once REST refuses the token (logout,
+revocation, a password change, the user deleted); while REST does not answer it goes on.
 """
 
 from __future__ import annotations
@@ -14,25 +16,37 @@ import contextlib
 
 from aiohttp import web
 
-from libs.web.errors import invalid, unauthorized, unavailable
+from libs.web.errors import forbidden, invalid, unauthorized, unavailable
 from services.events.adapters.identity import IdentityUnavailable
 from services.events.core import sse
 from services.events.core.cursors import Cursor, parse_cursor
-from services.events.core.filters import Caller, FilterError, parse_filter
+from services.events.core.filters import Caller, FilterError, parse_filter, refused_filter
 from services.events.keys import HUB, IDENTITIES, SETTINGS
 
 routes = web.RouteTableDef()
 # Messages written at once when a subscriber has fallen behind.
 WRITE_BATCH = 256
+# How often an open stream checks that its token still counts.
+TOKEN_CHECK_SECONDS = 2.0
 
 
-async def authenticate(request: web.Request) -> Caller:
-    """The caller as the REST API knows them; 401 without a token REST accepts."""
+async def _token_counts(request: web.Request) -> bool:
+    """False once REST refuses the stream's token; True while it accepts it or does not answer."""
+    header = request.headers.get("Authorization", "").strip()
+    try:
+        return await request.app[IDENTITIES].who(header, max_age=TOKEN_CHECK_SECONDS) is not None
+    except IdentityUnavailable:
+        return True
+
+
+async def authenticate(request: web.Request, max_age: float | None = None) -> Caller:
+    """The caller as the REST API knows them (an answer at most ``max_age`` old when given); 401
+    without a token REST accepts."""
     header = request.headers.get("Authorization", "").strip()
     if not header:
         raise unauthorized()
     try:
-        caller = await request.app[IDENTITIES].who(header)
+        caller = await request.app[IDENTITIES].who(header, max_age)
     except IdentityUnavailable as exc:
         raise unavailable(f"The REST API did not confirm the token ({exc}); retry shortly.") from None
     if caller is None:
@@ -42,7 +56,7 @@ async def authenticate(request: web.Request) -> Caller:
 
 @routes.get("/v2/events")
 async def events(request: web.Request) -> web.StreamResponse:
-    caller = await authenticate(request)
+    caller = await authenticate(request, max_age=TOKEN_CHECK_SECONDS)
     try:
         flt = parse_filter(request.query)
         streams = flt.streams()
@@ -52,6 +66,9 @@ async def events(request: web.Request) -> web.StreamResponse:
         start = parse_cursor(resume, streams, name) if resume else None
     except FilterError as exc:
         raise invalid(exc.message) from None
+    refusal = refused_filter(caller, flt)
+    if refusal is not None:
+        raise forbidden(refusal)
     hub = request.app[HUB]
     keepalive = request.app[SETTINGS].events_keepalive_seconds
     subscriber, reached = hub.subscribe(caller, flt)
@@ -75,12 +92,20 @@ async def events(request: web.Request) -> web.StreamResponse:
             await response.write(sse.KEEP_ALIVE)  # headers and a first byte: the stream is open
         single = len(streams) == 1
         ended = False
+        loop = asyncio.get_running_loop()
+        next_check = last_write = loop.time()
         while not ended:
+            if loop.time() >= next_check:
+                if not await _token_counts(request):
+                    break  # revoked: the client's reconnect is refused with 401
+                next_check = loop.time() + TOKEN_CHECK_SECONDS
             try:
-                async with asyncio.timeout(keepalive):
+                async with asyncio.timeout(max(0.0, min(next_check, last_write + keepalive) - loop.time())):
                     batch = [await subscriber.queue.get()]
             except TimeoutError:
-                await response.write(sse.KEEP_ALIVE)
+                if loop.time() >= last_write + keepalive:
+                    await response.write(sse.KEEP_ALIVE)
+                    last_write = loop.time()
                 continue
             # Whatever else is already queued leaves in the same write (cheaper under load).
             while not subscriber.queue.empty() and len(batch) < WRITE_BATCH:
@@ -97,6 +122,7 @@ async def events(request: web.Request) -> web.StreamResponse:
                 chunks.append(next_item.message() if single else next_item.message(position.text()))
             if chunks:
                 await response.write(b"".join(chunks))
+                last_write = loop.time()
         with contextlib.suppress(ConnectionError):
             await response.write_eof()
         return response

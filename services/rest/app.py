@@ -33,7 +33,18 @@ from services.rest.bodies import body_middleware
 from services.rest.core.text import unstorable
 from services.rest.detail_cache import TaskRolesCache
 from services.rest.errors import NO_API, UNKNOWN, ApiError, invalid_parameters
-from services.rest.keys import BUS, DETAIL_CACHE, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS, TOKENS
+from services.rest.keys import (
+    BUS,
+    DETAIL_CACHE,
+    ENGINE,
+    JOB_INSERTER,
+    LOGIN_BACKOFF,
+    PASSWORDS,
+    READ_ENGINE,
+    SETTINGS,
+    TOKENS,
+)
+from services.rest.logins import LoginBackoff, Passwords
 from services.rest.node_sizes import node_sizes_ctx
 from services.rest.projection import MAX_BATCH, Projector, projection_handler
 from services.rest.routes import alert_history as alert_history_routes
@@ -213,6 +224,10 @@ async def unpublished_ctx(app: web.Application) -> AsyncIterator[None]:
         task.cancel()
 
 
+async def _close_passwords(app: web.Application) -> None:
+    app[PASSWORDS].close()
+
+
 def build_app(settings: RestSettings) -> web.Application:
     """The aiohttp application; resources open when it starts (runner or test client)."""
     # Requests per address are counted before the token check, per user after it (ratelimit.py).
@@ -231,6 +246,8 @@ def build_app(settings: RestSettings) -> web.Application:
     )
     app[SETTINGS] = settings
     app[DETAIL_CACHE] = TaskRolesCache()
+    app[PASSWORDS], app[LOGIN_BACKOFF] = Passwords(), LoginBackoff()
+    app.on_cleanup.append(_close_passwords)
     app.cleanup_ctx.append(database_ctx)
     app.cleanup_ctx.append(bus_ctx)
     app.cleanup_ctx.append(contacts_ctx)  # users' addresses for the alerter

@@ -87,6 +87,9 @@ SIGN_IN_REFUSED = OpenPaiError(401, "UnauthorizedUserError", "Sign-in refused: {
 NO_USER = OpenPaiError(400, "NoUserError", "User {user} is not found.")
 NO_USER_TO_UPDATE = OpenPaiError(404, "NoUserError", "User {user} not found.")
 INCORRECT_PASSWORD = OpenPaiError(400, "IncorrectPasswordError", "Password is incorrect.")
+# Login answers an unknown user and a wrong password alike (routes/auth.py, logins.py): OpenPAI's
+# rest-server says NoUserError for the first, which tells anyone which names exist.
+LOGIN_FAILED = OpenPaiError(400, "IncorrectPasswordError", "User name or password is incorrect.")
 CONFLICT_USER = OpenPaiError(409, "ConflictUserError", "User name {user} already exists.")
 NO_GROUP = OpenPaiError(404, "NoGroupError", "Group {group} is not found.")
 NO_GROUP_TO_JOIN = OpenPaiError(404, "NoGroupError", "Updated nonexistent group: {group}")

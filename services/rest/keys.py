@@ -9,6 +9,7 @@ from services.rest.adapters.bus import RestBus
 from services.rest.adapters.jobs_store import JobInserter
 from services.rest.auth import Tokens
 from services.rest.detail_cache import TaskRolesCache
+from services.rest.logins import LoginBackoff, Passwords
 from services.rest.settings import RestSettings
 
 SETTINGS = web.AppKey("settings", RestSettings)
@@ -19,5 +20,8 @@ READ_ENGINE = web.AppKey("read_engine", AsyncEngine)
 JOB_INSERTER = web.AppKey("job_inserter", JobInserter)
 BUS = web.AppKey("bus", RestBus)
 TOKENS = web.AppKey("tokens", Tokens)
+# Argon2 off the event loop, and the per-account backoff after failed logins (logins.py).
+PASSWORDS = web.AppKey("passwords", Passwords)
+LOGIN_BACKOFF = web.AppKey("login_backoff", LoginBackoff)
 # The encoded taskRoles of large job details, while their task rows stay the same.
 DETAIL_CACHE = web.AppKey("detail_cache", TaskRolesCache)

@@ -23,10 +23,11 @@ async def answer(response: Any) -> tuple[int, str, str]:
 
 
 async def test_the_errors_openpai_clients_branch_on(api: Client, admin_headers: dict[str, str]) -> None:
+    # Login answers an unknown user as a wrong password (OpenPAI's NoUserError told names apart).
     login = await api.post("/api/v2/authn/basic/login", data={"username": "nonexistentuser", "password": "x"})
-    assert await answer(login) == (400, "NoUserError", "User nonexistentuser is not found.")
+    assert await answer(login) == (400, "IncorrectPasswordError", "User name or password is incorrect.")
     wrong = await api.post("/api/v2/authn/basic/login", data={"username": "admin", "password": "wrong-one"})
-    assert await answer(wrong) == (400, "IncorrectPasswordError", "Password is incorrect.")
+    assert await answer(wrong) == (400, "IncorrectPasswordError", "User name or password is incorrect.")
 
     bad = {"Authorization": "Bearer not-a-token"}
     logout = await api.delete("/rest-server/api/v2/authn/basic/logout", headers=bad)

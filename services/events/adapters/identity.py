@@ -20,7 +20,7 @@ class Identities:
     def __init__(self, session: aiohttp.ClientSession, rest_url: str, ttl: float) -> None:
         self._rest = RestIdentities(session, rest_url, ttl)
 
-    async def who(self, authorization: str) -> Caller | None:
+    async def who(self, authorization: str, max_age: float | None = None) -> Caller | None:
         """The caller for an ``Authorization`` header value, or None when REST refuses it."""
-        identity = await self._rest.who(authorization)
+        identity = await self._rest.who(authorization, max_age)
         return None if identity is None else Caller(username=identity.username, admin=identity.admin)

@@ -16,7 +16,7 @@ from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from services.rest.adapters.tables import groups, tokens, user_groups, users
+from services.rest.adapters.tables import groups, jobs, tokens, user_groups, users
 from services.rest.core.text import unstorable
 
 DEFAULT_GROUP = "default"
@@ -331,3 +331,19 @@ async def active_tokens(engine: AsyncEngine, username: str) -> list[dict[str, An
 async def revoke_token(engine: AsyncEngine, jti: str) -> None:
     async with engine.begin() as conn:
         await conn.execute(update(tokens).where(tokens.c.jti == jti).values(revoked=True))
+
+
+async def revoke_user_tokens(engine: AsyncEngine, username: str, keep: str | None = None) -> None:
+    """Revoke every token of a user (login and application) but ``keep``, the changer's own."""
+    condition = and_(tokens.c.username == username, tokens.c.revoked.is_(False))
+    if keep is not None:
+        condition = and_(condition, tokens.c.jti != keep)
+    async with engine.begin() as conn:
+        await conn.execute(update(tokens).where(condition).values(revoked=True))
+
+
+async def has_jobs(engine: AsyncEngine, username: str) -> bool:
+    """Whether the read model holds any job submitted under this user name."""
+    async with engine.connect() as conn:
+        found = await conn.scalar(select(jobs.c.username).where(jobs.c.username == username).limit(1))
+    return found is not None

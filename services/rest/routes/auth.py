@@ -1,19 +1,22 @@
 """Authentication routes: basic login (a token), logout (revoke it), cluster info.
 
-Login accepts OpenPAI's form body (username, password, expiration in seconds) and JSON.
+Login accepts OpenPAI's form body (username, password, expiration in seconds) and JSON. The
+password is checked off the event loop, after the account's backoff allows an attempt, and an
+unknown user is answered exactly as a wrong password (services/rest/logins.py).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from aiohttp import web
 
 from services.rest.adapters import accounts
-from services.rest.auth import require_interactive, verify_password
+from services.rest.auth import require_interactive
 from services.rest.bodies import read_json
-from services.rest.errors import INCORRECT_PASSWORD, NO_USER, invalid_parameters
-from services.rest.keys import ENGINE, SETTINGS, TOKENS
+from services.rest.errors import LOGIN_FAILED, TOO_MANY_REQUESTS, ApiError, invalid_parameters
+from services.rest.keys import ENGINE, LOGIN_BACKOFF, PASSWORDS, SETTINGS, TOKENS
 from services.rest.routes.common import int_param
 
 routes = web.RouteTableDef()
@@ -40,13 +43,25 @@ async def basic_login(request: web.Request) -> web.Response:
         minimum=60,
         maximum=settings.token_ttl_seconds,
     )
+    backoff = request.app[LOGIN_BACKOFF]
+    wait = backoff.wait_seconds(username)
+    if wait > 0:
+        raise _later(wait, f"Too many failed sign-ins of {username}; retry in {math.ceil(wait)} s.")
     user = await accounts.get_user(request.app[ENGINE], username)
-    if user is None:
-        raise NO_USER(user=username)
-    if not verify_password(user["password_hash"], password):
-        raise INCORRECT_PASSWORD()
+    # An unknown user costs a decoy's check: the same answer after the same work.
+    valid = await request.app[PASSWORDS].verify(user["password_hash"] if user else None, password)
+    if user is None or not valid:
+        backoff.failed(username)
+        raise LOGIN_FAILED()
+    backoff.succeeded(username)
     token = await request.app[TOKENS].issue(username, bool(user["admin"]), expiration)
     return web.json_response({"token": token, "user": username, "admin": bool(user["admin"])})
+
+
+def _later(seconds: float, hint: str) -> ApiError:
+    refused = TOO_MANY_REQUESTS(hint)
+    refused.headers["Retry-After"] = str(max(1, math.ceil(seconds)))
+    return refused
 
 
 # OpenPAI's first API version logs in here with the same form; older SDKs still call it.

@@ -3,7 +3,12 @@
 Admin rights and virtual-cluster access are not stored on the user but granted by groups
 (see ``adapters/accounts.py``): setting ``admin`` or ``virtualCluster`` joins or leaves the
 groups that grant them, exactly what a client reading ``grouplist`` afterwards expects.
-Writes need a login token (application tokens serve jobs only); reading a user needs any.
+Writes need a login token (application tokens serve jobs only); reading a user needs any, and
+a normal user reading another sees the name and admin flag only (e-mail, groups, VCs, storages
+and extension are the user's own and the admins'). A password change (the user's own or an
+admin's reset) revokes every token of the user, login and application, but the one making the
+change. A name is not given again while jobs of a former user of that name remain: jobs are
+named ``user~job`` and their logs follow the name, so a new user would inherit them.
 """
 
 from __future__ import annotations
@@ -14,13 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from services.rest.adapters import accounts, contacts
-from services.rest.auth import (
-    hash_password,
-    require_admin,
-    require_interactive,
-    require_user,
-    verify_password,
-)
+from services.rest.auth import Principal, require_admin, require_interactive, require_user
 from services.rest.bodies import read_json
 from services.rest.errors import (
     CONFLICT_USER,
@@ -34,7 +33,7 @@ from services.rest.errors import (
     OpenPaiError,
     invalid_parameters,
 )
-from services.rest.keys import BUS, ENGINE
+from services.rest.keys import BUS, ENGINE, PASSWORDS
 
 routes = web.RouteTableDef()
 
@@ -42,8 +41,18 @@ USERNAME = re.compile(r"^[\w.-]+$")
 MIN_PASSWORD = 6
 
 
-def user_info(user: dict[str, Any]) -> dict[str, Any]:
-    """OpenPAI's UserInfo: never the password hash."""
+def user_info(user: dict[str, Any], viewer: Principal | None = None) -> dict[str, Any]:
+    """OpenPAI's UserInfo: never the password hash; for another normal user, the name only."""
+    if viewer is not None and not viewer.admin and viewer.username != user["username"]:
+        return {
+            "username": user["username"],
+            "grouplist": [],
+            "email": "",
+            "admin": bool(user["admin"]),
+            "virtualCluster": [],
+            "storageConfig": [],
+            "extension": {},
+        }
     return {
         "username": user["username"],
         "grouplist": list(user["grouplist"]),
@@ -112,11 +121,19 @@ async def create_user(request: web.Request) -> web.Response:
     if not USERNAME.fullmatch(username):
         raise invalid_parameters(f"username {username!r} may contain only letters, digits, '_', '.' and '-'.")
     password = checked_password(body.get("password"))
+    if await accounts.get_user(request.app[ENGINE], username) is None and await accounts.has_jobs(
+        request.app[ENGINE], username
+    ):
+        raise CONFLICT_USER(
+            "Jobs of a former user of this name remain, and a new user would inherit them and their "
+            "logs (jobs are named user~job); choose another name.",
+            user=username,
+        )
     try:
         await accounts.create_user(
             request.app[ENGINE],
             username,
-            hash_password(password),
+            await request.app[PASSWORDS].hash(password),
             admin=bool(field(body, "admin", bool)),
             virtual_clusters=field(body, "virtualCluster", list),
             email=field(body, "email", str) or "",
@@ -146,21 +163,27 @@ async def list_users(request: web.Request) -> web.Response:
 @routes.put("/v2/users")
 async def update_user(request: web.Request) -> web.Response:
     """Change a user's password, email, admin right, virtual clusters or extension (admin only)."""
-    require_admin(request)
+    admin = require_admin(request)
     body = await json_body(request)
     data = field(body, "data", dict, required=True)
     field(body, "patch", bool)  # read by OpenPAI's clients' contract only: see PATCH_FOLLOWS below
     username = field(data, "username", str, required=True)
     password = data.get("password")
+    new_hash = None
+    if password is not None:
+        new_hash = await request.app[PASSWORDS].hash(checked_password(password))
     changes = {
         "email": field(data, "email", str),
         "virtual_clusters": field(data, "virtualCluster", list),
         "admin": field(data, "admin", bool),
         "extension": field(data, "extension", dict),
-        "password_hash": hash_password(checked_password(password)) if password is not None else None,
+        "password_hash": new_hash,
     }
     if not await accounts.update_user(request.app[ENGINE], username, **changes):
         raise NO_USER_TO_UPDATE(user=username)
+    if new_hash is not None:
+        # A reset: whoever held the user's tokens holds nothing now (the admin's own stays).
+        await accounts.revoke_user_tokens(request.app[ENGINE], username, keep=admin.token_id)
     await _share(request, username)
     return web.json_response({"message": f"Update user {username} successfully."}, status=201)
 
@@ -169,7 +192,7 @@ async def update_user(request: web.Request) -> web.Response:
 async def who_am_i(request: web.Request) -> web.Response:
     """The caller's own user info."""
     principal = require_user(request)
-    return web.json_response(user_info(await _existing(request, principal.username, NO_USER)))
+    return web.json_response(user_info(await _existing(request, principal.username, NO_USER), principal))
 
 
 @routes.put("/v2/users/me")
@@ -188,9 +211,10 @@ async def update_self(request: web.Request) -> web.Response:
     if data.get("newPassword") is not None:
         new = checked_password(data["newPassword"], "newPassword")
         user = await _existing(request, username)
-        if not verify_password(user["password_hash"], str(data.get("oldPassword") or "")):
+        passwords = request.app[PASSWORDS]
+        if not await passwords.verify(user["password_hash"], str(data.get("oldPassword") or "")):
             raise INCORRECT_PASSWORD("oldPassword must be the current password.")
-        password_hash = hash_password(new)
+        password_hash = await passwords.hash(new)
     await accounts.update_user(
         request.app[ENGINE],
         username,
@@ -198,6 +222,9 @@ async def update_self(request: web.Request) -> web.Response:
         extension=field(data, "extension", dict),
         password_hash=password_hash,
     )
+    if password_hash is not None:
+        # Every other session and script of the user ends; the token making the change stays.
+        await accounts.revoke_user_tokens(request.app[ENGINE], username, keep=principal.token_id)
     await _share(request, username)
     return web.json_response({"message": f"Update user {username} successfully."}, status=201)
 
@@ -205,8 +232,9 @@ async def update_self(request: web.Request) -> web.Response:
 @routes.get("/v2/users/{user}")
 async def get_user(request: web.Request) -> web.Response:
     """A user's info."""
-    require_user(request)
-    return web.json_response(user_info(await _existing(request, request.match_info["user"], NO_USER)))
+    viewer = require_user(request)
+    user = await _existing(request, request.match_info["user"], NO_USER)
+    return web.json_response(user_info(user, viewer))
 
 
 @routes.delete("/v2/users/{user}")
