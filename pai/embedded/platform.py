@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+from urllib.parse import urlsplit
 
 import aiohttp
 import psutil
@@ -315,6 +316,12 @@ class EmbeddedPlatform:
             "PAI_MARKETPLACE_SOCKET": str(marketplace_socket),
             "PAI_MARKETPLACE_URL": unix_url(marketplace_socket) if "marketplace" in self.services else "",
             "PAI_REST_URL": unix_url(rest_socket),
+            # Webhooks may not reach this platform's own ports, on any address of this machine.
+            "PAI_WEBHOOK_FORBIDDEN_PORTS": ",".join(
+                str(port)
+                for port in (api_port, portal_port, metrics_port, urlsplit(self.nats.url).port)
+                if port
+            ),
             "PAI_LOG_FORMAT": "json",
             # Tasks are plain processes sharing this machine: offer more CPU and memory than it has.
             "PAI_CPU_OVERCOMMIT": "16",

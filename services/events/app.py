@@ -8,9 +8,12 @@ in the embedded platform and docker-compose, an Ingress path rule on Kubernetes)
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
+import socket
 from collections.abc import AsyncIterator
 
-import aiohttp
+import psutil
 import structlog
 from aiohttp import web
 
@@ -21,10 +24,10 @@ from libs.web.addresses import client_session
 from libs.web.errors import error_middleware
 from libs.web.serving import serve_until_stopped
 from services.events import hooks, streaming
-from services.events.adapters.delivering import Deliveries
+from services.events.adapters.delivering import CheckingResolver, Deliveries, receivers_session
 from services.events.adapters.following import Hub
 from services.events.adapters.identity import Identities
-from services.events.core.webhooks import parse_networks
+from services.events.core.webhooks import IPAddress, TargetPolicy, parse_networks, parse_ports
 from services.events.keys import DELIVERIES, HUB, IDENTITIES, SETTINGS
 from services.events.settings import EventsSettings
 
@@ -33,13 +36,35 @@ log = structlog.get_logger(__name__)
 PREFIXES = ("/api", "/rest-server/api")
 
 
+def machine_addresses() -> frozenset[IPAddress]:
+    """Every address of this machine's interfaces: the platform's ports listen on some of them."""
+    found: set[IPAddress] = set()
+    for addresses in psutil.net_if_addrs().values():
+        for address in addresses:
+            if address.family in (socket.AF_INET, socket.AF_INET6):
+                with contextlib.suppress(ValueError):
+                    found.add(ipaddress.ip_address(address.address.split("%", 1)[0]))
+    return frozenset(found)
+
+
+def target_policy(settings: EventsSettings) -> TargetPolicy:
+    own_ports = parse_ports(settings.webhook_forbidden_ports)
+    return TargetPolicy(
+        forbidden=parse_networks(settings.webhook_forbidden_networks),
+        allowed=parse_networks(settings.webhook_allowed_networks),
+        own_ports=own_ports,
+        own_addresses=machine_addresses() if own_ports else frozenset(),
+    )
+
+
 async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     bus = await connect(settings, name=settings.service_name)
     stop_beating = asyncio.Event()
     beating = asyncio.create_task(beat_forever(bus.nc, settings.service_name, stop_beating))
     # Webhook receivers are anywhere; REST may be a socket on this machine: a client for each.
-    session = aiohttp.ClientSession()
+    resolver = CheckingResolver(target_policy(settings))
+    session = receivers_session(resolver)
     rest = client_session(settings.rest_url)
     try:
         await ensure_topology(bus.js)
@@ -47,8 +72,7 @@ async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
         await hub.start()
         app[HUB] = hub
         app[IDENTITIES] = Identities(rest, settings.rest_url, settings.identity_cache_seconds)
-        networks = parse_networks(settings.webhook_forbidden_networks)
-        deliveries = Deliveries(bus.js, hub, session, settings, networks)
+        deliveries = Deliveries(bus.js, hub, session, settings, resolver)
         await deliveries.start()
         app[DELIVERIES] = deliveries
         yield
@@ -78,7 +102,9 @@ def build_app(settings: EventsSettings) -> web.Application:
         for table in (streaming.routes, hooks.routes):
             for route in table:
                 if isinstance(route, web.RouteDef):
-                    app.router.add_route(route.method, prefix + route.path, route.handler)
+                    # With one trailing slash too, as every route of the API accepts it.
+                    for path in (route.path, route.path + "/"):
+                        app.router.add_route(route.method, prefix + path, route.handler)
     return app
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from aiohttp import web
 
-from libs.web.errors import invalid, not_found
-from services.events.adapters.delivering import AddressRefused, check_reachable
-from services.events.core.filters import Caller, FilterError
+from libs.web.errors import forbidden, invalid, not_found
+from services.events.adapters.delivering import AddressRefused, check_target
+from services.events.core.filters import Caller, FilterError, refused_filter
 from services.events.core.webhooks import Webhook, check_body
 from services.events.keys import DELIVERIES
 from services.events.streaming import authenticate
@@ -51,9 +51,13 @@ async def create_webhook(request: web.Request) -> web.Response:
     deliveries = request.app[DELIVERIES]
     try:
         url, secret, flt = check_body(await _body(request))
-        await check_reachable(url, deliveries.networks)
     except FilterError as exc:
         raise invalid(exc.message) from None
+    refusal = refused_filter(caller, flt)
+    if refusal is not None:
+        raise forbidden(refusal)
+    try:
+        await check_target(url, deliveries.resolver)
     except AddressRefused as exc:
         raise invalid(str(exc)) from None
     query = flt.to_query()

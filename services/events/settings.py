@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -34,8 +35,21 @@ class EventsSettings(BackboneSettings):
     webhook_retry_window_seconds: float = Field(default=DAY, gt=0)
     webhook_timeout_seconds: float = Field(default=10.0, gt=0)
     # Address ranges receivers may not be in (comma-separated CIDRs); the Kubernetes manifests
-    # forbid loopback and link-local, the embedded platform none, so local receivers work.
+    # forbid loopback, link-local, private and the cluster's ranges; the embedded platform none,
+    # so local receivers work. Addresses are normalised first (IPv4-mapped IPv6, 0.0.0.0, ...).
     webhook_forbidden_networks: str = ""
+    # Ranges an admin allows although a forbidden range holds them (comma-separated CIDRs).
+    webhook_allowed_networks: str = ""
+    # This platform's own listening ports (comma-separated), never reachable on any address of
+    # this machine: the embedded platform passes its API, portal, metrics and NATS ports.
+    webhook_forbidden_ports: str = ""
+    # Deliveries in flight at once per subscription: its own queue, its own budget.
+    webhook_concurrency: int = Field(default=8, ge=1)
+    # A 4xx answer (but 408, 429): retried up to webhook_client_error_attempts attempts, then
+    # the subscription is marked failing ("retry"); failing at once ("fail"); or recorded and
+    # the next event sent ("drop").
+    webhook_client_errors: Literal["retry", "fail", "drop"] = "retry"
+    webhook_client_error_attempts: int = Field(default=3, ge=1)
     # Delivery attempts kept per subscription for GET .../deliveries.
     webhook_deliveries_kept: int = Field(default=100, ge=1)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 
 from services.events.core import sse
@@ -16,7 +18,17 @@ from services.events.core.filters import (
     parse_filter,
     wanted,
 )
-from services.events.core.webhooks import backoff, check_body, forbidden_address, parse_networks, signature
+from services.events.core.webhooks import (
+    TargetPolicy,
+    backoff,
+    check_body,
+    client_error_verdict,
+    literal_address,
+    normalised,
+    parse_networks,
+    refused_address,
+    signature,
+)
 
 ALICE, BOB, ADMIN = Caller("alice"), Caller("bob"), Caller("admin", admin=True)
 ALICES_JOB = JobInfo("alice", "train", "default")
@@ -129,7 +141,54 @@ def test_webhook_bodies_signatures_backoff_and_address_ranges() -> None:
         "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
     )
     assert [backoff(n, 1.0, 10.0) for n in range(1, 6)] == [1.0, 2.0, 4.0, 8.0, 10.0]
-    networks = parse_networks("127.0.0.0/8, ::1/128,169.254.0.0/16")
-    assert forbidden_address(["10.0.0.1", "127.0.0.1"], networks) == "127.0.0.1"
-    assert forbidden_address(["169.254.169.254"], networks) == "169.254.169.254"
-    assert forbidden_address(["93.184.216.34", "2001:db8::1"], networks) is None
+    policy = TargetPolicy(forbidden=parse_networks("127.0.0.0/8, ::1/128,169.254.0.0/16"))
+    assert "127.0.0.0/8" in (refused_address(["10.0.0.1", "127.0.0.1"], 80, policy) or "")
+    assert "169.254.0.0/16" in (refused_address(["169.254.169.254"], 80, policy) or "")
+    assert refused_address(["93.184.216.34", "2001:db8::1"], 80, policy) is None
+
+
+def test_every_form_of_an_address_is_normalised_before_the_target_policy_decides() -> None:
+    loopback = ipaddress.ip_address("127.0.0.1")
+    for form in (
+        "127.0.0.1",
+        "2130706433",
+        "0177.0.0.1",
+        "0x7f.0.0.1",
+        "127.1",
+        "[::ffff:127.0.0.1]",
+        "::127.0.0.1",
+    ):
+        found = literal_address(form)
+        assert found is not None, form
+        assert normalised(found) == loopback, form
+    assert normalised(ipaddress.ip_address("0.0.0.0")) == loopback
+    assert normalised(ipaddress.ip_address("::")) == ipaddress.ip_address("::1")
+    assert normalised(ipaddress.ip_address("::ffff:169.254.169.254")) == ipaddress.ip_address(
+        "169.254.169.254"
+    )
+    assert literal_address("example.com") is None
+    assert literal_address("1.2.3.4.5") is None
+    assert literal_address("256.1.1.1") is None
+    kubernetes = TargetPolicy(
+        forbidden=parse_networks("127.0.0.0/8,::1/128,169.254.0.0/16,10.0.0.0/8,fc00::/7"),
+        allowed=parse_networks("10.1.2.0/24"),
+    )
+    for address in ("::ffff:169.254.169.254", "::ffff:127.0.0.1", "0.0.0.0", "::", "10.9.9.9", "fd00::1"):
+        assert kubernetes.refusal(ipaddress.ip_address(address), 80) is not None, address
+    assert kubernetes.refusal(ipaddress.ip_address("10.1.2.3"), 80) is None  # the admin allowed it
+    embedded = TargetPolicy(
+        own_ports=frozenset({9186, 4222}), own_addresses=frozenset({ipaddress.ip_address("192.0.2.7")})
+    )
+    assert "PAI_WEBHOOK_FORBIDDEN_PORTS" in (
+        embedded.refusal(ipaddress.ip_address("::ffff:127.0.0.1"), 9186) or ""
+    )
+    assert embedded.refusal(ipaddress.ip_address("0.0.0.0"), 4222) is not None
+    assert embedded.refusal(ipaddress.ip_address("192.0.2.7"), 9186) is not None
+    assert embedded.refusal(ipaddress.ip_address("127.0.0.1"), 8080) is None  # a local receiver
+    assert embedded.refusal(ipaddress.ip_address("192.0.2.8"), 9186) is None  # another machine
+
+
+def test_a_4xx_answer_is_retried_then_fails_the_subscription_unless_the_admin_chose_otherwise() -> None:
+    assert [client_error_verdict("retry", n, 3) for n in (1, 2, 3)] == ["retry", "retry", "fail"]
+    assert client_error_verdict("fail", 1, 3) == "fail"
+    assert client_error_verdict("drop", 5, 3) == "drop"

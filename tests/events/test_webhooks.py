@@ -189,15 +189,75 @@ async def test_webhooks_refuse_bad_urls_and_are_private_to_their_owner(gateway_u
         ).json() == []
 
 
-async def test_an_admin_setting_forbids_loopback_receivers(
+async def test_an_admin_setting_forbids_ranges_in_every_address_form_and_an_allow_list_opens_one(
     topology: Bus, nats_server: EmbeddedNats, rest_url: str, tmp_path: Path
 ) -> None:
-    config = settings(nats_server.url, rest_url, tmp_path, webhook_forbidden_networks="127.0.0.0/8,::1/128")
+    config = settings(
+        nats_server.url,
+        rest_url,
+        tmp_path,
+        webhook_forbidden_networks="127.0.0.0/8,::1/128,169.254.0.0/16,10.0.0.0/8",
+        webhook_allowed_networks="10.1.2.0/24",
+    )
+    refused = (
+        "http://127.0.0.1:9/hook",
+        "http://[::ffff:169.254.169.254]/latest",
+        "http://[::ffff:127.0.0.1]:9/",
+        "http://0.0.0.0:9/",
+        "http://[::]:9/",
+        "http://2130706433:9/",
+        "http://0177.0.0.1:9/",
+        "http://localhost:9/",
+        "http://10.9.9.9/",
+    )
     async with gateway(config) as url, httpx.AsyncClient(timeout=10) as client:
-        response = await client.post(
+        answers = {
+            target: await client.post(
+                f"{url}/api/v2/webhooks", json={"url": target, "secret": "x"}, headers=bearer("alice-token")
+            )
+            for target in refused
+        }
+        allowed = await client.post(
             f"{url}/api/v2/webhooks",
-            json={"url": "http://127.0.0.1:9/hook", "secret": "x"},
+            json={"url": "http://10.1.2.3/", "secret": "x"},
             headers=bearer("alice-token"),
         )
-    assert response.status_code == 400
-    assert "address range webhooks may not reach" in response.json()["message"]
+    for target, answer in answers.items():
+        assert answer.status_code == 400, target
+        assert "rule PAI_WEBHOOK_FORBIDDEN_NETWORKS" in answer.json()["message"], target
+    assert allowed.status_code == 201, allowed.text
+
+
+async def test_the_platforms_own_ports_are_refused_in_every_form_and_other_loopback_receivers_work(
+    topology: Bus, nats_server: EmbeddedNats, rest_url: str, tmp_path: Path
+) -> None:
+    # The REST stand-in plays the API: its port is one of the platform's own.
+    api_port = int(rest_url.rsplit(":", 1)[1])
+    nats_port = int(nats_server.url.rsplit(":", 1)[1])
+    config = settings(nats_server.url, rest_url, tmp_path, webhook_forbidden_ports=f"{api_port},{nats_port}")
+    receiver = Receiver()
+    async with (
+        gateway(config) as url,
+        receiving(receiver) as hook_url,
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        answers = {
+            target: await client.post(
+                f"{url}/api/v2/webhooks", json={"url": target, "secret": "x"}, headers=bearer("alice-token")
+            )
+            for target in (
+                f"http://[::ffff:127.0.0.1]:{api_port}/api/v2/users/me",
+                f"http://0.0.0.0:{api_port}/",
+                f"http://127.0.0.1:{api_port}/",
+                f"http://localhost:{api_port}/",
+                f"http://2130706433:{api_port}/",
+                f"http://[::]:{nats_port}/",
+            )
+        }
+        hook = await subscribe(client, url, "alice-token", {"url": hook_url, "secret": SECRET})
+        await publish_all(topology.js, life("j1", "alice", "train"))
+        await eventually(polled(lambda: len(receiver.received)), lambda n: n >= 5)
+    for target, answer in answers.items():
+        assert answer.status_code == 400, target
+        assert "rule PAI_WEBHOOK_FORBIDDEN_PORTS" in answer.json()["message"], target
+    assert hook["state"] == "active"

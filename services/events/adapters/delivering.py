@@ -1,14 +1,24 @@
-"""Webhook delivery: subscriptions in KV, a durable consumer per stream, signed POSTs with retries.
+"""Webhook delivery: subscriptions in KV, a durable consumer per subscription, signed POSTs with retries.
 
 The gateway owns two buckets: ``PAI_WEBHOOKS`` (subscriptions, watched so every replica knows
-them) and ``PAI_WEBHOOK_DELIVERIES`` (the recent attempts per subscription). Delivery progress
-is the durable consumers' (``events-webhooks-<stream>``): a message is acknowledged once every
-matching subscription took it or gave up, so a gateway killed mid-delivery delivers again
-(at least once; receivers deduplicate by ``X-PAI-Delivery``). Messages are handled in order per
-job (``consume(key=by_job_id)``), so a subscription receives one job's events in order; while
-a receiver fails, its job's later events wait behind the retries (exponential backoff) until
-the retry window ends; then the subscription is marked failing, an ``alert.fired`` says so,
-and it receives nothing more until a redelivery succeeds.
+them) and ``PAI_WEBHOOK_DELIVERIES`` (the recent attempts per subscription). Each subscription
+is its own delivery queue: a durable consumer per stream it follows
+(``events-webhook-<id>-<stream>``, starting after what the stream held at its creation), read
+by a loop of its own with its own concurrency budget (``webhook_concurrency`` deliveries at
+once). A receiver that refuses connections, answers 5xx or never answers holds only its own
+subscription's queue; no other subscription waits for it, and the HTTP client has no shared
+connection limit to exhaust. A message is acknowledged once its subscription took it or gave up,
+so a gateway killed mid-delivery delivers again (at least once; receivers deduplicate by
+``X-PAI-Delivery``). Messages are handled in order per job (``consume(key=by_job_id)``), so a
+subscription receives one job's events in order; while its receiver fails, that job's later
+events wait behind the retries (exponential backoff) until the retry window ends; a 4xx answer
+is retried ``webhook_client_error_attempts`` times by default (``webhook_client_errors``:
+``retry``, ``fail`` or ``drop``). A subscription that gives up is marked failing, an
+``alert.fired`` says so, and it receives nothing more until a redelivery succeeds.
+
+Receivers are checked where they are connected to: the HTTP client's resolver resolves each
+host once and refuses every address the ``TargetPolicy`` forbids, so the address checked is the
+address connected to (a name cannot resolve elsewhere between the check and the connection).
 """
 
 from __future__ import annotations
@@ -26,28 +36,34 @@ import aiohttp
 import nats.errors
 import orjson
 import structlog
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import ThreadedResolver
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import DeliverPolicy
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
 
 from libs.backbone.consuming import by_job_id, consume
 from libs.backbone.errors import KVConflictError, TemporaryError
 from libs.backbone.kv import ModelStore
-from libs.backbone.provisioning import ConsumerSpec, KVSpec, ensure_consumer, ensure_kv
+from libs.backbone.provisioning import KVSpec, ensure_kv
 from libs.backbone.topology import publish_event
 from libs.protocol.events import AlertFired, AlertResolved
-from services.events.adapters.following import STREAM_NAMES, Hub
+from services.events.adapters.following import STREAM_NAMES, STREAM_SUBJECTS, Hub
 from services.events.core.directory import locate
 from services.events.core.filters import wanted
 from services.events.core.webhooks import (
     Attempt,
     Attempts,
-    IPNetwork,
+    TargetPolicy,
     Webhook,
     backoff,
-    forbidden_address,
+    client_error_verdict,
+    literal_address,
+    refused_address,
     retryable,
     signature,
+    url_port,
 )
 from services.events.settings import EventsSettings
 
@@ -58,38 +74,85 @@ DELIVERIES = KVSpec(
     "PAI_WEBHOOK_DELIVERIES", description="the events gateway's recent delivery attempts per webhook"
 )
 
-
-# Seconds new attempts wait to share one KV write; messages fetched at once per stream.
+# Seconds new attempts wait to share one KV write.
 FLUSH_EVERY = 0.2
-BATCH = 64
+# The shared consumers of earlier versions (one per stream for every subscription), removed at start.
+OLD_DURABLES = tuple(f"events-webhooks-{stream}" for stream in STREAM_NAMES)
 
 
-def durable(stream: str) -> str:
-    return f"events-webhooks-{stream}"
+def durable(hook_id: str, stream: str) -> str:
+    return f"events-webhook-{hook_id}-{stream}"
 
 
 class AddressRefused(Exception):
-    """A receiver's host resolves into a range the admin forbade."""
+    """A receiver's host is (or resolves to) an address the target policy forbids."""
 
 
-async def resolve(host: str) -> list[str]:
-    loop = asyncio.get_running_loop()
-    infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    return [str(info[4][0]) for info in infos]
+class CheckingResolver(AbstractResolver):
+    """Resolves a receiver's host once and refuses it when any address is forbidden.
+
+    aiohttp connects to what this returns, so no second lookup can answer differently (DNS
+    rebinding); literal addresses never reach a resolver and are checked by ``check_target``.
+    """
+
+    def __init__(self, policy: TargetPolicy) -> None:
+        self.policy = policy
+        self._inner = ThreadedResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        literal = literal_address(host)
+        if literal is not None:
+            infos: list[ResolveResult] = [
+                ResolveResult(
+                    hostname=host,
+                    host=str(literal),
+                    port=port,
+                    family=socket.AF_INET6 if literal.version == 6 else socket.AF_INET,
+                    proto=0,
+                    flags=socket.AI_NUMERICHOST,
+                )
+            ]
+        else:
+            infos = await self._inner.resolve(host, port, family)
+        reason = refused_address([info["host"] for info in infos], port, self.policy)
+        if reason is not None:
+            raise AddressRefused(f"url's host {host} is refused: {reason}.")
+        return infos
+
+    async def close(self) -> None:
+        await self._inner.close()
 
 
-async def check_reachable(url: str, networks: tuple[IPNetwork, ...]) -> None:
-    """Refuse a URL whose host is (or resolves) inside a forbidden range."""
-    if not networks:
-        return
+async def check_target(url: str, resolver: CheckingResolver) -> None:
+    """Refuse a URL whose host is, or resolves to, a forbidden address (``AddressRefused``);
+    a name that does not resolve now is let through (checked again at every delivery)."""
     host = urlsplit(url).hostname or ""
-    try:
-        addresses = await resolve(host)
-    except OSError:
-        return  # unknown now; checked again at every delivery
-    refused = forbidden_address(addresses, networks)
-    if refused is not None:
-        raise AddressRefused(f"url's host {host} is {refused}, in an address range webhooks may not reach.")
+    with contextlib.suppress(OSError):
+        await resolver.resolve(host, url_port(url), socket.AF_UNSPEC)
+
+
+def receivers_session(resolver: CheckingResolver) -> aiohttp.ClientSession:
+    """The client every delivery uses: the checking resolver and no shared connection limit
+    (each subscription's concurrency budget bounds its own connections)."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, resolver=resolver))
+
+
+class Lane:
+    """One subscription's delivery queue: a consuming loop per followed stream."""
+
+    def __init__(self) -> None:
+        self.stop = asyncio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def close(self, patience: float = 10.0) -> None:
+        self.stop.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*self.tasks, return_exceptions=True), patience)
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
 class Deliveries:
@@ -99,17 +162,18 @@ class Deliveries:
         hub: Hub,
         session: aiohttp.ClientSession,
         settings: EventsSettings,
-        networks: tuple[IPNetwork, ...],
+        resolver: CheckingResolver,
     ) -> None:
         self.js = js
         self.hub = hub
         self.session = session
         self.settings = settings
-        self.networks = networks
+        self.resolver = resolver
         self.webhooks: dict[str, Webhook] = {}
         self.store: ModelStore[Webhook] | None = None
         self.attempts: ModelStore[Attempts] | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._lanes: dict[str, Lane] = {}
+        self._watching: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._unwritten: dict[str, list[Attempt]] = {}
         self._dirty = asyncio.Event()
@@ -120,39 +184,24 @@ class Deliveries:
         await ensure_kv(self.js, DELIVERIES)
         self.store = await ModelStore.open(self.js, WEBHOOKS.bucket, Webhook)
         self.attempts = await ModelStore.open(self.js, DELIVERIES.bucket, Attempts)
+        for stream, name in STREAM_NAMES.items():
+            with contextlib.suppress(NotFoundError):
+                await self.js.delete_consumer(name, f"events-webhooks-{stream}")
         for key in await self.store.keys():
             found = await self.store.get(key)
             if found is not None:
                 self.webhooks[key] = found.value
-        self._tasks.append(asyncio.create_task(self._watch()))
+                await self._open_lane(found.value)
+        self._watching = asyncio.create_task(self._watch())
         self._flusher = asyncio.create_task(self._flush_forever())
-        for stream, name in STREAM_NAMES.items():
-            await ensure_consumer(
-                self.js,
-                ConsumerSpec(
-                    name,
-                    durable(stream),
-                    deliver_policy=DeliverPolicy.NEW,
-                    description="webhook deliveries of the events gateway",
-                ),
-            )
-            self._tasks.append(
-                asyncio.create_task(
-                    consume(
-                        self.js, name, durable(stream), self._handler(stream), stop=self._stop, key=by_job_id
-                    )
-                )
-            )
 
     async def stop(self) -> None:
         self._stop.set()
-        watch = self._tasks[0] if self._tasks else None
-        if watch is not None:
-            watch.cancel()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*self._tasks, return_exceptions=True), 10.0)
-        for task in self._tasks:
-            task.cancel()
+        if self._watching is not None:
+            self._watching.cancel()
+            await asyncio.gather(self._watching, return_exceptions=True)
+        await asyncio.gather(*(lane.close() for lane in self._lanes.values()))
+        self._lanes.clear()
         self._flusher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._flusher
@@ -163,8 +212,60 @@ class Deliveries:
         async for change in self.store.watch():
             if change.value is None:
                 self.webhooks.pop(change.key, None)
+                lane = self._lanes.pop(change.key, None)
+                if lane is not None:
+                    await lane.close()
             else:
                 self.webhooks[change.key] = change.value
+                if change.key not in self._lanes:
+                    await self._open_lane(change.value)
+
+    async def _open_lane(self, hook: Webhook) -> None:
+        """Start delivering ``hook``'s events: its consumers (created once, kept across restarts)."""
+        if hook.id in self._lanes or self._stop.is_set():
+            return
+        lane = self._lanes[hook.id] = Lane()
+        budget = self.settings.webhook_concurrency
+        for stream in hook.filter.streams():
+            name = STREAM_NAMES[stream]
+            config = ConsumerConfig(
+                name=durable(hook.id, stream),
+                durable_name=durable(hook.id, stream),
+                description=f"webhook {hook.id} of {hook.owner}",
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                opt_start_seq=hook.start.get(stream, 0) + 1,
+                filter_subject=STREAM_SUBJECTS[stream],
+                ack_policy=AckPolicy.EXPLICIT,
+                ack_wait=30.0,
+                max_ack_pending=max(budget, 64),
+            )
+            try:
+                await self.js.add_consumer(name, config)
+            except nats.errors.Error as exc:
+                log.warning("webhook consumer not created", webhook=hook.id, stream=stream, error=str(exc))
+                continue
+            lane.tasks.append(
+                asyncio.create_task(
+                    consume(
+                        self.js,
+                        name,
+                        durable(hook.id, stream),
+                        self._handler(hook.id, stream),
+                        stop=lane.stop,
+                        key=by_job_id,
+                        batch=budget,
+                        max_in_flight=budget,
+                    )
+                )
+            )
+
+    async def _close_lane(self, hook: Webhook) -> None:
+        lane = self._lanes.pop(hook.id, None)
+        if lane is not None:
+            await lane.close(patience=1.0)
+        for stream in hook.filter.streams():
+            with contextlib.suppress(NotFoundError, nats.errors.Error):
+                await self.js.delete_consumer(STREAM_NAMES[stream], durable(hook.id, stream))
 
     # Subscriptions ------------------------------------------------------------------------
 
@@ -173,6 +274,7 @@ class Deliveries:
         hook = hook.model_copy(update={"id": uuid.uuid4().hex, "start": dict(self.hub.last)})
         await self.store.create(hook.id, hook)
         self.webhooks[hook.id] = hook
+        await self._open_lane(hook)
         return hook
 
     async def delete(self, hook_id: str) -> None:
@@ -181,7 +283,9 @@ class Deliveries:
         await self.store.delete(hook_id)
         with contextlib.suppress(nats.errors.Error):
             await self.attempts.delete(hook_id)
-        self.webhooks.pop(hook_id, None)
+        hook = self.webhooks.pop(hook_id, None)
+        if hook is not None:
+            await self._close_lane(hook)
 
     async def recent(self, hook_id: str) -> list[Attempt]:
         assert self.attempts is not None
@@ -238,7 +342,7 @@ class Deliveries:
         labels = {"webhook": hook.id, "username": hook.owner}
         alert_id = f"webhook-{hook.id}"
         if failing:
-            summary = f"webhook {hook.id} to {hook.url} failed for the whole retry window: {error}"
+            summary = f"webhook {hook.id} to {hook.url} is failing, its deliveries stopped: {error}"
             await publish_event(
                 self.js,
                 AlertFired(
@@ -256,25 +360,18 @@ class Deliveries:
 
     # Delivery -----------------------------------------------------------------------------
 
-    def _handler(self, stream: str):  # type: ignore[no-untyped-def]
+    def _handler(self, hook_id: str, stream: str):  # type: ignore[no-untyped-def]
         async def handle(msg: Msg) -> None:
-            sequence = msg.metadata.sequence.stream
+            hook = self.webhooks.get(hook_id)
+            if hook is None or hook.failing:
+                return  # deleted, or failing: nothing is delivered until a redelivery succeeds
             data = orjson.loads(msg.data)
             located = locate(data, self.hub.directory)
             job = self.hub.directory.job(located.job_id)
-            targets = [
-                hook
-                for hook in list(self.webhooks.values())
-                if not hook.failing
-                and sequence > hook.start.get(stream, 0)
-                and wanted(hook.caller, hook.filter, located.type, job)
-            ]
-            if not targets:
+            if not wanted(hook.caller, hook.filter, located.type, job):
                 return
             event_id = str(data.get("event_id", ""))
-            await asyncio.gather(
-                *(self.deliver(hook, stream, sequence, located.type, event_id, msg.data) for hook in targets)
-            )
+            await self.deliver(hook, stream, msg.metadata.sequence.stream, located.type, event_id, msg.data)
 
         return handle
 
@@ -292,8 +389,12 @@ class Deliveries:
         started = time.monotonic()
         status: int | None = None
         error = ""
+        refused = False
         try:
-            await check_reachable(hook.url, self.networks)
+            # A literal address is connected to as it is, without the resolver: checked here.
+            literal = literal_address(urlsplit(hook.url).hostname or "")
+            if literal is not None:
+                await check_target(hook.url, self.resolver)
             async with self.session.post(
                 hook.url,
                 data=body,
@@ -305,11 +406,13 @@ class Deliveries:
                 if status >= 300:
                     error = f"HTTP {status}"
         except AddressRefused as exc:
-            error = str(exc)
+            error, refused = str(exc), True
         except TimeoutError:
             error = f"no answer within {self.settings.webhook_timeout_seconds:g}s"
         except aiohttp.ClientError as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            cause = getattr(exc, "os_error", None)
+            refused = isinstance(cause, AddressRefused)
+            error = str(cause) if refused else f"{type(exc).__name__}: {exc}"
         record = Attempt(
             delivery=event_id,
             type=kind,
@@ -320,6 +423,7 @@ class Deliveries:
             latency_ms=(time.monotonic() - started) * 1000,
             error=error,
             ok=status is not None and 200 <= status < 300,
+            refused=refused,
             at=self.clock(),
         )
         await self._record(hook.id, record)
@@ -328,23 +432,40 @@ class Deliveries:
     async def deliver(
         self, hook: Webhook, stream: str, sequence: int, kind: str, event_id: str, body: bytes
     ) -> None:
-        """Deliver until the receiver takes it, refuses it for good, or the retry window ends."""
+        """Deliver until the receiver takes it, or the subscription gives up and is marked failing.
+
+        Retried: no answer, 5xx, 408, 429 (for the retry window), a forbidden address (the
+        admin may allow it meanwhile), other 4xx as ``webhook_client_errors`` says.
+        """
         first_try = time.monotonic()
         number = 1
+        settings = self.settings
         while True:
             record = await self.attempt(hook, stream, sequence, kind, event_id, body, number)
-            refused = record.status is None and record.error.startswith("url's host")
-            if record.ok or refused or not retryable(record.status):
-                return  # taken, or refused for good (a 4xx, a forbidden address): not retried
-            if time.monotonic() - first_try >= self.settings.webhook_retry_window_seconds:
-                log.warning("webhook failing; deliveries stop", webhook=hook.id, error=record.error)
-                await self._mark(hook, failing=True, error=record.error)
+            if record.ok:
+                return
+            give_up = time.monotonic() - first_try >= settings.webhook_retry_window_seconds
+            error = record.error
+            if record.refused:
+                give_up = True  # the address is forbidden: the owner must change it (or an admin allow it)
+            elif not retryable(record.status):
+                verdict = client_error_verdict(
+                    settings.webhook_client_errors, number, settings.webhook_client_error_attempts
+                )
+                if verdict == "drop":
+                    return  # the admin chose so: recorded in the deliveries, then the next event
+                if verdict == "fail":
+                    give_up = True
+                    error = f"HTTP {record.status}: the receiver refused the delivery {number} times"
+            if give_up:
+                log.warning("webhook failing; deliveries stop", webhook=hook.id, error=error)
+                await self._mark(hook, failing=True, error=error)
                 return
             current = self.webhooks.get(hook.id)
-            if current is None:
-                return  # deleted meanwhile
+            if current is None or current.failing:
+                return  # deleted, or marked failing by another delivery meanwhile
             delay = backoff(
-                number, self.settings.webhook_backoff_first_seconds, self.settings.webhook_backoff_max_seconds
+                number, settings.webhook_backoff_first_seconds, settings.webhook_backoff_max_seconds
             )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), delay)

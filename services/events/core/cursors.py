@@ -3,7 +3,8 @@
 A subscription follows one to three streams (jobs, nodes, alerts). Following only PAI_JOBS
 (any subscription about jobs, or asking only for job and task types) its cursor is that
 stream's sequence, a plain integer. Following several, it is their sequences joined by ``-``
-in the order jobs, nodes, alerts (``120-4-7``). ``0`` means each followed stream's beginning.
+in the order jobs, nodes, alerts (``120-4-7``). ``0`` means each followed stream's beginning;
+any other single number is refused there (it names a position in one stream only).
 """
 
 from __future__ import annotations
@@ -39,6 +40,16 @@ def parse_cursor(text: str, streams: tuple[str, ...], field_name: str) -> Cursor
     if not numbers or any(n < 0 for n in numbers) or len(numbers) not in (1, len(streams)):
         shape = "an integer" if len(streams) == 1 else f"an integer or {len(streams)} integers joined by '-'"
         raise FilterError(field_name, f"{field_name} must be {shape} (an event's id), got {text!r}.")
+    if len(numbers) == 1 and len(streams) > 1 and numbers[0] != 0:
+        # One number cannot say where to resume in several streams: each has its own sequences,
+        # and applying it to all would silently skip (or repeat) events of the others.
+        raise FilterError(
+            field_name,
+            f"{field_name} {text!r} is one number, but this subscription follows "
+            f"{len(streams)} streams ({', '.join(streams)}): resume from an event's id, "
+            f"{len(streams)} numbers joined by '-' ({'-'.join(['N'] * len(streams))}, e.g. "
+            f"{'-'.join(str(n) for n in (120, 4, 7)[: len(streams)])}), or 0 for the beginning.",
+        )
     if len(numbers) == 1:
         numbers = numbers * len(streams)
     return Cursor(tuple(zip(streams, numbers, strict=True)))

@@ -18,11 +18,13 @@ from libs.protocol.events import Event
 KIND_STREAMS = {"job": "jobs", "task": "jobs", "node": "nodes", "alert": "alerts"}
 # Every event type the catalog names on the streams the gateway serves, read from the union
 # itself so a new event is known at once (the marketplace's own stream is not served here).
-EVENT_TYPES: frozenset[str] = frozenset(
+CATALOG_TYPES: frozenset[str] = frozenset(
     name
     for model in typing.get_args(typing.get_args(Event)[0])
     for name in typing.get_args(model.model_fields["type"].annotation)
-    if name.split(".", 1)[0] in KIND_STREAMS
+)
+EVENT_TYPES: frozenset[str] = frozenset(
+    name for name in CATALOG_TYPES if name.split(".", 1)[0] in KIND_STREAMS
 )
 JOB_KINDS = frozenset({"job", "task"})
 STREAMS = ("jobs", "nodes", "alerts")
@@ -116,10 +118,19 @@ def parse_types(value: object) -> frozenset[str]:
         raise FilterError("types", "types must be a comma-separated list of event types.")
     unknown = sorted(set(items) - EVENT_TYPES)
     if unknown:
+        elsewhere = [name for name in unknown if name in CATALOG_TYPES]
+        if elsewhere:
+            raise FilterError(
+                "types",
+                f"types: {', '.join(map(repr, elsewhere))} are catalog types of a stream this gateway "
+                f"does not serve yet (the marketplace's: follow PAI_MARKETPLACE on the bus); the types "
+                f"served here are {', '.join(sorted(EVENT_TYPES))}.",
+            )
         raise FilterError(
             "types",
-            f"types: unknown event type {', '.join(map(repr, unknown))}; "
-            f"the catalog's types are {', '.join(sorted(EVENT_TYPES))}.",
+            f"types: unknown event type {', '.join(map(repr, unknown))}; the catalog's types are "
+            f"{', '.join(sorted(CATALOG_TYPES))}, of which this gateway serves "
+            f"{', '.join(sorted(EVENT_TYPES))}.",
         )
     return frozenset(items)
 
@@ -148,6 +159,20 @@ def may_see(caller: Caller, kind: str, job: JobInfo | None) -> bool:
     if kind == "node":
         return False
     return job is not None and job.user == caller.username
+
+
+def refused_filter(caller: Caller, flt: EventFilter) -> str | None:
+    """Why ``caller`` may not subscribe with ``flt`` (a filter naming another user's jobs, which
+    could never deliver anything), or None. Answered 403 rather than a stream that stays empty."""
+    if caller.admin:
+        return None
+    for field_name, owner in (("job", flt.job[0] if flt.job else None), ("username", flt.username)):
+        if owner is not None and owner != caller.username:
+            return (
+                f"{field_name} names {owner}'s jobs: you receive the events of your own jobs only "
+                f"({caller.username}'s; an admin receives everyone's)."
+            )
+    return None
 
 
 def matches(flt: EventFilter, event_type: str, job: JobInfo | None) -> bool:
