@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import hmac
 import html
 import json
 import os
@@ -17,7 +18,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 import structlog
@@ -25,6 +26,8 @@ import yaml
 from aiohttp import web
 
 from libs.protocol import JobProtocolError, parse_job
+from libs.protocol.yamlsource import YamlTooLargeError, safe_load_bounded
+from libs.web.jsonbody import MAX_DEPTH, json_depth
 from services.portal.adapters.rest import RestClient
 from services.portal.core import changes
 from services.portal.core.pages import BY_PATH, Page, frame, may_open, may_open_job
@@ -49,6 +52,10 @@ HERE = Path(__file__).resolve().parent
 PAGES_DIR = HERE / "pages"
 STATIC_DIR = HERE / "static"
 LOGIN_COOKIE = "pai_login"
+OIDC_STATE_COOKIE = "pai_portal_oidc"
+OIDC_STATE_SECONDS = 600
+# What the portal's own routes read (the editor's YAML, the form's JSON): REST's default body limit.
+BODY_BYTES = 1024 * 1024
 
 SETTINGS = web.AppKey("settings", PortalSettings)
 SEALER = web.AppKey("sealer", Sealer)
@@ -87,17 +94,11 @@ def load_key(settings: PortalSettings) -> bytes:
 # ---------------------------------------------------------------- middleware
 
 
-@web.middleware
-async def headers_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        response = await handler(request)
-    except web.HTTPException as exc:
-        response = exc
+async def security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Every answer's security headers, set as its headers leave: pages, errors, and the streamed
+    ones (the API proxied, live updates), whose headers are sent before their handler returns."""
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
-    if isinstance(response, web.HTTPException):
-        raise response
-    return response
 
 
 async def versioned_static(request: web.Request) -> web.StreamResponse:
@@ -162,11 +163,24 @@ def set_session_cookie(request: web.Request, response: web.StreamResponse, sessi
 # ---------------------------------------------------------------- sign in and out
 
 
+HOME = "/home.html"
+
+
 def _local(target: str | None) -> str:
-    """Only this site's own pages are places to go after signing in."""
-    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
-        return target
-    return "/home.html"
+    """Only this site's own pages are places to go after signing in.
+
+    A path of this origin: one '/' then no second, no backslash, and no control character or
+    space anywhere (browsers drop tabs and newlines from a URL, so `/\t/evil.example` would be
+    `//evil.example`, another host); anything else goes home.
+    """
+    if not target or not target.startswith("/") or target.startswith("//"):
+        return HOME
+    if any(ch <= " " or ch in "\\\x7f" for ch in target):
+        return HOME
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/") or parts.path.startswith("//"):
+        return HOME
+    return target
 
 
 def sign_in_page(
@@ -178,7 +192,7 @@ def sign_in_page(
     if settings.oidc_issuer or settings.oidc_discovery_url:
         oidc = (
             '<p class="or"><span>or</span></p>'
-            '<a class="button secondary wide" href="/api/v2/authn/oidc/login">Sign in with OpenID Connect</a>'
+            '<a class="button secondary wide" href="/portal/oidc/login">Sign in with OpenID Connect</a>'
         )
     body = (PAGES_DIR / "index.html").read_text()
     body = (
@@ -199,19 +213,54 @@ def sign_in_page(
     return response
 
 
+async def oidc_login(request: web.Request) -> web.StreamResponse:
+    """Start an OpenID Connect sign-in: a state nonce of this browser, then REST's login.
+
+    REST carries the state through the provider and comes back to ``/?code=&state=``; only the
+    browser holding the state's cookie can trade that code, so a link carrying someone else's
+    sign-in signs nobody in.
+    """
+    state = random_secret()
+    response = web.HTTPFound("/api/v2/authn/oidc/login?" + urlencode({"portalState": state}))
+    response.set_cookie(
+        OIDC_STATE_COOKIE,
+        state,
+        max_age=OIDC_STATE_SECONDS,
+        httponly=True,
+        samesite="Lax",  # the return is a top-level navigation from the provider
+        secure=request.app[SETTINGS].portal_secure_cookies,
+        path="/",
+    )
+    raise response
+
+
+async def _oidc_return(request: web.Request, code: str) -> web.StreamResponse:
+    """Back from OpenID Connect: the code is traded for a token only with this browser's state."""
+    expected = request.cookies.get(OIDC_STATE_COOKIE, "")
+    state = request.query.get("state", "")
+    if not expected or not hmac.compare_digest(expected, state):
+        return sign_in_page(request, error="That sign-in was not started here; sign in again.", status=400)
+    answer = await request.app[REST].redeem(code, state)
+    if answer is None:
+        return sign_in_page(request, error="That sign-in has expired; sign in again.", status=401)
+    session = Session(
+        str(answer["token"]),
+        str(answer["user"]),
+        bool(answer.get("admin")),
+        int(time.time()) + _session_seconds(request),
+    )
+    response = web.HTTPFound(HOME)
+    set_session_cookie(request, response, session)
+    response.del_cookie(OIDC_STATE_COOKIE, path="/")
+    raise response
+
+
 async def index(request: web.Request) -> web.StreamResponse:
-    token = request.query.get("token")
-    if token:
-        # Back from OpenID Connect: REST handed the browser a token; keep it in the cookie only.
-        me = await request.app[REST].me(token)
-        if me is None:
-            return sign_in_page(request, error="That sign-in has expired; sign in again.", status=401)
-        session = Session(
-            token, str(me["username"]), bool(me.get("admin")), int(time.time()) + _session_seconds(request)
-        )
-        response = web.HTTPFound("/home.html")
-        set_session_cookie(request, response, session)
-        raise response
+    # A token in the address is never taken (it was OpenPAI's OpenID return): whoever sent the
+    # link would sign this browser in as themselves, and the token would sit in the history.
+    code = request.query.get("code")
+    if code:
+        return await _oidc_return(request, code)
     if session_of(request) is not None:
         raise web.HTTPFound(_local(request.query.get("next")))
     return sign_in_page(request)
@@ -305,15 +354,34 @@ def page_handler(page: Page) -> Handler:
 # ---------------------------------------------------------------- validation, rendering
 
 
+async def _bounded_text(request: web.Request) -> str:
+    """The body as text, at most BODY_BYTES (413 past it, as REST answers)."""
+    if (request.content_length or 0) > BODY_BYTES:
+        raise web.HTTPRequestEntityTooLarge(max_size=BODY_BYTES, actual_size=request.content_length or 0)
+    body = await request.content.read(BODY_BYTES + 1)
+    if len(body) > BODY_BYTES:
+        raise web.HTTPRequestEntityTooLarge(max_size=BODY_BYTES, actual_size=len(body))
+    try:
+        return body.decode(request.charset or "utf-8")
+    except (UnicodeDecodeError, LookupError):
+        raise web.HTTPBadRequest(text="The body is not text in its charset.") from None
+
+
 async def validate(request: web.Request) -> web.Response:
     """The API's own validator (libs.protocol.parse_job) on the editor's YAML, before submitting."""
     if session_of(request) is None:
         raise web.HTTPUnauthorized()
     require_csrf(request, request.headers.get(CSRF_HEADER))
-    text = await request.text()
+    text = await _bounded_text(request)
     config: Any = None
-    with contextlib.suppress(yaml.YAMLError):
-        config = yaml.safe_load(text)
+    try:
+        # The limits REST's parsers keep: depth, and aliases counted as expanded.
+        config = safe_load_bounded(text)
+    except YamlTooLargeError as exc:
+        problem = {"path": "", "message": str(exc), "hint": "flatten the YAML; no job needs so much"}
+        return web.json_response({"valid": False, "problems": [problem], "config": None}, status=400)
+    except (yaml.YAMLError, RecursionError):
+        pass  # a syntax error: parse_job names its line below
     try:
         parse_job(text)
         problems: list[dict[str, Any]] = []
@@ -328,8 +396,11 @@ async def render(request: web.Request) -> web.Response:
     if session_of(request) is None:
         raise web.HTTPUnauthorized()
     require_csrf(request, request.headers.get(CSRF_HEADER))
+    text = await _bounded_text(request)
+    if json_depth(text) > MAX_DEPTH:
+        raise web.HTTPBadRequest(text=f"The JSON is nested more than {MAX_DEPTH} levels deep (the limit).")
     try:
-        config = await request.json()
+        config = json.loads(text)
     except ValueError:
         raise web.HTTPBadRequest(text="The body is not JSON.") from None
     text = yaml.safe_dump(config, sort_keys=False, allow_unicode=True, default_flow_style=False)
@@ -394,8 +465,9 @@ async def events(request: web.Request) -> web.StreamResponse:
     if job:
         filters["job"] = job
     settings = request.app[SETTINGS]
-    # The page went away (ConnectionResetError) or the portal stops (its client closes).
-    with contextlib.suppress(ConnectionResetError, aiohttp.ClientError, RuntimeError):
+    # The page went away (ConnectionResetError), the portal stops (its client closes), or the
+    # session's token was revoked (the gateway ended its stream, REST answers 401).
+    with contextlib.suppress(ConnectionResetError, aiohttp.ClientError, RuntimeError, SessionEnded):
         announce = True
         while not await _from_gateway(rest, session.token, filters, response):
             # No gateway, or it does not know the job yet (just submitted): ask REST for a while,
@@ -405,6 +477,10 @@ async def events(request: web.Request) -> web.StreamResponse:
             await _by_polling(rest, session.token, request, response, every, until, announce=announce)
             announce = False
     return response
+
+
+class SessionEnded(Exception):
+    """REST refuses the session's token: live updates end (the page's next request signs in again)."""
 
 
 async def _send(response: web.StreamResponse, kind: str, data: Any) -> None:
@@ -474,6 +550,8 @@ async def _by_polling(
         if job:
             user, _, name = job.partition("~")
             status, answer = await rest.get_json(token, f"/api/v2/jobs/{quote(user)}~{quote(name)}")
+            if status == 401:
+                raise SessionEnded()
             fingerprint = changes.digest(answer)
             if last and fingerprint != last:
                 state = answer.get("jobStatus", {}).get("state") if isinstance(answer, dict) else None
@@ -484,6 +562,8 @@ async def _by_polling(
             last = fingerprint
         else:
             status, answer = await rest.get_json(token, "/api/v2/jobs", {"limit": "100", **list_query})
+            if status == 401:
+                raise SessionEnded()
             items = answer if isinstance(answer, list) else []
             now = changes.job_states(items)
             fingerprint = changes.digest(answer)
@@ -509,9 +589,10 @@ async def rest_ctx(app: web.Application) -> AsyncIterator[None]:
 
 def build_app(settings: PortalSettings, key: bytes | None = None) -> web.Application:
     app = web.Application(
-        middlewares=[headers_middleware, session_middleware],
+        middlewares=[session_middleware],
         client_max_size=16 * 1024**2,
     )
+    app.on_response_prepare.append(security_headers)
     app[VERSION] = static_version()
     app[SETTINGS] = settings
     app[SEALER] = Sealer(key if key is not None else load_key(settings))
@@ -519,6 +600,7 @@ def build_app(settings: PortalSettings, key: bytes | None = None) -> web.Applica
     app.router.add_get("/", index)
     app.router.add_get("/index.html", index)
     app.router.add_post("/portal/login", login)
+    app.router.add_get("/portal/oidc/login", oidc_login)
     app.router.add_post("/portal/logout", logout)
     app.router.add_get("/portal/session", session_info)
     app.router.add_post("/portal/validate", validate)

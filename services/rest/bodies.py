@@ -11,24 +11,18 @@ loaders (yamlsource.py), which check depth and alias expansion the same way.
 from __future__ import annotations
 
 import codecs
-import itertools
 import json
 import math
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
-from libs.protocol.yamlsource import MAX_DEPTH
+from libs.web.jsonbody import MAX_DEPTH, json_depth
 from services.rest.errors import REQUEST_TOO_LARGE, ApiError, invalid_parameters
 from services.rest.keys import SETTINGS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
-_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def too_large(limit: int) -> ApiError:
@@ -70,19 +64,6 @@ async def body_middleware(request: web.Request, handler: Handler) -> web.StreamR
                 offset=exc.start,
             ) from None
     return await handler(request)
-
-
-def json_depth(text: str) -> int:
-    """How deep `text` nests (the most brackets open at once), measured without recursing.
-
-    Strings are dropped (their brackets do not nest) and so is everything but brackets, with
-    regular expressions; the running count is summed by itertools in C, so a 1 MiB body costs
-    milliseconds whatever its shape.
-    """
-    if text.count("[") + text.count("{") <= MAX_DEPTH:
-        return 0  # cannot reach the limit; the common case costs two counts
-    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
-    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
 async def read_json(request: web.Request, example: str) -> Any:

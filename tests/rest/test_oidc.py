@@ -2,7 +2,8 @@
 
 The browser's part is played by the test client's own session (it keeps the state cookie):
 login redirects to the provider, the provider approves and redirects to our return route,
-which redirects to the portal with a token that then works like a basic-login token.
+which redirects to the portal with a one-time code bound to the portal's state (never the
+token); the portal trades it for a token that then works like a basic-login token.
 """
 
 from __future__ import annotations
@@ -33,9 +34,14 @@ def rest_settings(rest_settings: RestSettings, idp: FakeIdp) -> RestSettings:
     )
 
 
+PORTAL_STATE = "portal-state-1"
+
+
 async def start_sign_in(api: Client) -> str:
     """Login's redirect followed to the provider; returns where the provider sends the browser."""
-    login = await api.get("/api/v2/authn/oidc/login", allow_redirects=False)
+    login = await api.get(
+        "/api/v2/authn/oidc/login", params={"portalState": PORTAL_STATE}, allow_redirects=False
+    )
     assert login.status == 302
     authorize = login.headers["Location"]
     approved = await api.session.get(authorize, allow_redirects=False)
@@ -45,6 +51,18 @@ async def start_sign_in(api: Client) -> str:
 
 async def finish(api: Client, back: str) -> Any:
     return await api.session.get(back, allow_redirects=False)
+
+
+async def redeem(api: Client, done: Any, state: str = PORTAL_STATE) -> Any:
+    given = parse_qs(urlsplit(done.headers["Location"]).query)
+    return await api.post("/api/v2/authn/oidc/code", json={"code": given["code"][0], "state": state})
+
+
+async def token_of(api: Client, done: Any) -> str:
+    traded = await redeem(api, done)
+    assert traded.status == 200, await traded.text()
+    token: str = (await traded.json())["token"]
+    return token
 
 
 async def test_signing_in_creates_the_user_and_hands_the_portal_a_working_token(
@@ -66,11 +84,19 @@ async def test_signing_in_creates_the_user_and_hands_the_portal_a_working_token(
     target = urlsplit(done.headers["Location"])
     assert f"{target.scheme}://{target.netloc}{target.path}" == PORTAL
     given = parse_qs(target.query)
-    assert given["user"] == ["dana"]
-    assert given["admin"] == ["false"]
+    # The portal gets a one-time code and its own state back, never a bearer token in the URL.
+    assert set(given) == {"code", "state"}
+    assert given["state"] == [PORTAL_STATE]
     assert idp.exchanged[-1]["grant_type"] == "authorization_code"
+    # The code is good only with the state it is bound to, and only once.
+    assert (await redeem(api, done, state="another-browsers-state")).status == 401
+    traded = await redeem(api, done)
+    assert traded.status == 200, await traded.text()
+    body = await traded.json()
+    assert (body["user"], body["admin"]) == ("dana", False)
+    assert (await redeem(api, done)).status == 401
 
-    me = await api.get("/api/v2/users/me", headers={"Authorization": f"Bearer {given['token'][0]}"})
+    me = await api.get("/api/v2/users/me", headers={"Authorization": f"Bearer {body['token']}"})
     assert me.status == 200
     body = await me.json()
     assert body["username"] == "dana"
@@ -81,7 +107,7 @@ async def test_signing_in_creates_the_user_and_hands_the_portal_a_working_token(
 
     # A second sign-in finds the same user rather than creating another.
     again = await finish(api, await start_sign_in(api))
-    assert parse_qs(urlsplit(again.headers["Location"]).query)["user"] == ["dana"]
+    assert (await (await redeem(api, again)).json())["user"] == "dana"
     users = await (await api.get("/api/v2/users", headers=admin_headers)).json()
     assert [u["username"] for u in users].count("dana") == 1
 
@@ -125,7 +151,7 @@ async def test_logout_revokes_the_token_and_redirects_to_the_providers_end_sessi
     api: Client, idp: FakeIdp
 ) -> None:
     done = await finish(api, await start_sign_in(api))
-    token = parse_qs(urlsplit(done.headers["Location"]).query)["token"][0]
+    token = await token_of(api, done)
     headers = {"Authorization": f"Bearer {token}"}
     out = await api.get("/api/v2/authn/oidc/logout", headers=headers, allow_redirects=False)
     assert out.status == 302

@@ -48,6 +48,18 @@ class RestClient:
         except (aiohttp.ClientError, ValueError) as exc:
             return 502, {"message": f"The platform's API did not answer ({exc}); try again shortly."}
 
+    async def redeem(self, code: str, state: str) -> dict[str, Any] | None:
+        """The token and user of an OpenID Connect return's one-time code, or None when refused."""
+        try:
+            async with self.http.post(
+                self.base + "/api/v2/authn/oidc/code", json={"code": code, "state": state}
+            ) as response:
+                answer = await response.json(content_type=None)
+        except (aiohttp.ClientError, ValueError):
+            return None
+        ok = response.status == 200 and isinstance(answer, dict) and "token" in answer
+        return answer if ok else None
+
     async def logout(self, token: str) -> None:
         async with self.http.delete(
             self.base + "/api/v2/authn/basic/logout", headers={"Authorization": f"Bearer {token}"}

@@ -6,8 +6,13 @@ the return is accepted only in the browser that started it (no login CSRF) and b
 replica. ``return`` checks the state, exchanges the code at the token endpoint, verifies the
 id_token (``adapters/oidc.py``), creates the user in the default group on first sign-in (as
 OpenPAI does for AAD users), issues our own login token exactly as basic login does and
-sends the browser to the portal with ``user``, ``token`` and ``admin`` in the query, as
-OpenPAI's portal expects. ``logout`` revokes the caller's token when it has one and sends
+sends the browser to the portal with a one-time ``code`` and the ``state`` the portal gave
+``login`` (``portalState``), never the token itself: OpenPAI put ``token`` in the query, so any
+token in a link signed its follower in (login CSRF) and landed in histories and logs. The portal
+checks ``state`` against its own cookie and trades the code for the token with
+``POST /api/v2/authn/oidc/code {"code", "state"}`` (the code is the token encrypted with a key
+derived from the token secret, bound to the state, good for 60 s and once per replica).
+``logout`` revokes the caller's token when it has one and sends
 the browser to the provider's end-session endpoint (or to the portal when it has none).
 
 A cluster without OIDC settings answers these routes with 404 NoApiError, as OpenPAI does
@@ -16,19 +21,25 @@ in basic mode where they are not mounted, naming basic login as the way to sign 
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
+import json
 import re
 import secrets
+import time
 from typing import Any
 from urllib.parse import urlencode
 
 import jwt
 import structlog
 from aiohttp import web
+from cryptography.fernet import Fernet, InvalidToken
 
 from services.rest.adapters import accounts, contacts
 from services.rest.adapters.oidc import OidcConfig, OidcError, OidcProvider
 from services.rest.auth import PRINCIPAL, Principal
+from services.rest.bodies import read_json
 from services.rest.errors import NO_API, SIGN_IN_REFUSED, ApiError, invalid_parameters, unavailable
 from services.rest.keys import BUS, ENGINE, SETTINGS, TOKENS
 from services.rest.settings import RestSettings
@@ -38,6 +49,7 @@ routes = web.RouteTableDef()
 
 COOKIE = "pai_oidc"
 COOKIE_SECONDS = 600
+CODE_SECONDS = 60
 # One provider (its discovery document and keys) per configuration, shared by the process.
 PROVIDERS: dict[OidcConfig, OidcProvider] = {}
 NOT_USERNAME = re.compile(r"[^\w.-]")
@@ -91,6 +103,7 @@ async def oidc_login(request: web.Request) -> web.Response:
     except OidcError as exc:
         raise _unreachable(exc) from None
     state, nonce = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    portal_state = request.query.get("portalState", "")[:128]
     query = {
         "response_type": "code",
         "client_id": provider.config.client_id,
@@ -102,7 +115,7 @@ async def oidc_login(request: web.Request) -> web.Response:
     response = web.HTTPFound(f"{metadata['authorization_endpoint']}?{urlencode(query)}")
     now = accounts.now_ms() // 1000
     sealed = jwt.encode(
-        {"state": state, "nonce": nonce, "iat": now, "exp": now + COOKIE_SECONDS},
+        {"state": state, "nonce": nonce, "portal": portal_state, "iat": now, "exp": now + COOKIE_SECONDS},
         request.app[TOKENS].secret,
         algorithm="HS256",
     )
@@ -174,11 +187,69 @@ async def oidc_return(request: web.Request) -> web.Response:
     if user is None:
         raise unavailable("The user could not be stored; retry the sign-in.")
     token = await request.app[TOKENS].issue(username, bool(user["admin"]), settings.token_ttl_seconds)
-    target = {"user": username, "token": token, "admin": "true" if user["admin"] else "false"}
+    portal_state = str(sealed.get("portal") or "")
+    code = _codes(request).seal(token, portal_state)
+    target = {"code": code, "state": portal_state}
     separator = "&" if "?" in settings.oidc_portal_url else "?"
     response = web.HTTPFound(f"{settings.oidc_portal_url}{separator}{urlencode(target)}")
     response.del_cookie(COOKIE, path="/")
     raise response
+
+
+class Codes:
+    """One-time codes: the token encrypted and bound to the portal's state, redeemed once."""
+
+    def __init__(self, secret: str) -> None:
+        material = hashlib.sha256(b"pai-oidc-code\0" + secret.encode()).digest()
+        self._fernet = Fernet(base64.urlsafe_b64encode(material))
+        self._redeemed: dict[str, float] = {}
+
+    def seal(self, token: str, state: str) -> str:
+        body = json.dumps({"t": token, "s": state, "n": secrets.token_urlsafe(12)})
+        return self._fernet.encrypt(body.encode()).decode()
+
+    def redeem(self, code: str, state: str) -> str | None:
+        """The token, when the code is fresh, unused and bound to ``state``."""
+        now = time.monotonic()
+        self._redeemed = {key: until for key, until in self._redeemed.items() if until > now}
+        try:
+            body = json.loads(self._fernet.decrypt(code.encode(), ttl=CODE_SECONDS))
+        except (InvalidToken, ValueError):
+            return None
+        if not state or not secrets.compare_digest(str(body.get("s", "")), state):
+            return None
+        key = hashlib.sha256(code.encode()).hexdigest()
+        if key in self._redeemed:
+            return None
+        self._redeemed[key] = now + CODE_SECONDS + 5
+        return str(body["t"])
+
+
+# One store per token secret, shared by the process (as PROVIDERS).
+CODES: dict[str, Codes] = {}
+
+
+def _codes(request: web.Request) -> Codes:
+    secret = request.app[TOKENS].secret
+    if secret not in CODES:
+        CODES[secret] = Codes(secret)
+    return CODES[secret]
+
+
+@routes.post("/v2/authn/oidc/code")
+async def oidc_code(request: web.Request) -> web.Response:
+    """The portal trades the one-time code of a return (and the state it issued) for the token."""
+    _provider(request)
+    body = await read_json(request, '{"code": "...", "state": "..."}')
+    if not isinstance(body, dict):
+        raise invalid_parameters("The body must be a JSON object with code and state.")
+    token = _codes(request).redeem(str(body.get("code") or ""), str(body.get("state") or ""))
+    if token is None:
+        raise SIGN_IN_REFUSED(reason="the code is unknown, used, expired or not this sign-in's")
+    principal = await request.app[TOKENS].check(token)
+    if principal is None:
+        raise SIGN_IN_REFUSED(reason="the token was revoked")
+    return web.json_response({"token": token, "user": principal.username, "admin": principal.admin})
 
 
 @routes.get("/v2/authn/oidc/logout")
