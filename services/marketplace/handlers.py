@@ -32,6 +32,7 @@ from libs.web.errors import (
     unauthorized,
     unavailable,
 )
+from libs.web.jsonbody import MAX_DEPTH, json_depth
 from services.marketplace.adapters.asking import IdentityUnavailable
 from services.marketplace.adapters.storing import Query
 from services.marketplace.core.items import (
@@ -79,7 +80,10 @@ async def authenticate(request: web.Request) -> Caller:
 
 async def _body(request: web.Request) -> dict[str, Any]:
     try:
-        body = json.loads(await request.text())
+        text = await request.text()
+        if json_depth(text) > MAX_DEPTH:
+            raise invalid(f"The JSON body is nested more than {MAX_DEPTH} levels deep (the limit).")
+        body = json.loads(text)
     except (ValueError, UnicodeDecodeError):
         raise invalid("The body must be a JSON object (Content-Type: application/json).") from None
     if not isinstance(body, dict):

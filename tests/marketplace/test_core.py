@@ -60,7 +60,9 @@ def test_who_sees_an_item(item: Item, caller: Caller, seen: bool) -> None:
             ITEM, ADMIN, {"isPrivate": False, "isPublic": True}, "approved", id="made-public-by-admin"
         ),
         pytest.param(APPROVED, ALICE, {"protocol": HELLO + "# new\n"}, "pending", id="new-protocol"),
-        pytest.param(APPROVED, ALICE, {"summary": "words"}, "approved", id="new-summary"),
+        pytest.param(APPROVED, ALICE, {"summary": "words"}, "pending", id="new-summary"),
+        pytest.param(APPROVED, ALICE, {"tags": ["new"]}, "pending", id="new-tags"),
+        pytest.param(APPROVED, ADMIN, {"summary": "words"}, "approved", id="an-admins-edit"),
         pytest.param(REJECTED, ALICE, {"isPublic": False, "isPrivate": True}, "approved", id="made-private"),
     ],
 )

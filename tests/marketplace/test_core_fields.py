@@ -501,17 +501,23 @@ def test_times_read_back_in_utc_whatever_the_machines_zone(monkeypatch: pytest.M
         time.tzset()
 
 
-def test_a_change_that_sends_an_item_back_to_the_queue_or_out_of_it_drops_the_old_reason() -> None:
+def test_a_change_that_sends_an_item_back_to_the_queue_or_out_of_it_says_why() -> None:
     rejected = replace(DATA, status="rejected", status_reason="too big")
     again = update_item(rejected, ALICE, {"data_url": "https://h/y"}, None, LATER, DEFAULT_LIMITS)
-    assert (again.item.status, again.item.status_reason) == ("rejected", "too big")
+    assert (again.item.status, again.item.status_reason) == (
+        "pending",
+        "waiting for review again: dataUrl changed",
+    )
     made_private = update_item(
         rejected, ALICE, {"is_public": False, "is_private": True}, None, LATER, DEFAULT_LIMITS
     )
     assert (made_private.item.status, made_private.item.status_reason) == ("approved", "")
     template = replace(TEMPLATE, is_private=False, is_public=True, status="rejected", status_reason="too big")
     new_job = update_item(template, ALICE, {"protocol": HELLO + "# v2\n"}, None, LATER, DEFAULT_LIMITS)
-    assert (new_job.item.status, new_job.item.status_reason) == ("pending", "")
+    assert (new_job.item.status, new_job.item.status_reason) == (
+        "pending",
+        "waiting for review again: protocol changed",
+    )
 
 
 def test_a_change_by_someone_else_is_refused_saying_who_may() -> None:

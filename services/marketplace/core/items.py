@@ -142,6 +142,11 @@ WRITABLE = {
     "isPublic": "is_public",
     "groupList": "group_list",
 }
+# What an item offers (its text, its job, its data): an author's change of any of these sends a
+# public item back to review; who may see it (isPrivate, isPublic, groupList) is not content.
+CONTENT = frozenset(
+    {"name", "type", "summary", "description", "protocol", "dataType", "dataUrl", "tags", "categories"}
+)
 # Fields an item's JSON carries that a client may send back unchanged; they are ignored.
 READ_ONLY = frozenset({"id", "author", "useNumber", "starNumber", "createdAt", "updatedAt"})
 MODERATION = frozenset({"status", "statusReason"})
@@ -402,9 +407,17 @@ def update_item(
     if changed:
         updated = replace(updated, updated_at=now)
     became_public = updated.is_public and not item.is_public
-    new_protocol = updated.is_public and "protocol" in changed
-    if (became_public or new_protocol) and not caller.admin:
+    new_content = sorted(CONTENT.intersection(changed)) if updated.is_public else []
+    if became_public and not caller.admin:
         updated = replace(updated, status="pending", status_reason="")
+    elif new_content and not caller.admin:
+        # What an admin approved is not what is offered now (a new dataUrl, another job): review
+        # again, and say why to the author.
+        updated = replace(
+            updated,
+            status="pending",
+            status_reason=f"waiting for review again: {', '.join(new_content)} changed",
+        )
     if not updated.is_public:
         updated = replace(updated, status="approved", status_reason="")
     moderated: Status | None = None
