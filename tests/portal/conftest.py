@@ -40,6 +40,7 @@ AXE = ROOT / "services" / "portal" / "node_modules" / "axe-core" / "axe.min.js"
 class PortalPlatform:
     info: PlatformInfo
     admin: httpx.AsyncClient  # REST as admin
+    embedded: EmbeddedPlatform | None = None  # its supervisor's children, for kill tests
 
     @property
     def url(self) -> str:
@@ -89,7 +90,7 @@ async def platform(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Po
                 },
             )
             assert created.status_code == 201, created.text
-            yield PortalPlatform(info, admin)
+            yield PortalPlatform(info, admin, embedded)
     finally:
         await embedded.stop()
 

@@ -8,6 +8,8 @@ headers.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from typing import Any
 
@@ -16,6 +18,7 @@ import pytest
 
 from tests.portal.conftest import USER, USER_PASSWORD, PortalPlatform
 from tests.portal.test_browser import portal_client
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
 
@@ -138,3 +141,26 @@ async def test_every_answer_carries_the_security_headers(platform: PortalPlatfor
             assert "frame-ancestors 'none'" in answer.headers.get("content-security-policy", ""), where
     finally:
         await client.aclose()
+
+
+async def test_the_marketplace_killed_answers_again_within_seconds(platform: PortalPlatform) -> None:
+    assert platform.embedded is not None
+    assert platform.embedded.supervisor is not None
+    market = next(c for c in platform.embedded.supervisor.children if c.name == "marketplace")
+    api = platform.admin
+    assert (await api.get("/marketplace/api/items")).status_code == 200
+    old = market.pid
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    killed = time.monotonic()
+
+    async def answer() -> int:
+        try:
+            return (await api.get("/marketplace/api/items", timeout=5)).status_code
+        except httpx.TransportError:
+            return 0
+
+    # Polling the API: the supervisor's restart is another process's doing, with no event here.
+    await eventually(answer, lambda status: status == 200, within=10, every=0.1)
+    assert market.pid not in (None, old)
+    assert time.monotonic() - killed < 10
