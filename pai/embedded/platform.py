@@ -42,7 +42,7 @@ from libs.backbone.busauth import (
     authorization_config,
     load_credentials,
 )
-from libs.backbone.bustls import TLS_DIR, client_options, ensure_bus_tls
+from libs.backbone.bustls import TLS_DIR, BusTls, client_options, ensure_bus_tls
 from libs.backbone.natsserver import EmbeddedNats
 from libs.web.addresses import (
     AddressError,
@@ -247,14 +247,129 @@ class EmbeddedPlatform:
         raise OSError(f"no port could be bound for the {name}")  # pragma: no cover - port 0 binds
 
     async def start(self) -> PlatformInfo:
+        """Bring the platform up: the ports bound, the bus, every service, each waited for.
+
+        A start that fails part way leaves nothing behind (the children, the bus, the ports, the
+        data dir's lock), so the same process may try again."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock()
+        try:
+            return await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> PlatformInfo:
         remembered = self._remembered()
         first_start = not self._marker.exists()
-        # The ports people and Prometheus use are bound here and held while the platform runs:
-        # the service behind each inherits its socket at every start, so the port never stands
-        # free for another process (a task) to take while that service restarts, and a second
-        # platform never picks it (a port checked free, then bound later, can be taken between).
+        api, portal, metrics = self._bind_public_ports(remembered)
+        api_port, portal_port, metrics_port = (sock.getsockname()[1] for sock in (api, portal, metrics))
+        # Service to service over Unix sockets in a directory only the platform's user may enter:
+        # no TCP port between them for a task to take (libs/web/addresses.py).
+        sockets_dir = self._sockets_dir()
+        rest_socket, events_socket, marketplace_socket = (
+            sockets_dir / SOCKETS[name] for name in ("rest", "events", "marketplace")
+        )
+        # The bus is private: each service its own NATS user, passwords kept in the data dir.
+        # The portal talks to the platform through the API only: it gets no bus user.
+        credentials = load_credentials(
+            self.data_dir / CREDENTIALS_FILE, [name for name in self.services if name not in OFF_THE_BUS]
+        )
+        bus, tls = await self._start_bus(remembered, credentials)
+        assert self.nats is not None
+
+        password = None
+        if first_start:
+            password = self.admin_password or secrets.token_urlsafe(12)
+        env = self._environment(
+            {"api": api_port, "portal": portal_port, "metrics": metrics_port},
+            {"rest": rest_socket, "events": events_socket, "marketplace": marketplace_socket},
+            tls,
+            password,
+        )
+        # Each listening socket goes to its service only, under the same number.
+        held = {
+            "rest": ("PAI_REST_FD", api),
+            "portal": ("PAI_PORTAL_FD", portal),
+            "monitor": ("PAI_METRICS_FD", metrics),
+        }
+        api_url = f"http://127.0.0.1:{api_port}"
+        self._record_holder(api_url)
+        self.supervisor = Supervisor([bus, *self._services(env, credentials, held)])
+        await self.supervisor.start()
+        self._state_path.write_text(
+            json.dumps(
+                {
+                    "api_port": api_port,
+                    "nats_port": self.nats.port,
+                    "metrics_port": metrics_port,
+                    "portal_port": portal_port,
+                }
+            )
+        )
+        portal_url = f"http://127.0.0.1:{portal_port}/"
+        await self._wait_until_ready(unix_url(rest_socket), portal_url, unix_url(marketplace_socket))
+        self._marker.touch()
+        self.info = PlatformInfo(
+            self.data_dir,
+            api_url,
+            self.nats.url,
+            admin_password=password,
+            first_start=first_start,
+            metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
+            nats_password=credentials[ADMIN_USER],
+            nats_ca=tls.ca,
+            portal_url=portal_url if "portal" in self.services else "",
+            sockets_dir=sockets_dir,
+        )
+        return self.info
+
+    def _environment(
+        self, ports: dict[str, int], sockets: dict[str, Path], tls: BusTls, password: str | None
+    ) -> dict[str, str]:
+        """What every service is told: the bus and its authority, the data dir, where each
+        service listens and how to reach the others (over their sockets), the embedded defaults."""
+        assert self.nats is not None
+        nats_url = self.nats.url
+        env = {
+            "PAI_NATS_URL": nats_url,
+            "PAI_NATS_CA": str(tls.ca),
+            "PAI_DATA_DIR": str(self.data_dir),
+            "PAI_REST_HOST": "127.0.0.1",
+            "PAI_REST_PORT": str(ports["api"]),
+            "PAI_REST_SOCKET": str(sockets["rest"]),
+            "PAI_METRICS_PORT": str(ports["metrics"]),
+            "PAI_PORTAL_HOST": "127.0.0.1",
+            "PAI_PORTAL_PORT": str(ports["portal"]),
+            "PAI_PORTAL_REST_URL": unix_url(sockets["rest"]),
+            "PAI_EVENTS_SOCKET": str(sockets["events"]),
+            "PAI_EVENTS_URL": unix_url(sockets["events"]) if "events" in self.services else "",
+            "PAI_MARKETPLACE_SOCKET": str(sockets["marketplace"]),
+            "PAI_MARKETPLACE_URL": unix_url(sockets["marketplace"]) if "marketplace" in self.services else "",
+            "PAI_REST_URL": unix_url(sockets["rest"]),
+            # Webhooks may not reach this platform's own ports, on any address of this machine.
+            "PAI_WEBHOOK_FORBIDDEN_PORTS": ",".join(
+                str(port)
+                for port in (ports["api"], ports["portal"], ports["metrics"], urlsplit(nats_url).port)
+                if port
+            ),
+            "PAI_LOG_FORMAT": "json",
+            # Tasks are plain processes sharing this machine: offer more CPU and memory than it has.
+            "PAI_CPU_OVERCOMMIT": "16",
+            "PAI_MEMORY_OVERCOMMIT": "4",
+            **embedded_defaults(),
+            **self.extra_env,
+        }
+        if password:
+            env["PAI_ADMIN_PASSWORD"] = password
+        return env
+
+    def _bind_public_ports(self, remembered: dict[str, int]) -> tuple[socket.socket, ...]:
+        """The API's, the portal's and the metrics' listening sockets, bound here and held while
+        the platform runs: the service behind each inherits its socket at every start, so the
+        port never stands free for another process (a task) to take while that service restarts,
+        and a second platform never picks it (a port checked free, then bound later, can be taken
+        between)."""
         if self.requested_api_port:
             try:
                 api = listening_socket(self.requested_api_port)
@@ -268,20 +383,14 @@ class EmbeddedPlatform:
         portal = self._listen("portal", (remembered.get("portal_port"),))
         # Every interface, as the monitor serves it elsewhere: Prometheus scrapes from another machine.
         metrics = self._listen("metrics", (remembered.get("metrics_port"),), host="0.0.0.0")
-        api_port, portal_port, metrics_port = (sock.getsockname()[1] for sock in (api, portal, metrics))
-        # Service to service over Unix sockets in a directory only the platform's user may enter:
-        # no TCP port between them for a task to take (libs/web/addresses.py).
-        sockets_dir = self._sockets_dir()
-        rest_socket, events_socket, marketplace_socket = (
-            sockets_dir / SOCKETS[name] for name in ("rest", "events", "marketplace")
-        )
-        # The bus is private: each service its own NATS user, passwords kept in the data dir.
-        # The portal talks to the platform through the API only: it gets no bus user.
-        credentials = load_credentials(
-            self.data_dir / CREDENTIALS_FILE, [name for name in self.services if name not in OFF_THE_BUS]
-        )
-        # nats-server listens on TCP only: its clients verify its certificate before they send a
-        # password, so whoever takes its port while it restarts learns nothing (bustls.py).
+        return api, portal, metrics
+
+    async def _start_bus(
+        self, remembered: dict[str, int], credentials: dict[str, str]
+    ) -> tuple[NatsChild, BusTls]:
+        """nats-server, running, with TLS: it listens on TCP only, and its clients verify its
+        certificate before they send a password, so whoever takes its port while it restarts
+        learns nothing (bustls.py). Started first: where it listens is known once it runs."""
         tls = ensure_bus_tls(self.data_dir / TLS_DIR)
         nats_port = remembered.get("nats_port")
         self.nats = EmbeddedNats(
@@ -292,52 +401,19 @@ class EmbeddedPlatform:
             tls=tls,
             preexec_fn=die_with_parent(),
         )
-
-        # The bus first: where it listens is known once it runs (a port it picked itself).
         bus = NatsChild(self.nats)
         await bus.start()
+        return bus, tls
 
-        password = None
-        if first_start:
-            password = self.admin_password or secrets.token_urlsafe(12)
-        env = {
-            "PAI_NATS_URL": self.nats.url,
-            "PAI_NATS_CA": str(tls.ca),
-            "PAI_DATA_DIR": str(self.data_dir),
-            "PAI_REST_HOST": "127.0.0.1",
-            "PAI_REST_PORT": str(api_port),
-            "PAI_REST_SOCKET": str(rest_socket),
-            "PAI_METRICS_PORT": str(metrics_port),
-            "PAI_PORTAL_HOST": "127.0.0.1",
-            "PAI_PORTAL_PORT": str(portal_port),
-            "PAI_PORTAL_REST_URL": unix_url(rest_socket),
-            "PAI_EVENTS_SOCKET": str(events_socket),
-            "PAI_EVENTS_URL": unix_url(events_socket) if "events" in self.services else "",
-            "PAI_MARKETPLACE_SOCKET": str(marketplace_socket),
-            "PAI_MARKETPLACE_URL": unix_url(marketplace_socket) if "marketplace" in self.services else "",
-            "PAI_REST_URL": unix_url(rest_socket),
-            # Webhooks may not reach this platform's own ports, on any address of this machine.
-            "PAI_WEBHOOK_FORBIDDEN_PORTS": ",".join(
-                str(port)
-                for port in (api_port, portal_port, metrics_port, urlsplit(self.nats.url).port)
-                if port
-            ),
-            "PAI_LOG_FORMAT": "json",
-            # Tasks are plain processes sharing this machine: offer more CPU and memory than it has.
-            "PAI_CPU_OVERCOMMIT": "16",
-            "PAI_MEMORY_OVERCOMMIT": "4",
-            **embedded_defaults(),
-            **self.extra_env,
-        }
-        if password:
-            env["PAI_ADMIN_PASSWORD"] = password
-        # Each listening socket goes to its service only, under the same number.
-        held = {
-            "rest": ("PAI_REST_FD", api),
-            "portal": ("PAI_PORTAL_FD", portal),
-            "monitor": ("PAI_METRICS_FD", metrics),
-        }
-        children: list[Supervised] = [bus]
+    def _services(
+        self,
+        env: dict[str, str],
+        credentials: dict[str, str],
+        held: dict[str, tuple[str, socket.socket]],
+    ) -> list[Supervised]:
+        """A supervised child per service: the shared environment, its own bus user, and the
+        listening socket it serves where it has one."""
+        children: list[Supervised] = []
         for name in self.services:
             child_env = {**env, "PAI_SERVICE_NAME": name}
             if name not in OFF_THE_BUS:
@@ -356,46 +432,17 @@ class EmbeddedPlatform:
                     pass_fds=pass_fds,
                 )
             )
-        api_url = f"http://127.0.0.1:{api_port}"
-        self._record_holder(api_url)
-        self.supervisor = Supervisor(children)
-        try:
-            await self.supervisor.start()
-        except BaseException:
-            await self.supervisor.stop()
-            raise
-        self._state_path.write_text(
-            json.dumps(
-                {
-                    "api_port": api_port,
-                    "nats_port": self.nats.port,
-                    "metrics_port": metrics_port,
-                    "portal_port": portal_port,
-                }
-            )
-        )
-        portal_url = f"http://127.0.0.1:{portal_port}/"
+        return children
+
+    async def _wait_until_ready(self, rest: str, portal: str, marketplace: str) -> None:
+        """Each service that answers requests, answering."""
         if "rest" in self.services:
-            await self._wait_for(unix_url(rest_socket), "/api/v2/info", "rest")
+            await self._wait_for(rest, "/api/v2/info", "rest")
         if "portal" in self.services:
-            await self._wait_for(portal_url, "/healthz", "portal")
+            await self._wait_for(portal, "/healthz", "portal")
         if "marketplace" in self.services:
             # Its socket opens once its tables are migrated and the starters seeded (401: ready).
-            await self._wait_for(unix_url(marketplace_socket), "/marketplace/api/items", "marketplace")
-        self._marker.touch()
-        self.info = PlatformInfo(
-            self.data_dir,
-            api_url,
-            self.nats.url,
-            admin_password=password,
-            first_start=first_start,
-            metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
-            nats_password=credentials[ADMIN_USER],
-            nats_ca=tls.ca,
-            portal_url=portal_url if "portal" in self.services else "",
-            sockets_dir=sockets_dir,
-        )
-        return self.info
+            await self._wait_for(marketplace, "/marketplace/api/items", "marketplace")
 
     async def _wait_for(self, url: str, path: str, name: str) -> None:
         """Until the service at ``url`` (http:// or unix:///) answers ``path`` with less than 500."""
