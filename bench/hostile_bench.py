@@ -19,7 +19,7 @@ from libs.protocol import JobProtocolError, parse_job
 from libs.protocol.events import JobSubmitted, NodeReported
 from libs.protocol.limits import DEFAULT_BODY_BYTES, limit_problems
 from libs.protocol.yamlsource import check_nesting, load_yaml
-from services.rest.bodies import json_depth
+from libs.web.jsonbody import json_depth
 from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.queueing import SchedulerCore
 
