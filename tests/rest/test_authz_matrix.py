@@ -99,6 +99,7 @@ MATRIX: list[tuple[str, str, str, dict[str, Any], tuple[int, ...]]] = [
     ("GET", "/api/v2/authn/oidc/login", "", {"allow_redirects": False}, ANYONE),
     ("GET", "/api/v2/authn/oidc/return", "", {"allow_redirects": False}, ANYONE),
     ("GET", "/api/v2/authn/oidc/logout", "", {"allow_redirects": False}, ANYONE),
+    ("POST", "/api/v2/authn/oidc/code", "", {"json": {"code": "x", "state": "y"}}, ANYONE),
     ("GET", "/api/v2/storages", "", {}, SIGNED_IN),
     ("GET", "/api/v2/storages/{storage}", "/api/v2/storages/none", {}, SIGNED_IN),
     ("GET", JOB + "/events", "", {}, PRIVATE),
