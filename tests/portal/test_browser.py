@@ -435,3 +435,41 @@ async def test_no_serious_accessibility_violation_on_any_page(
     await anonymous.close()
     await page.context.close()
     assert found == {}
+
+
+async def test_an_older_checks_late_answer_never_overwrites_a_newer_one(
+    platform: PortalPlatform, browser: Any
+) -> None:
+    page = await signed_in(browser, platform, USER, USER_PASSWORD)
+    await page.goto(platform.url + "/submit.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    # The first check after the wrong value is held back until the right value's check is answered.
+    released: list[Any] = []
+    answered = 0
+
+    async def hold_first(route: Any) -> None:
+        nonlocal answered
+        if not released:
+            released.append(route)
+            return
+        await route.continue_()
+        answered += 1
+
+    await page.route("**/portal/validate", hold_first)
+    await page.fill("#r-main-resourcePerInstance_cpu", "-3")
+    await eventually(lambda: _async(len(released)), lambda n: n == 1, within=10)
+    await page.fill("#r-main-resourcePerInstance_cpu", "2")
+    await eventually(lambda: _async(answered), lambda n: n >= 1, within=10)
+    await page.wait_for_function("() => !document.querySelector('.field.invalid')")
+    # The stale answer (cpu -3 is wrong) arrives last; once it is in, and the page's tasks after
+    # it have run, the page still shows the newer answer.
+    async with page.expect_response("**/portal/validate"):
+        await released[0].continue_()
+    await page.evaluate("() => new Promise((done) => setTimeout(() => setTimeout(done, 0), 0))")
+    assert await page.locator(".field.invalid").count() == 0
+    assert "cpu" not in (await page.text_content("#problems") or "").lower()
+    await page.context.close()
+
+
+async def _async(value: int) -> int:
+    return value

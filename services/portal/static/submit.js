@@ -221,8 +221,14 @@ function jumpTo(line) {
 
 // ---------------------------------------------------------------- sync
 
+// Each check is numbered: an answer that comes back after a newer check began is about text
+// the user has since changed, and never overwrites what the newer one shows.
+let checksStarted = 0;
+
 async function check() {
+  const mine = ++checksStarted;
   const answer = await portal("/portal/validate", editor.value, "text/yaml");
+  if (mine !== checksStarted) return answer.valid;
   problems = answer.problems;
   if (answer.config && typeof answer.config === "object" && !Array.isArray(answer.config)) config = answer.config;
   showForm();
