@@ -1,0 +1,70 @@
+"""What every portal route reads: the application's keys, the signed-in session, the CSRF check.
+
+The session middleware opens the session cookie once per request; `session_of` hands it to the
+routes, and `require_csrf` guards every write a signed-in browser makes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from aiohttp import web
+
+from services.portal.adapters.rest import RestClient
+from services.portal.core.security import COOKIE, Sealer, Session, same_origin
+from services.portal.settings import PortalSettings
+
+HERE = Path(__file__).resolve().parent
+PAGES_DIR = HERE / "pages"
+STATIC_DIR = HERE / "static"
+
+SETTINGS = web.AppKey("settings", PortalSettings)
+SEALER = web.AppKey("sealer", Sealer)
+REST = web.AppKey("rest", RestClient)
+VERSION = web.AppKey("version", str)
+SESSION = "portal.session"
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def session_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    cookie = request.cookies.get(COOKIE, "")
+    request[SESSION] = request.app[SEALER].open(cookie, int(time.time())) if cookie else None
+    return await handler(request)
+
+
+def session_of(request: web.Request) -> Session | None:
+    value: Session | None = request[SESSION]
+    return value
+
+
+def require_csrf(request: web.Request, presented: str | None) -> None:
+    cookie = request.cookies.get(COOKIE, "")
+    origin_ok = same_origin(request.headers.get("Origin"), request.host, request.scheme)
+    if not origin_ok or not request.app[SEALER].csrf_ok(cookie, presented):
+        raise web.HTTPForbidden(
+            text=json.dumps(
+                {
+                    "code": "ForbiddenUserError",
+                    "message": "This write lacks the page's CSRF token; reload the page and try again.",
+                }
+            ),
+            content_type="application/json",
+        )
+
+
+def set_session_cookie(request: web.Request, response: web.StreamResponse, session: Session) -> None:
+    settings = request.app[SETTINGS]
+    response.set_cookie(
+        COOKIE,
+        request.app[SEALER].seal(session),
+        max_age=max(60, session.expires - int(time.time())),
+        httponly=True,
+        samesite="Lax",
+        secure=settings.portal_secure_cookies,
+        path="/",
+    )

@@ -1,0 +1,1 @@
+"""The portal's routes, one module per concern; app.py composes them."""
