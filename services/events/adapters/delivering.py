@@ -366,9 +366,10 @@ class Deliveries:
             if hook is None or hook.failing:
                 return  # deleted, or failing: nothing is delivered until a redelivery succeeds
             data = orjson.loads(msg.data)
-            located = locate(data, self.hub.directory)
+            located = locate(data, self.hub.directory, msg.metadata.sequence.stream)
             job = self.hub.directory.job(located.job_id)
-            if not wanted(hook.caller, hook.filter, located.type, job):
+            item = self.hub.directory.item(located.item_id)
+            if not wanted(hook.caller, hook.filter, located.type, job, item):
                 return
             event_id = str(data.get("event_id", ""))
             await self.deliver(hook, stream, msg.metadata.sequence.stream, located.type, event_id, msg.data)

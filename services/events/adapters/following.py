@@ -33,6 +33,8 @@ from libs.protocol.subjects import (
     ALERTS_STREAM,
     JOB_SUBJECTS,
     JOBS_STREAM,
+    MARKETPLACE_STREAM,
+    MARKETPLACE_SUBJECTS,
     NODE_SUBJECTS,
     NODES_STREAM,
     job_subject,
@@ -43,8 +45,18 @@ from services.events.core.filters import Caller, EventFilter, wanted
 
 log = structlog.get_logger(__name__)
 
-STREAM_NAMES = {"jobs": JOBS_STREAM, "nodes": NODES_STREAM, "alerts": ALERTS_STREAM}
-STREAM_SUBJECTS = {"jobs": JOB_SUBJECTS, "nodes": NODE_SUBJECTS, "alerts": ALERT_SUBJECTS}
+STREAM_NAMES = {
+    "jobs": JOBS_STREAM,
+    "nodes": NODES_STREAM,
+    "alerts": ALERTS_STREAM,
+    "marketplace": MARKETPLACE_STREAM,
+}
+STREAM_SUBJECTS = {
+    "jobs": JOB_SUBJECTS,
+    "nodes": NODE_SUBJECTS,
+    "alerts": ALERT_SUBJECTS,
+    "marketplace": MARKETPLACE_SUBJECTS,
+}
 REPLAY_PATIENCE = 30.0
 FOLLOW_HEARTBEAT = 1.0
 
@@ -59,6 +71,7 @@ class Item:
     job_id: str | None
     data: bytes
     published: float  # when the bus stored it (seconds since the epoch)
+    item_id: str | None = None  # a marketplace event's item
     formatted: list[bytes] = field(default_factory=list, compare=False)
 
     def message(self, cursor: str | None = None) -> bytes:
@@ -113,6 +126,7 @@ class Hub:
             self.last[stream] = int((await self.js.stream_info(name)).state.last_seq)
         await self._learn("pai.job.*.job.submitted", self.last["jobs"])
         await self._learn("pai.alert.*.alert.fired", self.last["alerts"])
+        await self._learn(MARKETPLACE_SUBJECTS, self.last["marketplace"])
         for stream in STREAM_NAMES:
             self._subs.append(
                 await self.js.subscribe(
@@ -143,7 +157,7 @@ class Hub:
         """Teach the directory from the events on ``subject`` up to sequence ``until``."""
         async for msg in self._read(subject, 1, until):
             with contextlib.suppress(ValueError):
-                locate(orjson.loads(msg.data), self.directory)
+                locate(orjson.loads(msg.data), self.directory, msg.metadata.sequence.stream)
 
     async def _read(self, subject: str, start: int, until: int) -> AsyncIterator[Msg]:
         """The stored messages on ``subject`` with sequences from ``start`` to ``until``."""
@@ -177,9 +191,10 @@ class Hub:
         except ValueError:
             log.warning("undecodable message skipped", subject=msg.subject)
             return None
-        located = locate(data, self.directory)
+        sequence = msg.metadata.sequence.stream
+        located = locate(data, self.directory, sequence)
         return Item(
-            stream, msg.metadata.sequence.stream, located.type, located.job_id, msg.data, _published(msg)
+            stream, sequence, located.type, located.job_id, msg.data, _published(msg), located.item_id
         )
 
     def _callback(self, stream: str):  # type: ignore[no-untyped-def]
@@ -196,9 +211,10 @@ class Hub:
 
     def dispatch(self, item: Item) -> None:
         job = self.directory.job(item.job_id)
+        market = self.directory.item(item.item_id)
         for subscriber in self.subscribers:
             if item.stream in subscriber.streams and wanted(
-                subscriber.caller, subscriber.filter, item.type, job
+                subscriber.caller, subscriber.filter, item.type, job, market
             ):
                 subscriber.offer(item)
 
@@ -225,6 +241,10 @@ class Hub:
         async for msg in self._read(subject, after + 1, until):
             item = self._item(stream, msg)
             if item is not None and wanted(
-                subscriber.caller, flt, item.type, self.directory.job(item.job_id)
+                subscriber.caller,
+                flt,
+                item.type,
+                self.directory.job(item.job_id),
+                self.directory.item(item.item_id),
             ):
                 yield item

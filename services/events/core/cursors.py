@@ -1,9 +1,10 @@
 """Stream positions as the SSE ``id`` a client sends back to resume.
 
-A subscription follows one to three streams (jobs, nodes, alerts). Following only PAI_JOBS
-(any subscription about jobs, or asking only for job and task types) its cursor is that
-stream's sequence, a plain integer. Following several, it is their sequences joined by ``-``
-in the order jobs, nodes, alerts (``120-4-7``). ``0`` means each followed stream's beginning;
+A subscription follows one to four streams (jobs, nodes, alerts, marketplace; the marketplace
+only when its types are asked for). Following only PAI_JOBS (any subscription about jobs, or
+asking only for job and task types) its cursor is that stream's sequence, a plain integer.
+Following several, it is their sequences joined by ``-`` in the order jobs, nodes, alerts,
+marketplace (``120-4-7``). ``0`` means each followed stream's beginning;
 any other single number is refused there (it names a position in one stream only).
 """
 

@@ -5,6 +5,7 @@ A subscription's filters come from query parameters (SSE) or a JSON body (webhoo
 API's: a user sees the events of their own jobs and the alerts about them, an admin sees
 everything, node events are an admin's (REST serves nodes to admins only). The job a job or
 task event belongs to is known from that job's own ``job.submitted`` (``JobDirectory``).
+Marketplace events follow the marketplace's rule as far as the events tell it (``may_see_item``).
 """
 
 from __future__ import annotations
@@ -15,9 +16,15 @@ from dataclasses import dataclass, field
 
 from libs.protocol.events import Event
 
-KIND_STREAMS = {"job": "jobs", "task": "jobs", "node": "nodes", "alert": "alerts"}
+KIND_STREAMS = {
+    "job": "jobs",
+    "task": "jobs",
+    "node": "nodes",
+    "alert": "alerts",
+    "marketplace": "marketplace",
+}
 # Every event type the catalog names on the streams the gateway serves, read from the union
-# itself so a new event is known at once (the marketplace's own stream is not served here).
+# itself so a new event is known at once.
 CATALOG_TYPES: frozenset[str] = frozenset(
     name
     for model in typing.get_args(typing.get_args(Event)[0])
@@ -27,7 +34,11 @@ EVENT_TYPES: frozenset[str] = frozenset(
     name for name in CATALOG_TYPES if name.split(".", 1)[0] in KIND_STREAMS
 )
 JOB_KINDS = frozenset({"job", "task"})
-STREAMS = ("jobs", "nodes", "alerts")
+STREAMS = ("jobs", "nodes", "alerts", "marketplace")
+# What a subscription naming no types follows: the marketplace only when its types are asked
+# for, so the cursors of unfiltered streams keep their three parts (jobs-nodes-alerts).
+DEFAULT_STREAMS = ("jobs", "nodes", "alerts")
+MARKETPLACE_TYPES = frozenset(name for name in EVENT_TYPES if name.startswith("marketplace."))
 
 
 class FilterError(ValueError):
@@ -57,6 +68,15 @@ class JobInfo:
 
 
 @dataclass(frozen=True)
+class ItemInfo:
+    """What the marketplace's events tell about an item: its author, and whether everyone
+    signed in may see it (public and approved, as far as the events say)."""
+
+    author: str
+    public: bool = False
+
+
+@dataclass(frozen=True)
 class EventFilter:
     """The filters of one subscription; empty ones match everything."""
 
@@ -77,7 +97,7 @@ class EventFilter:
         elif self.about_jobs:
             wanted = {"jobs"}  # alerts about a job only when their types are asked for
         else:
-            wanted = set(STREAMS)
+            wanted = set(DEFAULT_STREAMS)
         if self.about_jobs:
             wanted.discard("nodes")
         return tuple(s for s in STREAMS if s in wanted) or ("jobs",)
@@ -118,18 +138,9 @@ def parse_types(value: object) -> frozenset[str]:
         raise FilterError("types", "types must be a comma-separated list of event types.")
     unknown = sorted(set(items) - EVENT_TYPES)
     if unknown:
-        elsewhere = [name for name in unknown if name in CATALOG_TYPES]
-        if elsewhere:
-            raise FilterError(
-                "types",
-                f"types: {', '.join(map(repr, elsewhere))} are catalog types of a stream this gateway "
-                f"does not serve yet (the marketplace's: follow PAI_MARKETPLACE on the bus); the types "
-                f"served here are {', '.join(sorted(EVENT_TYPES))}.",
-            )
         raise FilterError(
             "types",
             f"types: unknown event type {', '.join(map(repr, unknown))}; the catalog's types are "
-            f"{', '.join(sorted(CATALOG_TYPES))}, of which this gateway serves "
             f"{', '.join(sorted(EVENT_TYPES))}.",
         )
     return frozenset(items)
@@ -144,12 +155,20 @@ def parse_filter(values: Mapping[str, object]) -> EventFilter:
         if not sep or not user or not name:
             raise FilterError("job", f"job must be USER~NAME (e.g. alice~train-1), got {job_text!r}.")
         job = (user, name)
-    return EventFilter(
+    flt = EventFilter(
         job=job,
         username=_text(values.get("username"), "username"),
         vc=_text(values.get("vc"), "vc"),
         types=parse_types(values.get("types")),
     )
+    market = sorted(flt.types & MARKETPLACE_TYPES)
+    if market and flt.about_jobs:
+        raise FilterError(
+            "types",
+            f"types: {', '.join(map(repr, market))} are about marketplace items, not jobs: they "
+            f"cannot be combined with job, username or vc (open a separate subscription for them).",
+        )
+    return flt
 
 
 def may_see(caller: Caller, kind: str, job: JobInfo | None) -> bool:
@@ -159,6 +178,16 @@ def may_see(caller: Caller, kind: str, job: JobInfo | None) -> bool:
     if kind == "node":
         return False
     return job is not None and job.user == caller.username
+
+
+def may_see_item(caller: Caller, item: ItemInfo | None) -> bool:
+    """The marketplace's rule as far as its events tell it: a public, approved item's events go to
+    everyone signed in; any other item's to its author and admins. The events do not carry an
+    item's ``groupList``, so a group item's members do not receive them (the marketplace's API
+    still shows them the item)."""
+    if caller.admin:
+        return True
+    return item is not None and (item.public or item.author == caller.username)
 
 
 def refused_filter(caller: Caller, flt: EventFilter) -> str | None:
@@ -190,7 +219,11 @@ def matches(flt: EventFilter, event_type: str, job: JobInfo | None) -> bool:
     return not (flt.vc is not None and job.vc != flt.vc)
 
 
-def wanted(caller: Caller, flt: EventFilter, event_type: str, job: JobInfo | None) -> bool:
-    """Both: the caller may see the event and asked for it."""
+def wanted(
+    caller: Caller, flt: EventFilter, event_type: str, job: JobInfo | None, item: ItemInfo | None = None
+) -> bool:
+    """Both: the caller may see the event and asked for it (``item``: a marketplace event's item)."""
     kind = event_type.split(".", 1)[0]
+    if kind == "marketplace":
+        return may_see_item(caller, item) and matches(flt, event_type, None)
     return may_see(caller, kind, job) and matches(flt, event_type, job)
