@@ -7,12 +7,14 @@ receives what its owner may see (the same rights as ``GET /api/v2/events``), fil
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
 from libs.web.errors import forbidden, invalid, not_found
+from libs.web.jsonbody import MAX_DEPTH, json_depth
 from services.events.adapters.delivering import AddressRefused, check_target
 from services.events.core.filters import Caller, FilterError, refused_filter
 from services.events.core.webhooks import Webhook, check_body
@@ -24,8 +26,12 @@ routes = web.RouteTableDef()
 
 async def _body(request: web.Request) -> dict[str, Any]:
     try:
-        body = await request.json()
-    except ValueError:
+        text = await request.text()
+        # Measured before decoding: the decoder recurses per level (a RecursionError is a 500).
+        if json_depth(text) > MAX_DEPTH:
+            raise invalid(f"The JSON body is nested more than {MAX_DEPTH} levels deep (the limit).")
+        body = json.loads(text)
+    except (ValueError, UnicodeDecodeError):
         raise invalid("The body must be a JSON object (Content-Type: application/json).") from None
     if not isinstance(body, dict):
         raise invalid("The body must be a JSON object, not a list or a scalar.")

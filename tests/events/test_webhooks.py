@@ -142,6 +142,20 @@ async def test_a_receiver_failing_past_the_retry_window_marks_the_webhook_failin
     assert len(receiver.received) == 1
 
 
+async def test_a_deeply_nested_body_is_a_400_naming_the_limit_not_a_500(gateway_url: str) -> None:
+    async with httpx.AsyncClient(timeout=10) as client:
+        response = await client.post(
+            f"{gateway_url}/api/v2/webhooks",
+            content='{"url": "http://example.com/", "secret": "x", "types": '
+            + "[" * 100_000
+            + "]" * 100_000
+            + "}",
+            headers={**bearer("alice-token"), "Content-Type": "application/json"},
+        )
+    assert response.status_code == 400
+    assert "nested more than" in response.json()["message"]
+
+
 async def test_webhooks_refuse_bad_urls_and_are_private_to_their_owner(gateway_url: str) -> None:
     async with httpx.AsyncClient(timeout=10) as client:
         cases = {
