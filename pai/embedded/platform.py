@@ -61,6 +61,7 @@ log = structlog.get_logger(__name__)
 DEFAULT_API_PORT = 9186
 SOCKETS_DIR = "sockets"
 SOCKETS = {"rest": "rest.sock", "events": "events.sock", "marketplace": "marketplace.sock"}
+METRICS_HOST = "PAI_METRICS_HOST"
 API_START_TIMEOUT = 60.0
 SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "marketplace", "portal")
 # One person's machine: no per-user submission limit (OpenPAI's cluster default is 60 an
@@ -381,8 +382,10 @@ class EmbeddedPlatform:
         else:
             api = self._listen("API", (remembered.get("api_port"), DEFAULT_API_PORT))
         portal = self._listen("portal", (remembered.get("portal_port"),))
-        # Every interface, as the monitor serves it elsewhere: Prometheus scrapes from another machine.
-        metrics = self._listen("metrics", (remembered.get("metrics_port"),), host="0.0.0.0")
+        # Loopback unless the operator says otherwise (PAI_METRICS_HOST=0.0.0.0 for a Prometheus on
+        # another machine): the metrics name jobs, which are no one else's business.
+        host = self.extra_env.get(METRICS_HOST, os.environ.get(METRICS_HOST, "127.0.0.1"))
+        metrics = self._listen("metrics", (remembered.get("metrics_port"),), host=host)
         return api, portal, metrics
 
     async def _start_bus(

@@ -27,3 +27,20 @@ async def test_a_start_refused_for_a_taken_port_releases_the_data_dir(tmp_path: 
         assert info.api_url.endswith(str(again.requested_api_port))
     finally:
         await again.stop()
+
+
+@pytest.mark.parametrize(
+    ("setting", "host"),
+    [({}, "127.0.0.1"), ({"PAI_METRICS_HOST": "0.0.0.0"}, "0.0.0.0")],
+    ids=["metrics on loopback by default", "on every interface when the operator says so"],
+)
+def test_the_metrics_port_is_loopback_unless_the_operator_opens_it(
+    tmp_path: Path, setting: dict[str, str], host: str
+) -> None:
+    platform = EmbeddedPlatform(tmp_path / "data", extra_env=setting)
+    _api, _portal, metrics = platform._bind_public_ports({})
+    try:
+        assert metrics.getsockname()[0] == host
+    finally:
+        for sock in platform._held:
+            sock.close()
