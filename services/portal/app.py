@@ -3,6 +3,10 @@
 The portal holds nothing of its own: every page is filled by its scripts from the public REST API
 (proxied here under /api/v2, /rest-server/api/v2 and /marketplace/api with the signed-in user's
 token added server-side) and refreshed from /portal/events.
+
+This module composes the application: its state (context.py), the middleware, and the route
+table; the handlers live in routes/ (session: sign-in and out; pages; editor: validate and
+render; proxy: the API; live: /portal/events).
 """
 
 from __future__ import annotations
@@ -14,7 +18,16 @@ import structlog
 from aiohttp import web
 
 from services.portal.adapters.rest import RestClient
-from services.portal.context import REST, SEALER, SETTINGS, STATIC_DIR, VERSION, session_middleware
+from services.portal.context import (
+    REST,
+    SEALER,
+    SETTINGS,
+    STATIC_DIR,
+    TEMPLATES,
+    VERSION,
+    Templates,
+    session_middleware,
+)
 from services.portal.core.pages import BY_PATH
 from services.portal.core.security import SECURITY_HEADERS, Sealer, as_key, new_key
 from services.portal.routes.editor import render, validate
@@ -75,6 +88,7 @@ def build_app(settings: PortalSettings, key: bytes | None = None) -> web.Applica
     )
     app.on_response_prepare.append(security_headers)
     app[VERSION] = static_version()
+    app[TEMPLATES] = Templates()
     app[SETTINGS] = settings
     app[SEALER] = Sealer(key if key is not None else load_key(settings))
     app.cleanup_ctx.append(rest_ctx)

@@ -1,4 +1,5 @@
-"""What every portal route reads: the application's keys, the signed-in session, the CSRF check.
+"""What every portal route reads: the application's keys, the pages' templates, the signed-in
+session, the CSRF check.
 
 The session middleware opens the session cookie once per request; `session_of` hands it to the
 routes, and `require_csrf` guards every write a signed-in browser makes.
@@ -21,10 +22,22 @@ HERE = Path(__file__).resolve().parent
 PAGES_DIR = HERE / "pages"
 STATIC_DIR = HERE / "static"
 
+
+class Templates:
+    """The pages' HTML (pages/*.html), read once when the application is built, not per request."""
+
+    def __init__(self, folder: Path = PAGES_DIR) -> None:
+        self._text = {path.name: path.read_text() for path in sorted(folder.glob("*.html"))}
+
+    def __getitem__(self, name: str) -> str:
+        return self._text[name]
+
+
 SETTINGS = web.AppKey("settings", PortalSettings)
 SEALER = web.AppKey("sealer", Sealer)
 REST = web.AppKey("rest", RestClient)
 VERSION = web.AppKey("version", str)
+TEMPLATES = web.AppKey("templates", Templates)
 SESSION = "portal.session"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

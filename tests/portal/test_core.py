@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.portal.core import changes
-from services.portal.core.pages import BY_PATH, PAGES, frame, may_open, may_open_job
+from services.portal.core.pages import BY_PATH, PAGES, fill, frame, may_open, may_open_job
 from services.portal.core.problems import line_of
 from services.portal.core.security import Sealer, Session, new_key, same_origin
 
@@ -83,3 +83,12 @@ def test_changes_name_the_jobs_that_moved() -> None:
 def test_the_line_of_a_problem() -> None:
     assert line_of("must be at least 1, not -3 (line 14)") == 14
     assert line_of("a job must be a YAML mapping") is None
+
+
+def test_a_template_is_filled_in_one_pass() -> None:
+    template = '<input value="{next}">{error}<style>a {color: red}</style>{unknown}'
+    filled = fill(template, next="/jobs?x={error}", error="<p>bad</p>")
+    assert filled == '<input value="/jobs?x={error}"><p>bad</p><style>a {color: red}</style>{unknown}', (
+        "a value is not searched for slots, and other braces stay"
+    )
+    assert fill("{a}{b}", a="{b}", b="") == "{b}"

@@ -1,8 +1,10 @@
-"""The portal's pages at OpenPAI's addresses, who may open each, and the shared page frame."""
+"""The portal's pages at OpenPAI's addresses, who may open each, the shared page frame, and the
+one-pass filling of the stand-alone pages (sign-in, refusals)."""
 
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 
 
@@ -70,6 +72,18 @@ def may_open(page: Page, *, admin: bool) -> bool:
 def may_open_job(owner: str, *, user: str, admin: bool) -> bool:
     """A job's page: its owner's and the admins'."""
     return admin or owner == user
+
+
+_SLOT = re.compile(r"\{([a-z]+)\}")
+
+
+def fill(template: str, **slots: str) -> str:
+    """`template` with each `{name}` that `slots` names replaced by its value, in one pass.
+
+    A value is never searched for slots itself (a `{error}` typed into the sign-in's `next` stays
+    text), and braces of other names stay as they are. Values go in as given: the caller escapes.
+    """
+    return _SLOT.sub(lambda match: slots.get(match.group(1), match.group(0)), template)
 
 
 def frame(page: Page, body: str, *, user: str, admin: bool, version: str = "") -> str:

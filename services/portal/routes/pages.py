@@ -9,8 +9,8 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from services.portal.context import PAGES_DIR, STATIC_DIR, VERSION, Handler, session_of
-from services.portal.core.pages import Page, frame, may_open, may_open_job
+from services.portal.context import STATIC_DIR, TEMPLATES, VERSION, Handler, session_of
+from services.portal.core.pages import Page, fill, frame, may_open, may_open_job
 
 
 async def versioned_static(request: web.Request) -> web.StreamResponse:
@@ -32,9 +32,9 @@ def static_version() -> str:
     return digest.hexdigest()[:12]
 
 
-def _refused(page_title: str, message: str, status: int) -> web.Response:
-    body = (PAGES_DIR / "refused.html").read_text()
-    text = body.replace("{title}", html.escape(page_title)).replace("{message}", html.escape(message))
+def _refused(request: web.Request, page_title: str, message: str, status: int) -> web.Response:
+    template = request.app[TEMPLATES]["refused.html"]
+    text = fill(template, title=html.escape(page_title), message=html.escape(message))
     return web.Response(text=text, content_type="text/html", status=status)
 
 
@@ -45,14 +45,14 @@ def page_handler(page: Page) -> Handler:
             target = request.path_qs
             raise web.HTTPFound("/index.html?" + urlencode({"next": target}))
         if not may_open(page, admin=session.admin):
-            return _refused(page.title, "This page is for administrators.", 403)
+            return _refused(request, page.title, "This page is for administrators.", 403)
         if page.path == "/job-detail.html":
             owner = request.query.get("username", "")
             if not owner or not request.query.get("jobName"):
-                return _refused(page.title, "Name the job: ?username=USER&jobName=NAME.", 400)
+                return _refused(request, page.title, "Name the job: ?username=USER&jobName=NAME.", 400)
             if not may_open_job(owner, user=session.user, admin=session.admin):
-                return _refused(page.title, "This job belongs to another user.", 403)
-        body = (PAGES_DIR / page.file).read_text()
+                return _refused(request, page.title, "This job belongs to another user.", 403)
+        body = request.app[TEMPLATES][page.file]
         text = frame(page, body, user=session.user, admin=session.admin, version=request.app[VERSION])
         return web.Response(text=text, content_type="text/html", headers={"Cache-Control": "no-store"})
 

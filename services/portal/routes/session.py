@@ -11,14 +11,15 @@ from urllib.parse import urlencode, urlsplit
 from aiohttp import web
 
 from services.portal.context import (
-    PAGES_DIR,
     REST,
     SEALER,
     SETTINGS,
+    TEMPLATES,
     require_csrf,
     session_of,
     set_session_cookie,
 )
+from services.portal.core.pages import fill
 from services.portal.core.security import COOKIE, CSRF_HEADER, Session, random_secret
 
 LOGIN_COOKIE = "pai_login"
@@ -56,12 +57,12 @@ def sign_in_page(
             '<p class="or"><span>or</span></p>'
             '<a class="button secondary wide" href="/portal/oidc/login">Sign in with OpenID Connect</a>'
         )
-    body = (PAGES_DIR / "index.html").read_text()
-    body = (
-        body.replace("{csrf}", request.app[SEALER].csrf_token(nonce))
-        .replace("{next}", html.escape(target or request.query.get("next", "")))
-        .replace("{error}", f'<p class="error" role="alert">{html.escape(error)}</p>' if error else "")
-        .replace("{oidc}", oidc)
+    body = fill(
+        request.app[TEMPLATES]["index.html"],
+        csrf=request.app[SEALER].csrf_token(nonce),
+        next=html.escape(target or request.query.get("next", "")),
+        error=f'<p class="error" role="alert">{html.escape(error)}</p>' if error else "",
+        oidc=oidc,
     )
     response = web.Response(text=body, content_type="text/html", status=status)
     response.set_cookie(
