@@ -43,13 +43,17 @@ unit: setup
 
 # The edit-test loop, a minute or two on two cores: lint, types, import contracts and the tests
 # that need no platform (no bus, database, service or browser): unit tests, every pure core's
-# (tests/*/test_core*.py), the protocol, the failure rules, the scheduler, the import circles.
+# (tests/*/test_core*.py), the protocol, the failure rules, the scheduler, the import circles,
+# and the portal's JavaScript unit tests (tests/portal/js, with node when it is installed).
 # `make test` runs everything, and is what CI runs.
 CHECK_TESTS := tests/unit tests/contracts tests/protocol tests/failures tests/scheduler \
 	$(sort $(wildcard tests/*/test_core*.py)) tests/test_import_cycles.py
 
 check: lint
 	$(BIN)/pytest $(CHECK_TESTS) $(ARGS)
+	@# The portal's JavaScript: its pure functions under node's own test runner, where node exists.
+	@if command -v node >/dev/null; then node --test --test-reporter=spec tests/portal/js/*.test.mjs; \
+	  else echo "node not found: the portal's JavaScript unit tests (tests/portal/js) skip"; fi
 
 test: lint
 	$(BIN)/pytest $(ARGS)
