@@ -1,3 +1,4 @@
+// @ts-check
 // Alerts (admin): what fires now, what resolved in the last hours, and the rules behind them.
 import { $, api, el, fill, fmtTime, showError } from "./common.js";
 

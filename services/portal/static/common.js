@@ -1,3 +1,4 @@
+// @ts-check
 // What every page shares: the API through the portal (token added server-side, CSRF on writes),
 // live updates from /portal/events, formatting, and small drawing helpers.
 
@@ -25,19 +26,44 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * @typedef {object} CallOptions
+ * @property {string} [method]
+ * @property {any} [body]
+ * @property {string} [type]
+ * @property {boolean} [raw]
+ * @property {boolean} [withHeaders]
+ */
+
 // A call of the REST API v2; `path` starts after /api/v2.
+/**
+ * @param {string} path
+ * @param {CallOptions} [options]
+ * @returns {Promise<any>}
+ */
 export async function api(path, options = {}) {
   return (await call("/api/v2" + path, options)).data;
 }
 
 // A call of the marketplace's API; `path` starts after /marketplace/api. With `withHeaders`,
 // the answer is {data, headers} (X-Total-Count says how many items match).
+/**
+ * @param {string} path
+ * @param {CallOptions} [options]
+ * @returns {Promise<any>}
+ */
 export async function market(path, options = {}) {
   const answer = await call("/marketplace/api" + path, options);
   return options.withHeaders ? answer : answer.data;
 }
 
+/**
+ * @param {string} url
+ * @param {CallOptions} [options]
+ * @returns {Promise<{data: any, headers: Headers}>}
+ */
 async function call(url, { method = "GET", body, type, raw = false } = {}) {
+  /** @type {Record<string, string>} */
   const headers = { Accept: "application/json" };
   if (method !== "GET" && method !== "HEAD") {
     headers["X-CSRF-Token"] = (await session()).csrf;
@@ -55,6 +81,7 @@ async function call(url, { method = "GET", body, type, raw = false } = {}) {
     throw new ApiError(401, { message: "Your session ended; sign in again." });
   }
   const text = await response.text();
+  /** @type {any} */
   let data = text;
   if (!raw) {
     try { data = text ? JSON.parse(text) : null; } catch { data = text; }
@@ -64,6 +91,12 @@ async function call(url, { method = "GET", body, type, raw = false } = {}) {
 }
 
 // A call of the portal's own endpoints (validation, rendering) with the CSRF token.
+/**
+ * @param {string} path
+ * @param {string} body
+ * @param {string} type
+ * @returns {Promise<any>}
+ */
 export async function portal(path, body, type) {
   const { csrf } = await session();
   const response = await fetch(path, {
@@ -173,6 +206,10 @@ function svg(tag, attrs = {}) {
 }
 
 // A small bar chart in SVG: items [{label, value, max}], values drawn against their max.
+/**
+ * @param {{label: string, value: number, max: number}[]} items
+ * @param {{title?: string, unit?: string}} [options]
+ */
 export function barChart(items, { title, unit = "" } = {}) {
   const width = 520, rowH = 26, left = 130, height = Math.max(1, items.length) * rowH + 10;
   const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": title || "chart" });
@@ -200,6 +237,10 @@ function clock(seconds, withSeconds) {
 // (seconds), starting at `from` or, when the history is shorter, at its first point (at least a
 // minute shown); values against `max` (grown to the largest value), with a caption, a legend and a
 // time axis. A series of one point shows as a dot; `empty` says why there is no line at all.
+/**
+ * @param {{label: string, points: number[][]}[]} series
+ * @param {{title?: string, from?: number, to?: number, max?: number, unit?: string, empty?: string}} [options]
+ */
 export function lineChart(series, { title, from, to, max = 100, unit = "%", empty = "no samples yet" } = {}) {
   const width = 640, height = 210, left = 44, right = 12, top = 28, bottom = 26;
   const plotW = width - left - right, plotH = height - top - bottom;
@@ -248,6 +289,11 @@ export function lineChart(series, { title, from, to, max = 100, unit = "%", empt
 // highest at each time, so a job of a thousand tasks stays a picture.
 export const MAX_LINES = 8;
 
+/**
+ * @param {any} answer
+ * @param {string} metric
+ * @param {{title?: string, sinceSeconds?: number, key: (row: any) => string, unit?: string, max?: number, empty?: string}} options
+ */
 export function historyChart(answer, metric, { title, sinceSeconds, key, unit = "%", max = 100, empty }) {
   const rows = (answer.nodes || answer.tasks || []).filter((r) => r.metric === metric);
   let series = rows.map((r) => ({ label: key(r), points: r.points }));
@@ -270,7 +316,8 @@ export function historyChart(answer, metric, { title, sinceSeconds, key, unit = 
 function wireLogout() {
   const form = document.getElementById("logout-form");
   if (!form) return;
-  session().then((s) => { form.elements.csrf.value = s.csrf; }).catch(() => {});
+  const csrf = /** @type {HTMLInputElement} */ (/** @type {HTMLFormElement} */ (form).elements.namedItem("csrf"));
+  session().then((s) => { csrf.value = s.csrf; }).catch(() => {});
 }
 
 if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wireLogout);

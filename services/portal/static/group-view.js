@@ -1,3 +1,4 @@
+// @ts-check
 // Groups (admin): their rights (admin, virtual clusters) and members; add, edit and delete.
 import { $, api, el, fill, showError } from "./common.js";
 

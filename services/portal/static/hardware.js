@@ -1,3 +1,4 @@
+// @ts-check
 // Hardware (admin): every node with its CPU, memory and GPU, and what the running tasks take.
 import { $, api, barChart, el, fill, historyChart, live, showError } from "./common.js";
 

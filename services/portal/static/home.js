@@ -1,3 +1,4 @@
+// @ts-check
 // Home: my jobs by state, my recent jobs, my VCs' GPUs, and for admins the jobs that need a look.
 import { $, api, barChart, showError, el, fill, fmtDuration, fmtTime, jobLink, lineChart, live, session, stateBadge } from "./common.js";
 

@@ -1,3 +1,4 @@
+// @ts-check
 // A job's page: status, exit and failure analysis, tasks, live logs, config; updated live.
 import { $, api, el, fill, fmtDuration, fmtTime, historyChart, live, showError, stateBadge } from "./common.js";
 import { saveAsTemplate } from "./market-share.js";

@@ -1,3 +1,4 @@
+// @ts-check
 // The job list: OpenPAI's columns, filters, ordering, paging, bulk stop; updated live.
 import { $, api, el, fill, fmtDuration, fmtTime, jobLink, live, showError, stateBadge } from "./common.js";
 
@@ -61,7 +62,7 @@ async function refresh() {
   } catch (error) { showError($("#list-error"), error); return; }
   fill($("#list-error"));
   items = answer || [];
-  const selected = new Set([...document.querySelectorAll("#rows input:checked")].map((c) => c.value));
+  const selected = new Set([...document.querySelectorAll("#rows input:checked")].map((c) => /** @type {HTMLInputElement} */ (c).value));
   fill($("#rows"), items.length === 0 ? [el("tr", {}, el("td", { colspan: String(COLUMNS.length + 1), class: "muted" }, "No jobs match."))] :
     items.map((job) => {
       const key = `${job.username}~${job.name}`;
@@ -116,7 +117,7 @@ function start() {
       offset = 0;
       reload();
     } else if (e.target.id === "all") {
-      for (const c of document.querySelectorAll("#rows input[type=checkbox]:not(:disabled)")) c.checked = e.target.checked;
+      for (const c of document.querySelectorAll("#rows input[type=checkbox]:not(:disabled)")) /** @type {HTMLInputElement} */ (c).checked = e.target.checked;
       updateStop();
     }
   });
@@ -125,7 +126,7 @@ function start() {
   $("#next").addEventListener("click", () => { offset += limit; reload(); });
   $("#page-size").addEventListener("change", (e) => { limit = Number(e.target.value); offset = 0; reload(); });
   $("#stop-selected").addEventListener("click", async () => {
-    const keys = [...document.querySelectorAll("#rows input:checked")].map((c) => c.value);
+    const keys = [...document.querySelectorAll("#rows input:checked")].map((c) => /** @type {HTMLInputElement} */ (c).value);
     if (!keys.length || !confirm(`Stop ${keys.length} job(s)?`)) return;
     const results = await Promise.allSettled(keys.map((key) => {
       const [user, ...name] = key.split("~");

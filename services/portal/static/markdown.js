@@ -1,3 +1,4 @@
+// @ts-check
 // A safe subset of Markdown, turned into DOM nodes (never into HTML text): headings, paragraphs,
 // emphasis, inline code, fenced code, lists, block quotes, tables, rules and links. Raw HTML in
 // the source stays text; links keep only http(s), mailto and same-site addresses. Item

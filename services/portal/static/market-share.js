@@ -1,3 +1,4 @@
+// @ts-check
 // What the marketplace's pages share: how an item's audience reads, its address, and the
 // "Save as template" form of the submit page and of a job's page.
 import { el, fill, market, session } from "./common.js";

@@ -1,3 +1,4 @@
+// @ts-check
 // One marketplace item: its description (Markdown, rendered safely), its job, who may see it,
 // stars and uses; Use opens the submit page with its job, Star toggles the user's star.
 import { $, el, fill, market, session, showError } from "./common.js";

@@ -1,3 +1,4 @@
+// @ts-check
 // The administrators' review queue: public items waiting for approval, approved or rejected
 // (with a reason the author sees) in place.
 import { $, el, fill, market, showError } from "./common.js";

@@ -1,3 +1,4 @@
+// @ts-check
 // The marketplace: items the user may see, searched and filtered by type, tag and category.
 import { $, el, fill, market, showError } from "./common.js";
 import { itemLink, visibilityText } from "./market-share.js";

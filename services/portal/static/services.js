@@ -1,3 +1,4 @@
+// @ts-check
 // Platform services (admin): up or down, from the monitor's heartbeat alerts and the API's answers.
 import { $, api, el, fill, showError } from "./common.js";
 

@@ -1,3 +1,4 @@
+// @ts-check
 // The submit page: a form and a YAML editor kept in sync both ways, checked by the API's own
 // validator (through /portal/validate) before anything is submitted.
 import { $, api, el, fill, market, portal } from "./common.js";
@@ -146,7 +147,7 @@ function showForm() {
     fill($("#roles"), roles.map(roleBox));
     rolesShown = roles.join("\u0000");
   }
-  for (const input of document.querySelectorAll("#job-form [data-path]")) {
+  for (const input of /** @type {NodeListOf<HTMLInputElement>} */ (document.querySelectorAll("#job-form [data-path]"))) {
     if (input === document.activeElement) continue;
     input.value = toText(getPath(config, input.dataset.path), input.dataset.type);
   }

@@ -1,3 +1,4 @@
+// @ts-check
 // Profile: e-mail, groups, storages, application tokens (create, copy once, revoke).
 import { $, api, el, fill, fmtTime, showError } from "./common.js";
 

@@ -1,3 +1,4 @@
+// @ts-check
 // Users (admin): add, edit admin right and VCs, delete, batch add from CSV.
 import { $, api, el, fill, showError } from "./common.js";
 

@@ -1,3 +1,4 @@
+// @ts-check
 // Virtual clusters: guaranteed and used GPUs, running and waiting jobs; updated live.
 import { $, api, bar, barChart, el, fill, live, showError } from "./common.js";
 
