@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup up check test lint fmt unit bench mutants lock clean
+.PHONY: setup up check test lint jstest fmt unit bench mutants lock clean
 
 setup: $(STAMP)
 
@@ -33,6 +33,14 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 	$(BIN)/lint-imports
+	@# The portal's JavaScript: ESLint and TypeScript's checker (services/portal/package.json).
+	@if [ -x services/portal/node_modules/.bin/eslint ]; then npm --prefix services/portal run --silent lint; \
+	  else echo "the portal's JavaScript checks skip: its npm packages are not installed (make setup, with npm)"; fi
+
+# The portal's JavaScript: its pure functions under node's own test runner, where node exists.
+jstest:
+	@if command -v node >/dev/null; then node --test --test-reporter=spec tests/portal/js/*.test.mjs; \
+	  else echo "node not found: the portal's JavaScript unit tests (tests/portal/js) skip"; fi
 
 fmt: setup
 	$(BIN)/ruff format .
@@ -49,13 +57,10 @@ unit: setup
 CHECK_TESTS := tests/unit tests/contracts tests/protocol tests/failures tests/scheduler \
 	$(sort $(wildcard tests/*/test_core*.py)) tests/test_import_cycles.py
 
-check: lint
+check: lint jstest
 	$(BIN)/pytest $(CHECK_TESTS) $(ARGS)
-	@# The portal's JavaScript: its pure functions under node's own test runner, where node exists.
-	@if command -v node >/dev/null; then node --test --test-reporter=spec tests/portal/js/*.test.mjs; \
-	  else echo "node not found: the portal's JavaScript unit tests (tests/portal/js) skip"; fi
 
-test: lint
+test: lint jstest
 	$(BIN)/pytest $(ARGS)
 
 bench: setup
