@@ -26,9 +26,13 @@ async function act(work) {
 }
 
 // Editing fills the edit form with the group; saving sends only what the form holds (a patch).
-let editing = null;
+// What the page holds, in one place: the group being edited, if any.
+const state = {
+  /** @type {any} */
+  editing: null,
+};
 function edit(group) {
-  editing = group;
+  state.editing = group;
   const f = $("#edit-group").elements;
   const acls = (group.extension && group.extension.acls) || {};
   f.groupname.value = group.groupname;
@@ -44,7 +48,7 @@ function edit(group) {
 $("#edit-group").addEventListener("submit", (e) => {
   e.preventDefault();
   const f = e.target.elements;
-  const extension = (editing && editing.extension) || {};
+  const extension = (state.editing && state.editing.extension) || {};
   act(async () => {
     await api("/groups", { method: "PUT", body: { patch: true, data: { groupname: f.groupname.value, description: f.description.value,
       externalName: f.externalName.value,

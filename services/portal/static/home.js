@@ -25,7 +25,11 @@ async function clusterUse() {
   document.body.dataset.history = "true";
 }
 
-let clusterUseTimer = null;
+// What the page holds, in one place: the timer that redraws the cluster's use.
+const state = {
+  /** @type {ReturnType<typeof setTimeout> | null} */
+  clusterUseTimer: null,
+};
 
 async function refresh() {
   const me = await session();
@@ -55,10 +59,10 @@ async function refresh() {
         el("td", { class: "num" }, String(vc.waitingJobs ?? 0)))))),
   ]);
   if (me.admin) await abnormal();
-  if (me.admin && !clusterUseTimer) {
+  if (me.admin && !state.clusterUseTimer) {
     $("#use-panel").classList.remove("hidden");
     clusterUse();
-    clusterUseTimer = setInterval(clusterUse, 30000);
+    state.clusterUseTimer = setInterval(clusterUse, 30000);
   }
   document.body.dataset.ready = "true";
 }

@@ -8,11 +8,20 @@ const user = params.get("username");
 const name = params.get("jobName");
 const base = `/jobs/${encodeURIComponent(user)}~${encodeURIComponent(name)}`;
 const FINAL = new Set(["SUCCEEDED", "FAILED", "STOPPED"]);
-let detail = null;
-let chosenAttempt = null; // null: the latest
-let logKey = "";
-let logOffset = 0;
-let logTimer = null;
+// What the page shows, in one place: the job's detail, the attempt chosen, the log followed
+// (which, how far read, its timer) and the use chart's timer.
+const page = {
+  /** @type {any} */
+  detail: null,
+  /** @type {number | null} the attempt chosen; null: the latest */
+  chosenAttempt: null,
+  logKey: "",
+  logOffset: 0,
+  /** @type {ReturnType<typeof setTimeout> | null} */
+  logTimer: null,
+  /** @type {ReturnType<typeof setTimeout> | null} */
+  useTimer: null,
+};
 
 function term(label, value) {
   return [el("dt", {}, label), el("dd", {}, value ?? "–")];
@@ -28,7 +37,7 @@ function exitMeaning(status) {
 }
 
 function showSummary() {
-  const s = detail.jobStatus;
+  const s = page.detail.jobStatus;
   document.title = `${name} · PAI`;
   fill($("#job-title"), el("h2", { class: "inline" }, `${user} / ${name} `), stateBadge(s.state));
   const retries = s.retryDetails || {};
@@ -86,7 +95,7 @@ function taskRows(role, statuses) {
 function showTasks() {
   const boxes = [];
   const options = [];
-  for (const [role, status] of Object.entries(detail.taskRoles || {})) {
+  for (const [role, status] of Object.entries(page.detail.taskRoles || {})) {
     const statuses = status.taskStatuses || [];
     for (const t of statuses) options.push(`<option value="${esc(role)}/${esc(t.taskIndex)}">${esc(role)}[${esc(t.taskIndex)}] (${esc(t.taskState)})</option>`);
     const tbody = el("tbody");
@@ -112,27 +121,27 @@ async function showAttempts() {
 }
 
 function taskState(role, index) {
-  const t = ((detail.taskRoles[role] || {}).taskStatuses || []).find((x) => String(x.taskIndex) === String(index));
+  const t = ((page.detail.taskRoles[role] || {}).taskStatuses || []).find((x) => String(x.taskIndex) === String(index));
   return t ? t.taskState : "WAITING";
 }
 
 async function followLog() {
-  clearTimeout(logTimer);
+  clearTimeout(page.logTimer);
   const value = $("#log-task").value;
-  if (!value || !detail) return;
+  if (!value || !page.detail) return;
   const [role, index] = value.split("/");
   const file = $("#log-file").value;
-  const attempt = detail.jobStatus.attemptId ?? 0;
+  const attempt = page.detail.jobStatus.attemptId ?? 0;
   const key = `${attempt}/${role}/${index}/${file}`;
-  if (key !== logKey) { logKey = key; logOffset = 0; $("#log").textContent = ""; }
+  if (key !== page.logKey) { page.logKey = key; page.logOffset = 0; $("#log").textContent = ""; }
   const state = taskState(role, index);
   if (state !== "WAITING") {
     try {
-      const path = `${base}/attempts/${attempt}/taskRoles/${encodeURIComponent(role)}/taskIndex/${index}/attempts/0/logs/${file}?offset=${logOffset}`;
+      const path = `${base}/attempts/${attempt}/taskRoles/${encodeURIComponent(role)}/taskIndex/${index}/attempts/0/logs/${file}?offset=${page.logOffset}`;
       const piece = await api(path);
-      if (key === logKey && piece && piece.content) {
+      if (key === page.logKey && piece && piece.content) {
         $("#log").textContent += piece.content;
-        logOffset = piece.offset + new TextEncoder().encode(piece.content).length;
+        page.logOffset = piece.offset + new TextEncoder().encode(piece.content).length;
         $("#log").scrollTop = $("#log").scrollHeight;
       }
       $("#log-state").textContent = FINAL.has(state) ? `${state}: the whole log` : "following…";
@@ -140,12 +149,12 @@ async function followLog() {
       $("#log-state").textContent = error.message;
     }
   } else $("#log-state").textContent = "the task has not started yet";
-  if (!FINAL.has(state) || !FINAL.has(detail.jobStatus.state)) logTimer = setTimeout(followLog, 1000);
+  if (!FINAL.has(state) || !FINAL.has(page.detail.jobStatus.state)) page.logTimer = setTimeout(followLog, 1000);
 }
 
 async function refresh() {
   try {
-    detail = await api(chosenAttempt === null ? base : `${base}/attempts/${chosenAttempt}`);
+    page.detail = await api(page.chosenAttempt === null ? base : `${base}/attempts/${page.chosenAttempt}`);
   } catch (error) {
     showError($("#job-error"), error);
     return;
@@ -160,26 +169,25 @@ function show() {
   showSummary();
   showTasks();
   followLog();
-  document.body.dataset.state = detail.jobStatus.state;
+  document.body.dataset.state = page.detail.jobStatus.state;
 }
 
 // Each task's GPU and CPU use over time, from the monitors' history (kept for the last hours).
-let useTimer = null;
 async function taskUse() {
   let answer;
   try { answer = await api(`${base}/metrics`); }
   catch (error) { showError($("#use-error"), error); return; }
   fill($("#use-error"));
   const key = (r) => `${r.role}[${r.index}]`;
-  const submitted = detail && detail.jobStatus && detail.jobStatus.createdTime ? detail.jobStatus.createdTime / 1000 : undefined;
+  const submitted = page.detail && page.detail.jobStatus && page.detail.jobStatus.createdTime ? page.detail.jobStatus.createdTime / 1000 : undefined;
   const since = Math.max(submitted || 0, (answer.now || Date.now() / 1000) - answer.keep);
   fill($("#task-gpu"), historyChart(answer, "gpu", { title: "GPU use per task", sinceSeconds: since, key,
     empty: "no GPU use reported (the tasks hold no GPU the monitor can read)" }));
-  const ended = detail && FINAL.has(detail.jobStatus.state);
+  const ended = page.detail && FINAL.has(page.detail.jobStatus.state);
   fill($("#task-cpu"), historyChart(answer, "cpu", { title: "CPU use per task (100% is one core)", sinceSeconds: since, key,
     empty: ended ? "no sample of its tasks (they ran between two samples, or before the history kept)" : "no samples yet" }));
   document.body.dataset.history = "true";
-  if (detail && FINAL.has(detail.jobStatus.state) && useTimer) { clearInterval(useTimer); useTimer = null; }
+  if (page.detail && FINAL.has(page.detail.jobStatus.state) && page.useTimer) { clearInterval(page.useTimer); page.useTimer = null; }
 }
 
 async function start() {
@@ -187,7 +195,7 @@ async function start() {
   showAttempts();
   api(`${base}/config`, { raw: true }).then((text) => { $("#config").textContent = text; }).catch((e) => { $("#config").textContent = e.message; });
   $("#clone").after(saveAsTemplate($("#job-error"), () => api(`${base}/config`, { raw: true }), () => name));
-  $("#attempt").addEventListener("change", (e) => { chosenAttempt = e.target.value === "" ? null : Number(e.target.value); refresh(); });
+  $("#attempt").addEventListener("change", (e) => { page.chosenAttempt = e.target.value === "" ? null : Number(e.target.value); refresh(); });
   $("#log-task").addEventListener("change", followLog);
   $("#log-file").addEventListener("change", followLog);
   $("#roles").addEventListener("click", (e) => {
@@ -204,12 +212,12 @@ async function start() {
   });
   live({ job: `${user}~${name}` }, (change) => {
     // The portal sends the job's new state with the change; the latest attempt needs no fetch.
-    if (change && change.detail && chosenAttempt === null) { detail = change.detail; show(); }
+    if (change && change.detail && page.chosenAttempt === null) { page.detail = change.detail; show(); }
     else refresh();
     showAttempts();
   });
   taskUse();
-  useTimer = setInterval(taskUse, 15000);
+  page.useTimer = setInterval(taskUse, 15000);
   document.body.dataset.ready = "true";
 }
 

@@ -9,15 +9,24 @@ const COLUMNS = [
 ];
 const FINAL = new Set(["SUCCEEDED", "FAILED", "STOPPED"]);
 const url = new URLSearchParams(location.search);
-let order = url.get("order") || "submissionTime,DESC";
-let offset = Number(url.get("offset") || 0);
-let limit = Number(url.get("limit") || 20);
-let filters = {};
-let source = null;
-let items = [];
+// What the page shows, in one place: its order, page and filters (as the address says them), the
+// live source, the rows shown and the number of the latest count asked for.
+const state = {
+  order: url.get("order") || "submissionTime,DESC",
+  offset: Number(url.get("offset") || 0),
+  limit: Number(url.get("limit") || 20),
+  /** @type {Record<string, string>} */
+  filters: {},
+  /** @type {EventSource | null} */
+  source: null,
+  /** @type {any[]} */
+  items: [],
+  counted: 0,
+};
 
 function readFilters() {
   const form = $("#filters");
+  /** @type {Record<string, string>} */
   const out = {};
   for (const key of ["keyword", "username", "vc"]) {
     const v = form.elements[key].value.trim();
@@ -29,7 +38,7 @@ function readFilters() {
 }
 
 function showHead() {
-  const [field, dir] = order.split(",");
+  const [field, dir] = state.order.split(",");
   fill($("#head"),
     el("th", { scope: "col" }, el("input", { type: "checkbox", id: "all", "aria-label": "Select every job on this page" })),
     COLUMNS.map(([label, key]) => {
@@ -41,18 +50,16 @@ function showHead() {
 }
 
 function query() {
-  return { ...filters, order, offset: String(offset), limit: String(limit) };
+  return { ...state.filters, order: state.order, offset: String(state.offset), limit: String(state.limit) };
 }
-
-let counted = 0;
 
 // The page first, the total after: counting every matching job is the slow part of a list.
 async function count(asked) {
   const answer = await api("/jobs?" + new URLSearchParams({ ...query(), limit: "1", offset: "0", withTotalCount: "true" }));
-  if (asked !== counted) return;
+  if (asked !== state.counted) return;
   const total = answer.totalCount ?? 0;
-  $("#count").textContent = total ? `${offset + 1}–${offset + items.length} of ${total}` : "0 jobs";
-  $("#next").disabled = offset + items.length >= total;
+  $("#count").textContent = total ? `${state.offset + 1}–${state.offset + state.items.length} of ${total}` : "0 jobs";
+  $("#next").disabled = state.offset + state.items.length >= total;
 }
 
 async function refresh() {
@@ -61,10 +68,10 @@ async function refresh() {
     answer = await api("/jobs?" + new URLSearchParams(query()));
   } catch (error) { showError($("#list-error"), error); return; }
   fill($("#list-error"));
-  items = answer || [];
+  state.items = answer || [];
   const selected = new Set([...document.querySelectorAll("#rows input:checked")].map((c) => /** @type {HTMLInputElement} */ (c).value));
-  fill($("#rows"), items.length === 0 ? [el("tr", {}, el("td", { colspan: String(COLUMNS.length + 1), class: "muted" }, "No jobs match."))] :
-    items.map((job) => {
+  fill($("#rows"), state.items.length === 0 ? [el("tr", {}, el("td", { colspan: String(COLUMNS.length + 1), class: "muted" }, "No jobs match."))] :
+    state.items.map((job) => {
       const key = `${job.username}~${job.name}`;
       return el("tr", { "data-job": key },
         el("td", {}, el("input", { type: "checkbox", value: key, checked: selected.has(key), "aria-label": `Select ${job.name}`, disabled: FINAL.has(job.state) })),
@@ -79,12 +86,12 @@ async function refresh() {
         el("td", {}, job.jobPriority || "–"),
         el("td", {}, stateBadge(job.state)));
     }));
-  $("#count").textContent = items.length ? `${offset + 1}–${offset + items.length}` : "0 jobs";
-  $("#prev").disabled = offset === 0;
-  $("#next").disabled = items.length < limit;
+  $("#count").textContent = state.items.length ? `${state.offset + 1}–${state.offset + state.items.length}` : "0 jobs";
+  $("#prev").disabled = state.offset === 0;
+  $("#next").disabled = state.items.length < state.limit;
   updateStop();
-  counted += 1;
-  count(counted).catch(() => {});
+  state.counted += 1;
+  count(state.counted).catch(() => {});
   document.body.dataset.ready = "true";
 }
 
@@ -93,9 +100,9 @@ function updateStop() {
 }
 
 function subscribe() {
-  if (source) source.close();
-  source = live(query(), refresh);
-  history.replaceState(null, "", "?" + new URLSearchParams({ ...filters, order, offset: String(offset), limit: String(limit) }));
+  if (state.source) state.source.close();
+  state.source = live(query(), refresh);
+  history.replaceState(null, "", "?" + new URLSearchParams({ ...state.filters, order: state.order, offset: String(state.offset), limit: String(state.limit) }));
 }
 
 function reload() { showHead(); refresh(); subscribe(); }
@@ -106,15 +113,15 @@ function start() {
     if (k === "state") for (const s of v.split(",")) { const box = $(`#s-${s}`); if (box) box.checked = true; }
     else if (form.elements[k] && form.elements[k].type === "text") form.elements[k].value = v;
   }
-  filters = readFilters();
-  $("#page-size").value = String(limit);
-  form.addEventListener("submit", (e) => { e.preventDefault(); filters = readFilters(); offset = 0; reload(); });
+  state.filters = readFilters();
+  $("#page-size").value = String(state.limit);
+  form.addEventListener("submit", (e) => { e.preventDefault(); state.filters = readFilters(); state.offset = 0; reload(); });
   $("#head").addEventListener("click", (e) => {
     const key = e.target.closest("button")?.dataset.order;
     if (key) {
-      const [field, dir] = order.split(",");
-      order = `${key},${field === key && dir === "DESC" ? "ASC" : "DESC"}`;
-      offset = 0;
+      const [field, dir] = state.order.split(",");
+      state.order = `${key},${field === key && dir === "DESC" ? "ASC" : "DESC"}`;
+      state.offset = 0;
       reload();
     } else if (e.target.id === "all") {
       for (const c of document.querySelectorAll("#rows input[type=checkbox]:not(:disabled)")) /** @type {HTMLInputElement} */ (c).checked = e.target.checked;
@@ -122,9 +129,9 @@ function start() {
     }
   });
   $("#rows").addEventListener("change", updateStop);
-  $("#prev").addEventListener("click", () => { offset = Math.max(0, offset - limit); reload(); });
-  $("#next").addEventListener("click", () => { offset += limit; reload(); });
-  $("#page-size").addEventListener("change", (e) => { limit = Number(e.target.value); offset = 0; reload(); });
+  $("#prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - state.limit); reload(); });
+  $("#next").addEventListener("click", () => { state.offset += state.limit; reload(); });
+  $("#page-size").addEventListener("change", (e) => { state.limit = Number(e.target.value); state.offset = 0; reload(); });
   $("#stop-selected").addEventListener("click", async () => {
     const keys = [...document.querySelectorAll("#rows input:checked")].map((c) => /** @type {HTMLInputElement} */ (c).value);
     if (!keys.length || !confirm(`Stop ${keys.length} job(s)?`)) return;

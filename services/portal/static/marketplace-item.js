@@ -7,9 +7,14 @@ import { visibilityText } from "./market-share.js";
 
 const id = new URLSearchParams(location.search).get("id") || "";
 const path = `/items/${encodeURIComponent(id)}`;
-let item = null;
-let me = null;
-let starred = false;
+// What the page shows, in one place: the item, who is looking, whether they starred it.
+const state = {
+  /** @type {any} */
+  item: null,
+  /** @type {any} */
+  me: null,
+  starred: false,
+};
 
 function term(label, value, attrs = {}) {
   return [el("dt", {}, label), el("dd", attrs, value === "" || value === null || value === undefined ? "–" : value)];
@@ -20,37 +25,37 @@ function when(iso) {
 }
 
 function show() {
-  document.title = `${item.name} · PAI`;
-  fill($("#item-title"), el("h2", { class: "inline" }, item.name), " ",
-    el("span", { class: `kind kind-${item.type}` }, item.type === "data" ? "data" : "template"));
-  $("#item-summary").textContent = item.summary || "";
-  const status = item.status + (item.statusReason ? `: ${item.statusReason}` : "");
+  document.title = `${state.item.name} · PAI`;
+  fill($("#item-title"), el("h2", { class: "inline" }, state.item.name), " ",
+    el("span", { class: `kind kind-${state.item.type}` }, state.item.type === "data" ? "data" : "template"));
+  $("#item-summary").textContent = state.item.summary || "";
+  const status = state.item.status + (state.item.statusReason ? `: ${state.item.statusReason}` : "");
   fill($("#about"),
-    term("Author", item.author),
-    term("Visible to", visibilityText(item), { id: "visible-to" }),
+    term("Author", state.item.author),
+    term("Visible to", visibilityText(state.item), { id: "visible-to" }),
     term("Status", status, { id: "status" }),
-    term("Stars", String(item.starNumber), { id: "stars" }),
-    term("Uses", String(item.useNumber), { id: "uses" }),
-    term("Tags", (item.tags || []).join(", ")),
-    term("Categories", (item.categories || []).join(", ")),
-    item.type === "data" ? term("Data", `${item.dataType}: ${item.dataUrl}`) : [],
-    term("Created", when(item.createdAt)),
-    term("Updated", when(item.updatedAt)));
-  const description = render(item.description || "");
+    term("Stars", String(state.item.starNumber), { id: "stars" }),
+    term("Uses", String(state.item.useNumber), { id: "uses" }),
+    term("Tags", (state.item.tags || []).join(", ")),
+    term("Categories", (state.item.categories || []).join(", ")),
+    state.item.type === "data" ? term("Data", `${state.item.dataType}: ${state.item.dataUrl}`) : [],
+    term("Created", when(state.item.createdAt)),
+    term("Updated", when(state.item.updatedAt)));
+  const description = render(state.item.description || "");
   fill($("#description"), description.length ? description : el("p", { class: "muted" }, "No description."));
-  $("#protocol").textContent = item.protocol || "";
-  $("#yaml-panel").classList.toggle("hidden", !item.protocol);
-  $("#use").href = "/submit.html?" + new URLSearchParams({ market: item.id });
-  $("#star").textContent = starred ? `★ Starred (${item.starNumber})` : `☆ Star (${item.starNumber})`;
-  $("#star").setAttribute("aria-pressed", String(starred));
-  $("#delete").classList.toggle("hidden", !(me.admin || me.user === item.author));
-  $("#review").classList.toggle("hidden", !(me.admin && item.isPublic && item.status === "pending"));
-  document.body.dataset.status = item.status;
+  $("#protocol").textContent = state.item.protocol || "";
+  $("#yaml-panel").classList.toggle("hidden", !state.item.protocol);
+  $("#use").href = "/submit.html?" + new URLSearchParams({ market: state.item.id });
+  $("#star").textContent = state.starred ? `★ Starred (${state.item.starNumber})` : `☆ Star (${state.item.starNumber})`;
+  $("#star").setAttribute("aria-pressed", String(state.starred));
+  $("#delete").classList.toggle("hidden", !(state.me.admin || state.me.user === state.item.author));
+  $("#review").classList.toggle("hidden", !(state.me.admin && state.item.isPublic && state.item.status === "pending"));
+  document.body.dataset.status = state.item.status;
 }
 
 async function refresh() {
-  item = await market(path);
-  starred = await market(`/users/${encodeURIComponent(me.user)}/starItems/${encodeURIComponent(id)}`)
+  state.item = await market(path);
+  state.starred = await market(`/users/${encodeURIComponent(state.me.user)}/starItems/${encodeURIComponent(id)}`)
     .then(() => true, () => false);
   show();
 }
@@ -69,7 +74,7 @@ async function act(button, work, done) {
 }
 
 async function start() {
-  me = await session();
+  state.me = await session();
   try {
     await refresh();
   } catch (error) {
@@ -78,11 +83,11 @@ async function start() {
     document.body.dataset.ready = "true";
     return;
   }
-  const starPath = () => `/users/${encodeURIComponent(me.user)}/starItems/${encodeURIComponent(id)}`;
+  const starPath = () => `/users/${encodeURIComponent(state.me.user)}/starItems/${encodeURIComponent(id)}`;
   $("#star").addEventListener("click", (e) =>
-    act(e.currentTarget, () => market(starPath(), { method: starred ? "DELETE" : "PUT" })));
+    act(e.currentTarget, () => market(starPath(), { method: state.starred ? "DELETE" : "PUT" })));
   $("#delete").addEventListener("click", (e) => {
-    if (!confirm(`Delete ${item.name}? This cannot be undone.`)) return;
+    if (!confirm(`Delete ${state.item.name}? This cannot be undone.`)) return;
     act(e.currentTarget, async () => {
       await market(path, { method: "DELETE" });
       location.href = "/marketplace.html";

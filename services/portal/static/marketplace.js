@@ -5,7 +5,10 @@ import { itemLink, visibilityText } from "./market-share.js";
 
 const PAGE = 24;
 const form = $("#filters");
-let offset = 0;
+// What the page shows, in one place: the page of items (its first item's offset).
+const state = {
+  offset: 0,
+};
 
 function card(item) {
   return el("li", { class: "market-card", "data-item": item.id, "data-name": item.name },
@@ -22,7 +25,7 @@ function card(item) {
 
 function query() {
   const data = new FormData(form);
-  const params = { offset: String(offset), limit: String(PAGE) };
+  const params = { offset: String(state.offset), limit: String(PAGE) };
   for (const [key, value] of data.entries()) if (String(value).trim()) params[key] = String(value).trim();
   return params;
 }
@@ -34,9 +37,9 @@ async function load() {
     const total = Number(headers.get("X-Total-Count") || data.length);
     fill($("#items"), data.map(card));
     $("#count").textContent = total === 0 ? "Nothing matches." :
-      `${offset + 1}–${offset + data.length} of ${total} item${total === 1 ? "" : "s"}`;
-    $("#prev").disabled = offset === 0;
-    $("#next").disabled = offset + data.length >= total;
+      `${state.offset + 1}–${state.offset + data.length} of ${total} item${total === 1 ? "" : "s"}`;
+    $("#prev").disabled = state.offset === 0;
+    $("#next").disabled = state.offset + data.length >= total;
     fill($("#list-error"));
     const url = new URL(location.href);
     url.search = new URLSearchParams(Object.entries(params).filter(([k]) => k !== "limit" && !(k === "offset" && params.offset === "0"))).toString();
@@ -59,12 +62,12 @@ async function options(path, select, chosen) {
 async function start() {
   const given = new URLSearchParams(location.search);
   for (const name of ["keyword", "type", "visibility"]) if (given.get(name)) form.elements[name].value = given.get(name);
-  offset = Number(given.get("offset") || 0) || 0;
+  state.offset = Number(given.get("offset") || 0) || 0;
   await Promise.all([options("/tags", $("#tag"), given.get("tag")), options("/categories", $("#category"), given.get("category"))]);
-  form.addEventListener("submit", (event) => { event.preventDefault(); offset = 0; load(); });
-  for (const select of form.querySelectorAll("select")) select.addEventListener("change", () => { offset = 0; load(); });
-  $("#prev").addEventListener("click", () => { offset = Math.max(0, offset - PAGE); load(); });
-  $("#next").addEventListener("click", () => { offset += PAGE; load(); });
+  form.addEventListener("submit", (event) => { event.preventDefault(); state.offset = 0; load(); });
+  for (const select of form.querySelectorAll("select")) select.addEventListener("change", () => { state.offset = 0; load(); });
+  $("#prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - PAGE); load(); });
+  $("#next").addEventListener("click", () => { state.offset += PAGE; load(); });
   await load();
   document.body.dataset.ready = "true";
 }

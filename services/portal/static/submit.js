@@ -27,9 +27,18 @@ defaults:
   virtualCluster: default
 `;
 
-let config = {};
-let problems = [];
-let rolesShown = "";
+// What the page holds, in one place: the job as the form edits it, the problems the last check
+// found, what the form last drew (roles, image paths), and how many checks began.
+const state = {
+  /** @type {any} */
+  config: {},
+  /** @type {any[]} */
+  problems: [],
+  rolesShown: "",
+  imagePaths: "",
+  // each check's number: an answer older than the newest is dropped
+  checksStarted: 0,
+};
 const editor = $("#yaml");
 const gutter = $("#gutter");
 
@@ -68,8 +77,8 @@ function splitPath(path) {
 }
 
 function imageIndex(role) {
-  const name = getPath(config, `taskRoles.${role}.dockerImage`);
-  const pre = Array.isArray(config.prerequisites) ? config.prerequisites : [];
+  const name = getPath(state.config, `taskRoles.${role}.dockerImage`);
+  const pre = Array.isArray(state.config.prerequisites) ? state.config.prerequisites : [];
   return pre.findIndex((p) => p && p.type === "dockerimage" && p.name === name);
 }
 
@@ -137,37 +146,36 @@ function fromText(text, type) {
 }
 
 function plugins() {
-  const list = getPath(config, `extras.${RUNTIME_PLUGINS}`);
+  const list = getPath(state.config, `extras.${RUNTIME_PLUGINS}`);
   return Array.isArray(list) ? list : [];
 }
 
 function showForm() {
-  const roles = Object.keys(config.taskRoles && typeof config.taskRoles === "object" ? config.taskRoles : {});
-  if (roles.join("\u0000") !== rolesShown || imagesChanged()) {
+  const roles = Object.keys(state.config.taskRoles && typeof state.config.taskRoles === "object" ? state.config.taskRoles : {});
+  if (roles.join("\u0000") !== state.rolesShown || imagesChanged()) {
     fill($("#roles"), roles.map(roleBox));
-    rolesShown = roles.join("\u0000");
+    state.rolesShown = roles.join("\u0000");
   }
   for (const input of /** @type {NodeListOf<HTMLInputElement>} */ (document.querySelectorAll("#job-form [data-path]"))) {
     if (input === document.activeElement) continue;
-    input.value = toText(getPath(config, input.dataset.path), input.dataset.type);
+    input.value = toText(getPath(state.config, input.dataset.path), input.dataset.type);
   }
   $("#f-ssh").checked = plugins().some((p) => p && p.plugin === "ssh");
   const storage = plugins().find((p) => p && p.plugin === "teamwise_storage");
   if (document.activeElement !== $("#f-storage")) {
     $("#f-storage").value = ((storage && storage.parameters && storage.parameters.storageConfigNames) || []).join(", ");
   }
-  const vc = getPath(config, "defaults.virtualCluster") || "default";
+  const vc = getPath(state.config, "defaults.virtualCluster") || "default";
   const select = $("#f-vc");
   if (![...select.options].some((o) => o.value === vc)) select.append(el("option", { value: vc }, vc));
   select.value = vc;
   showProblems();
 }
 
-let imagePaths = "";
 function imagesChanged() {
-  const now = Object.keys(config.taskRoles || {}).map(imageIndex).join(",");
-  const changed = now !== imagePaths;
-  imagePaths = now;
+  const now = Object.keys(state.config.taskRoles || {}).map(imageIndex).join(",");
+  const changed = now !== state.imagePaths;
+  state.imagePaths = now;
   return changed;
 }
 
@@ -180,7 +188,7 @@ function showProblems() {
     f.querySelector("[aria-invalid]")?.removeAttribute("aria-invalid");
   }
   const inputs = [...document.querySelectorAll("#job-form [data-path]")];
-  for (const problem of problems) {
+  for (const problem of state.problems) {
     const input = fieldFor(problem.path, inputs);
     if (!input) continue;
     const box = input.closest(".field");
@@ -190,12 +198,12 @@ function showProblems() {
     if (!box.querySelector(".problem")) box.append(el("div", { class: "problem", id: pid }, problem.message));
     input.setAttribute("aria-describedby", pid);
   }
-  const lines = new Set(problems.map((p) => p.line).filter(Boolean));
+  const lines = new Set(state.problems.map((p) => p.line).filter(Boolean));
   const count = Math.max(1, editor.value.split("\n").length);
   fill(gutter, Array.from({ length: count }, (_, i) =>
     lines.has(i + 1) ? el("span", { class: "bad-line" }, `${i + 1}\n`) : `${i + 1}\n`));
-  fill($("#problems"), problems.length === 0 ? [el("li", { class: "ok" }, "No problems found.")] :
-    problems.map((p) => el("li", { "data-path": p.path },
+  fill($("#problems"), state.problems.length === 0 ? [el("li", { class: "ok" }, "No problems found.")] :
+    state.problems.map((p) => el("li", { "data-path": p.path },
       p.line ? el("button", { type: "button", onclick: () => jumpTo(p.line) }, `line ${p.line}`) : "",
       p.line ? ": " : "", `${p.path || "(document)"}: ${p.message}`, p.hint ? ` — ${p.hint}` : "")));
 }
@@ -222,16 +230,15 @@ function jumpTo(line) {
 
 // ---------------------------------------------------------------- sync
 
-// Each check is numbered: an answer that comes back after a newer check began is about text
-// the user has since changed, and never overwrites what the newer one shows.
-let checksStarted = 0;
+// Each check is numbered (state.checksStarted): an answer that comes back after a newer check
+// began is about text the user has since changed, and never overwrites what the newer one shows.
 
 async function check() {
-  const mine = ++checksStarted;
+  const mine = ++state.checksStarted;
   const answer = await portal("/portal/validate", editor.value, "text/yaml");
-  if (mine !== checksStarted) return answer.valid;
-  problems = answer.problems;
-  if (answer.config && typeof answer.config === "object" && !Array.isArray(answer.config)) config = answer.config;
+  if (mine !== state.checksStarted) return answer.valid;
+  state.problems = answer.problems;
+  if (answer.config && typeof answer.config === "object" && !Array.isArray(answer.config)) state.config = answer.config;
   showForm();
   return answer.valid;
 }
@@ -245,7 +252,7 @@ const fromEditor = debounce(() => check().catch(report), 300);
 
 const fromForm = debounce(async () => {
   try {
-    editor.value = await portal("/portal/render", JSON.stringify(config), "application/json");
+    editor.value = await portal("/portal/render", JSON.stringify(state.config), "application/json");
     await check();
   } catch (error) { report(error); }
 }, 250);
@@ -253,15 +260,15 @@ const fromForm = debounce(async () => {
 function onFormInput(event) {
   const input = event.target;
   if (input.dataset.path) {
-    setPath(config, input.dataset.path, fromText(input.value, input.dataset.type));
+    setPath(state.config, input.dataset.path, fromText(input.value, input.dataset.type));
   } else if (input.dataset.plugin) {
     const rest = plugins().filter((p) => p && p.plugin !== (input.dataset.plugin === "ssh" ? "ssh" : "teamwise_storage"));
     if (input.dataset.plugin === "ssh" && input.checked) rest.push({ plugin: "ssh", parameters: { jobssh: true } });
     if (input.dataset.plugin === "storage" && input.value.trim()) {
       rest.push({ plugin: "teamwise_storage", parameters: { storageConfigNames: input.value.split(",").map((s) => s.trim()).filter(Boolean) } });
     }
-    setPath(config, `extras.${RUNTIME_PLUGINS}`, rest.length ? rest : undefined);
-    if (config.extras && Object.keys(config.extras).length === 0) delete config.extras;
+    setPath(state.config, `extras.${RUNTIME_PLUGINS}`, rest.length ? rest : undefined);
+    if (state.config.extras && Object.keys(state.config.extras).length === 0) delete state.config.extras;
   }
   fromForm();
 }
@@ -276,7 +283,7 @@ async function submit() {
   const status = $("#submit-status");
   status.textContent = "Checking…";
   if (!(await check())) {
-    status.textContent = `Not submitted: ${problems.length} problem(s); see the marked fields and lines.`;
+    status.textContent = `Not submitted: ${state.problems.length} problem(s); see the marked fields and lines.`;
     return;
   }
   status.textContent = "Submitting…";
@@ -285,7 +292,7 @@ async function submit() {
     location.href = "/job-detail.html?" + new URLSearchParams({ username: answer.username, jobName: answer.name });
   } catch (error) {
     if (error.body && Array.isArray(error.body.problems)) {
-      problems = error.body.problems.map(withLine);
+      state.problems = error.body.problems.map(withLine);
       showProblems();
     }
     status.textContent = `Not submitted: ${error.message}`;
@@ -299,7 +306,7 @@ function withLine(problem) {
 
 function exportYaml() {
   const blob = new Blob([editor.value], { type: "text/yaml" });
-  const link = el("a", { href: URL.createObjectURL(blob), download: `${config.name || "job"}.yaml` });
+  const link = el("a", { href: URL.createObjectURL(blob), download: `${state.config.name || "job"}.yaml` });
   document.body.append(link);
   link.click();
   link.remove();
@@ -313,15 +320,15 @@ async function start() {
   $("#job-form").addEventListener("click", (e) => {
     const role = e.target.dataset && e.target.dataset.remove;
     if (!role) return;
-    delete config.taskRoles[role];
+    delete state.config.taskRoles[role];
     fromForm();
   });
   $("#add-role").addEventListener("click", () => {
-    config.taskRoles = config.taskRoles || {};
-    let n = Object.keys(config.taskRoles).length + 1;
-    while (config.taskRoles[`role${n}`]) n += 1;
-    const image = (config.prerequisites || []).find((p) => p && p.type === "dockerimage");
-    config.taskRoles[`role${n}`] = { instances: 1, dockerImage: image ? image.name : "image",
+    state.config.taskRoles = state.config.taskRoles || {};
+    let n = Object.keys(state.config.taskRoles).length + 1;
+    while (state.config.taskRoles[`role${n}`]) n += 1;
+    const image = (state.config.prerequisites || []).find((p) => p && p.type === "dockerimage");
+    state.config.taskRoles[`role${n}`] = { instances: 1, dockerImage: image ? image.name : "image",
       resourcePerInstance: { cpu: 1, memoryMB: 1024, gpu: 0 }, commands: ["echo hello"] };
     fromForm();
   });
@@ -339,7 +346,7 @@ async function start() {
   const vcs = await api("/virtual-clusters").catch(() => ({}));
   fill($("#f-vc"), Object.keys(vcs || {}).sort().map((vc) => el("option", { value: vc }, vc)));
 
-  $("#submit").after(saveAsTemplate(document.querySelector("main .toolbar"), async () => editor.value, () => config.name));
+  $("#submit").after(saveAsTemplate(document.querySelector("main .toolbar"), async () => editor.value, () => state.config.name));
 
   const given = new URLSearchParams(location.search);
   const clone = given.get("clone");
@@ -350,8 +357,8 @@ async function start() {
     const { protocol } = await market(`/items/${encodeURIComponent(item)}/job`);
     editor.value = protocol;
     await check();
-    config.name = `${config.name || "job"}-${Date.now().toString(36)}`;
-    editor.value = await portal("/portal/render", JSON.stringify(config), "application/json");
+    state.config.name = `${state.config.name || "job"}-${Date.now().toString(36)}`;
+    editor.value = await portal("/portal/render", JSON.stringify(state.config), "application/json");
     await check();
     $("#submit-status").textContent = "The job of the marketplace item: change what you need, then submit.";
   } else if (clone) {
@@ -359,7 +366,7 @@ async function start() {
     let text = await api(`/jobs/${encodeURIComponent(user)}~${encodeURIComponent(rest.join("~"))}/config`, { raw: true });
     editor.value = text;
     await check();
-    config.name = `${config.name}-clone-${Date.now().toString(36)}`;
+    state.config.name = `${state.config.name}-clone-${Date.now().toString(36)}`;
     fromForm();
   } else {
     editor.value = DEFAULT_JOB;
