@@ -324,6 +324,16 @@ class Deliveries:
                     break
                 except KVConflictError:
                     continue  # another replica wrote first: read and add again
+            else:
+                # Still contended after 20 reads: kept (ahead of what came since) for the next
+                # write, and said, rather than lost without a word.
+                log.warning(
+                    "delivery attempts not recorded yet; kept for the next write",
+                    webhook=hook_id,
+                    attempts=len(attempts),
+                )
+                self._unwritten[hook_id] = [*attempts, *self._unwritten.get(hook_id, [])]
+                self._dirty.set()
 
     async def _mark(self, hook: Webhook, *, failing: bool, error: str = "") -> None:
         assert self.store is not None
