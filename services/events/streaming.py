@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import nats.errors
 from aiohttp import web
 
 from libs.web.errors import forbidden, invalid, unauthorized, unavailable
@@ -28,6 +29,8 @@ routes = web.RouteTableDef()
 WRITE_BATCH = 256
 # How often an open stream checks that its token still counts.
 TOKEN_CHECK_SECONDS = 2.0
+# How soon a catching-up stream that lost the bus tries again.
+REPLAY_RETRY_SECONDS = 0.5
 
 
 async def _token_counts(request: web.Request) -> bool:
@@ -84,9 +87,20 @@ async def events(request: web.Request) -> web.StreamResponse:
         position = start or Cursor(tuple((s, reached[s]) for s in streams))
         if start is not None:
             for stream in streams:
-                async for item in hub.replay(subscriber, stream, start.get(stream), reached[stream]):
-                    position = position.advanced(stream, item.sequence)
-                    await response.write(sse.message(position.text(), item.type, item.data))
+                while True:
+                    try:
+                        async for item in hub.replay(
+                            subscriber, stream, position.get(stream), reached[stream]
+                        ):
+                            position = position.advanced(stream, item.sequence)
+                            await response.write(sse.message(position.text(), item.type, item.data))
+                        break
+                    except (nats.errors.Error, TimeoutError):
+                        # The bus went away while the stream caught up: once it is back, read on
+                        # from what was sent (the headers are out: an error now would be a broken
+                        # stream, not an answer). The comment line finds a client that left.
+                        await response.write(sse.KEEP_ALIVE)
+                        await asyncio.sleep(REPLAY_RETRY_SECONDS)
             position = Cursor(tuple((s, max(position.get(s), reached[s])) for s in streams))
         else:
             await response.write(sse.KEEP_ALIVE)  # headers and a first byte: the stream is open

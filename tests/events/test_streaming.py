@@ -154,7 +154,7 @@ async def test_filters_naming_another_users_jobs_answer_403_saying_why(gateway_u
             )
             hook = await client.post(
                 f"{gateway_url}/api/v2/webhooks",
-                json={"url": "http://example.com/", "secret": "x", **params},
+                json={"url": "http://127.0.0.1:9/", "secret": "x", **params},
                 headers=bearer("bob-token"),
             )
             for answer in (stream, hook):
@@ -162,7 +162,7 @@ async def test_filters_naming_another_users_jobs_answer_403_saying_why(gateway_u
                 assert "alice's jobs" in answer.json()["message"]
         admins = await client.post(
             f"{gateway_url}/api/v2/webhooks",
-            json={"url": "http://example.com/", "secret": "x", "job": "alice~secret"},
+            json={"url": "http://127.0.0.1:9/", "secret": "x", "job": "alice~secret"},
             headers=bearer("admin-token"),
         )
     assert admins.status_code == 201
@@ -195,7 +195,7 @@ async def test_the_events_and_webhooks_routes_accept_one_trailing_slash(gateway_
     async with httpx.AsyncClient(timeout=10) as client:
         created = await client.post(
             f"{gateway_url}/rest-server/api/v2/webhooks/",
-            json={"url": "http://example.com/", "secret": "x"},
+            json={"url": "http://127.0.0.1:9/", "secret": "x"},
             headers=bearer("alice-token"),
         )
         listed = await client.get(f"{gateway_url}/api/v2/webhooks/", headers=bearer("alice-token"))

@@ -174,7 +174,7 @@ def test_clear_errors_without_a_server_or_a_login(cli_env: Path, monkeypatch: py
 
     code, output = pai("login", "--user", "admin", password="wrong")
     assert code == 1
-    assert "Password is incorrect" in output
+    assert "User name or password is incorrect" in output
 
     code, output = pai("job", "list", "--server", "http://127.0.0.1:9")
     assert code == 1
