@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -49,7 +50,9 @@ async def identity_server() -> AsyncIterator[str]:
     try:
         yield str(server.make_url("")).rstrip("/")
     finally:
-        await server.close()
+        # A webhook's delivery loop still waiting on its receiver must not hold the test's end.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(server.close(), 15)
 
 
 def settings(nats_url: str, rest_url: str, tmp: Path, **overrides: Any) -> EventsSettings:
@@ -73,7 +76,9 @@ async def gateway(config: EventsSettings) -> AsyncIterator[str]:
     try:
         yield str(server.make_url("")).rstrip("/")
     finally:
-        await server.close()
+        # A webhook's delivery loop still waiting on its receiver must not hold the test's end.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(server.close(), 15)
 
 
 @dataclass

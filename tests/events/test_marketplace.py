@@ -105,6 +105,10 @@ async def test_marketplace_types_with_a_job_filter_are_a_clear_400_and_webhooks_
             json={"url": "http://127.0.0.1:9/", "secret": "x", "types": ["marketplace.item.updated"]},
             headers=bearer("alice-token"),
         )
+        # Its consumers go with it, not with the gateway's end.
+        await client.delete(
+            f"{gateway_url}/api/v2/webhooks/{hook.json()['id']}", headers=bearer("alice-token")
+        )
     assert mixed.status_code == 400
     assert "marketplace items, not jobs" in mixed.json()["message"]
     assert hook.status_code == 201, hook.text

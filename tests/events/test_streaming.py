@@ -165,6 +165,10 @@ async def test_filters_naming_another_users_jobs_answer_403_saying_why(gateway_u
             json={"url": "http://127.0.0.1:9/", "secret": "x", "job": "alice~secret"},
             headers=bearer("admin-token"),
         )
+        # Its consumers go with it, not with the gateway's end.
+        await client.delete(
+            f"{gateway_url}/api/v2/webhooks/{admins.json()['id']}", headers=bearer("admin-token")
+        )
     assert admins.status_code == 201
 
 
