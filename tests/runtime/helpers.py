@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from runtime.ports import port_is_bindable
 from runtime.processes import runtime_command
 from services.orchestrator.adapters.local import runtime_path
 
@@ -92,3 +93,19 @@ def result_of(spec: dict[str, Any]) -> dict[str, Any]:
 
 def all_log(spec: dict[str, Any]) -> str:
     return (log_dir(spec) / "user.pai.all").read_text()
+
+
+def ports_outside_ephemeral(count: int, low: int = 21000, high: int = 32000) -> list[int]:
+    """``count`` ports that are free now and below the kernel's ephemeral range.
+
+    A fixed port inside that range (32768 and up by default) can be taken at any moment by some
+    other program's outgoing connection, and a task whose reserved port is taken ends as a port
+    conflict; ports below it are only ever bound on purpose.
+    """
+    free: list[int] = []
+    for port in range(low + os.getpid() % 1000 * 8, high):
+        if port_is_bindable(port):
+            free.append(port)
+            if len(free) == count:
+                return free
+    raise AssertionError(f"fewer than {count} free ports in [{low}, {high})")

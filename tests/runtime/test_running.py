@@ -15,6 +15,7 @@ from runtime.spec import parse_spec
 from tests.runtime.helpers import (
     all_log,
     log_dir,
+    ports_outside_ephemeral,
     result_of,
     role,
     run_runtime,
@@ -28,7 +29,8 @@ TWO_ROLES = [role("master"), role("worker")]
 
 def test_two_tasks_pass_the_barrier_together_and_see_each_other(tmp_path: Path) -> None:
     show = 'echo "peer=$PAI_HOST_IP_{peer}_0:$PAI_PORT_LIST_{peer}_0_http me=$PAI_CURRENT_TASK_ROLE_NAME"'
-    ports = {("master", 0): {"http": [45001]}, ("worker", 0): {"http": [45002]}}
+    master_port, worker_port = ports_outside_ephemeral(2)
+    ports = {("master", 0): {"http": [master_port]}, ("worker", 0): {"http": [worker_port]}}
     master = spec_for(tmp_path, "master", 0, TWO_ROLES, show.format(peer="worker"), ports=ports)
     worker = spec_for(tmp_path, "worker", 0, TWO_ROLES, show.format(peer="master"), ports=ports)
 
@@ -44,12 +46,12 @@ def test_two_tasks_pass_the_barrier_together_and_see_each_other(tmp_path: Path) 
     assert first.poll() is None, "the master ran before its peer was ready"
     assert not (log_dir(master) / "user.pai.all").read_text()
 
-    code, _ = run_runtime(write_spec(tmp_path, worker))
-    first.communicate(timeout=30)
-    assert first.returncode == 0
-    assert code == 0
-    assert "peer=127.0.0.1:45002 me=master" in all_log(master)
-    assert "peer=127.0.0.1:45001 me=worker" in all_log(worker)
+    code, worker_err = run_runtime(write_spec(tmp_path, worker))
+    assert code == 0, worker_err
+    _, master_err = first.communicate(timeout=60)
+    assert first.returncode == 0, master_err
+    assert f"peer=127.0.0.1:{worker_port} me=master" in all_log(master)
+    assert f"peer=127.0.0.1:{master_port} me=worker" in all_log(worker)
 
 
 def test_a_barrier_timeout_ends_the_task_as_a_conflict(tmp_path: Path) -> None:
