@@ -140,7 +140,10 @@ class RateLimits:
             return None
         if request.method == "GET":
             return self.list_jobs
-        return self.submit_job if request.method == "POST" else None
+        if request.method != "POST":
+            return None
+        # A dry run (?dryRun=true) submits nothing: only the API's limit counts it.
+        return None if request.query.get("dryRun", "").lower() == "true" else self.submit_job
 
 
 def refusal(limit: Limit, who: str, fields: dict[str, str]) -> web.Response:

@@ -27,6 +27,7 @@ from services.rest.adapters.jobs_store import (
     JobFilter,
     attempts_of,
     delete_job,
+    find_job,
     list_jobs,
     task_rows,
     tasks_of,
@@ -51,6 +52,7 @@ from services.rest.errors import (
     NOT_JOB_EXECUTOR,
     NOT_TAG_ADDER,
     NOT_TAG_REMOVER,
+    ApiError,
     invalid_parameters,
 )
 from services.rest.keys import DETAIL_CACHE, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS
@@ -77,7 +79,9 @@ async def require_existing_vc(request: web.Request, principal: Principal, name: 
     if not principal.admin:
         mine = sorted(vc for vc in known if principal.may_use(vc))
         hint += f" that you may use ({', '.join(mine)})" if mine else " (ask an admin to grant you one)"
-    raise NO_VIRTUAL_CLUSTER_FOR_JOB(hint + ".", vc=name, virtualClusters=sorted(known))
+    raise NO_VIRTUAL_CLUSTER_FOR_JOB(
+        hint + ".", vc=name, virtualClusters=sorted(known), path="defaults.virtualCluster"
+    )
 
 
 async def require_fitting_tasks(request: web.Request, job: JobConfig) -> None:
@@ -107,6 +111,7 @@ async def storages_for(request: web.Request, job: JobConfig) -> tuple[JobStorage
             f"extras.com.microsoft.pai.runtimeplugin: you may not use storage {', '.join(exc.refused)}; "
             f"the storages you may use are: {usable}.",
             "Name a storage your groups grant (GET /api/v2/storages), or ask an admin to grant it.",
+            path="extras.com.microsoft.pai.runtimeplugin",
         ) from None
     return tuple(
         JobStorage(
@@ -121,27 +126,76 @@ async def storages_for(request: web.Request, job: JobConfig) -> tuple[JobStorage
     )
 
 
-@routes.post("/v2/jobs")
-async def submit_job(request: web.Request) -> web.Response:
-    principal = require_user(request)
-    text = await request.text()
-    if not text.strip():
-        raise invalid_parameters("The request body is empty; send the job YAML with Content-Type: text/yaml.")
-    try:
-        job = parse_job(text, request.app[SETTINGS].job_limits())
-    except JobProtocolError as exc:
-        problems = [problem.model_dump() for problem in exc.problems]
-        summary = "; ".join(str(problem) for problem in exc.problems)
-        raise INVALID_PROTOCOL(
-            "Each problem names its YAML path; fix them and submit again.", reason=summary, problems=problems
-        ) from None
+async def require_usable_vc(request: web.Request, principal: Principal, job: JobConfig) -> None:
+    """The job's VC exists (400 NoVirtualClusterError) and the user may use it (403)."""
     await require_existing_vc(request, principal, job.virtual_cluster)
     if not principal.may_use(job.virtual_cluster):  # VC access granted by the user's groups
         raise NOT_IN_VIRTUAL_CLUSTER(
             "An admin grants virtual clusters through a group's acls.",
             user=principal.username,
             vc=job.virtual_cluster,
+            path="defaults.virtualCluster",
         )
+
+
+async def require_new_name(request: web.Request, principal: Principal, job: JobConfig) -> None:
+    """409 for a name the user already has (the insert itself decides for a real submission)."""
+    if await find_job(request.app[ENGINE], principal.username, job.name) is not None:
+        raise CONFLICT_JOB("Choose another name in the job config.", job=f"{principal.username}~{job.name}")
+
+
+def parsed_job(request: web.Request, text: str) -> JobConfig:
+    if not text.strip():
+        raise invalid_parameters("The request body is empty; send the job YAML with Content-Type: text/yaml.")
+    try:
+        return parse_job(text, request.app[SETTINGS].job_limits())
+    except JobProtocolError as exc:
+        problems = [problem.model_dump() for problem in exc.problems]
+        summary = "; ".join(str(problem) for problem in exc.problems)
+        raise INVALID_PROTOCOL(
+            "Each problem names its YAML path; fix them and submit again.", reason=summary, problems=problems
+        ) from None
+
+
+async def dry_run(request: web.Request, principal: Principal, job: JobConfig) -> web.Response:
+    """`POST /api/v2/jobs?dryRun=true`: every check a submission makes after parsing, nothing stored
+    or published. All refusals are gathered (a submission stops at the first); the answer is the
+    first one's status and body, exactly as the submission would answer, with `refusals` listing
+    each (code, message, hint, and the YAML path where one is known)."""
+    refusals: list[ApiError] = []
+    checks = (
+        require_usable_vc(request, principal, job),
+        require_fitting_tasks(request, job),
+        storages_for(request, job),
+        require_new_name(request, principal, job),
+    )
+    for check in checks:
+        try:
+            await check
+        except ApiError as exc:
+            refusals.append(exc)
+    if not refusals:
+        return web.json_response(
+            {
+                "message": f"job {job.name} would be accepted",
+                "dryRun": True,
+                "name": job.name,
+                "username": principal.username,
+            }
+        )
+    first = refusals[0]
+    listed = [{"status": exc.status, **exc.body()} for exc in refusals]
+    return web.json_response({**first.body(), "refusals": listed}, status=first.status)
+
+
+@routes.post("/v2/jobs")
+async def submit_job(request: web.Request) -> web.Response:
+    """Submit a job (YAML); with ?dryRun=true, only check it as a submission would, storing nothing."""
+    principal = require_user(request)
+    job = parsed_job(request, await request.text())
+    if request.query.get("dryRun", "").lower() == "true":
+        return await dry_run(request, principal, job)
+    await require_usable_vc(request, principal, job)
     await require_fitting_tasks(request, job)
     storages = await storages_for(request, job)
     engine, bus = request.app[ENGINE], connected_bus(request, "Submitting a job")

@@ -192,7 +192,7 @@ INPUTS: dict[tuple[str, str], Inputs] = {
     ("POST", "/v1/token"): Inputs(
         body={"application/x-www-form-urlencoded": CREDENTIALS, "application/json": CREDENTIALS}
     ),
-    ("POST", "/v2/jobs"): Inputs(body={"text/yaml": JOB}),
+    ("POST", "/v2/jobs"): Inputs(query={"dryRun": BOOLEAN}, body={"text/yaml": JOB}),
     ("GET", "/v2/jobs"): Inputs(
         query={
             "username": STRING,
