@@ -46,6 +46,8 @@ and, when gpuMemoryMiB is set,
     CUDA_MPS_PINNED_DEVICE_MEM_LIMIT   0=<MiB>M, the cap NVIDIA MPS enforces on its client
     CUDA_DEVICE_MEMORY_LIMIT           <MiB>m, the cap HAMi-core enforces
     XLA_PYTHON_CLIENT_MEM_FRACTION is then the cap's fraction of the device where known, else the share
+and, where the node runs NVIDIA MPS (the spec's mps_pipe_dir),
+    CUDA_MPS_PIPE_DIRECTORY            the MPS control daemon's pipe directory: the task is its client
 """
 
 from __future__ import annotations
@@ -139,6 +141,9 @@ def build_environment(spec: TaskSpec) -> dict[str, str]:
         env["NVIDIA_VISIBLE_DEVICES"] = gpus
     if gpus and spec.gpu_milli:
         env.update(gpu_share_environment(spec.gpu_milli, spec.gpu_memory_mib))
+        if spec.mps_pipe_dir is not None:
+            # A client of the node's MPS daemon: the limits above are then enforced, not advice.
+            env["CUDA_MPS_PIPE_DIRECTORY"] = str(spec.mps_pipe_dir)
     return env
 
 

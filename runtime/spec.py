@@ -214,6 +214,7 @@ class TaskSpec(Record):
     gpu_indices: list[int] = []  # noqa: RUF012 - a new list per record
     gpu_milli: int | None = None
     gpu_memory_mib: int | None = None
+    mps_pipe_dir: Path | None = None
     roles: list[RoleInfo]
     tasks: list[TaskPlacement]
     plugins: list[PluginSpec] = []  # noqa: RUF012 - a new list per record
@@ -504,6 +505,7 @@ def parse_spec(data: Any) -> TaskSpec:
         gpu_indices=[_integer(v, at) for v, at in f.items("gpu_indices", [])],
         gpu_milli=f.integer("gpu_milli", None, ge=1, le=999),
         gpu_memory_mib=f.integer("gpu_memory_mib", None, ge=1),
+        mps_pipe_dir=f.path("mps_pipe_dir", None),
         roles=[_role(v, at) for v, at in f.items("roles", min_length=1)],
         tasks=[_placement(v, at) for v, at in f.items("tasks", min_length=1)],
         plugins=[_plugin(v, at) for v, at in f.items("plugins", [])],

@@ -141,6 +141,11 @@ class TaskSpec(_Model):
         default=None, ge=1, le=999, description="thousandths of its one GPU a shared task may use"
     )
     gpu_memory_mib: int | None = Field(default=None, ge=1, description="device memory cap of a shared task")
+    mps_pipe_dir: Path | None = Field(
+        default=None,
+        description="the pipe directory of the node's NVIDIA MPS control daemon, given to a shared "
+        "task where MPS enforces its share (CUDA_MPS_PIPE_DIRECTORY)",
+    )
     roles: list[RoleInfo] = Field(min_length=1)
     tasks: list[TaskPlacement] = Field(min_length=1, description="every task of the attempt")
     plugins: list[PluginSpec] = Field(default_factory=list)

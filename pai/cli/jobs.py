@@ -102,6 +102,9 @@ def status(
     )
     if detail.get("gpuNote"):
         out.print(f"gpus       {detail['gpuNote']}", markup=False)
+    if "gpuShareEnforced" in detail:
+        held = "enforced" if detail["gpuShareEnforced"] else "advisory, not enforced"
+        out.print(f"gpu shares {held}: {detail.get('gpuShareEnforcement', '')}", markup=False, soft_wrap=True)
     if st.get("pendingReason"):
         out.print(f"waiting    {st['pendingReason']}", markup=False)
     if st.get("appExitCode") is not None:

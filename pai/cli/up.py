@@ -12,6 +12,7 @@ import typer
 
 from libs.backbone.busauth import CREDENTIALS_FILE
 from libs.protocol import simulated_gpus
+from pai.embedded import mps
 from pai.embedded.platform import EmbeddedPlatform, embedded_defaults
 from services.orchestrator.adapters.isolation import containment_line
 from services.rest.ratelimit import configured_limits
@@ -48,6 +49,11 @@ def up(
             extra_env[simulated_gpus.ENV] = str(simulated_gpus.parse(gpus))
         except simulated_gpus.SimulatedGpusError as exc:
             raise typer.BadParameter(str(exc), param_hint="--gpus") from None
+    try:
+        mps.setting_of(os.environ)
+    except ValueError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
     platform = EmbeddedPlatform(
         data_dir, api_port=port, admin_password=os.environ.get("PAI_ADMIN_PASSWORD"), extra_env=extra_env
     )
@@ -78,6 +84,7 @@ async def _run(platform: EmbeddedPlatform) -> None:
         typer.echo(f"metrics: {info.metrics_url}")
         if gpus_line := _gpus_line(platform):
             typer.echo(gpus_line)
+        typer.echo(f"GPU shares: {platform.mps.enforcement.describe()}")
         typer.echo(_limits_line(platform))
         # What holds for tasks, decided as the orchestrator decides it (same machine, same user).
         typer.echo(containment_line(platform.data_dir, {**os.environ, **platform.extra_env}))

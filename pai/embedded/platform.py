@@ -25,7 +25,7 @@ import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -52,8 +52,10 @@ from libs.web.addresses import (
     private_directory,
     unix_url,
 )
+from pai.embedded.mps import NodeMps
 from pai.embedded.supervising import Child, NatsChild, Supervised, Supervisor, die_with_parent
 from runtime.processes import find_runtimes
+from services.monitor.inventory import detect_gpus
 
 log = structlog.get_logger(__name__)
 
@@ -155,6 +157,7 @@ class EmbeddedPlatform:
         admin_password: str | None = None,
         services: tuple[str, ...] = SERVICES,
         extra_env: dict[str, str] | None = None,
+        gpu_count: Callable[[], int] | None = None,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.requested_api_port = api_port
@@ -168,6 +171,13 @@ class EmbeddedPlatform:
         # The listening sockets this process holds for its services while it runs.
         self._held: list[socket.socket] = []
         self._temporary_sockets: Path | None = None
+        # NVIDIA MPS where the node has NVIDIA GPUs: what makes a GPU share hold (mps.py).
+        self.mps = NodeMps(
+            self.data_dir,
+            {**os.environ, **self.extra_env},
+            gpu_count=gpu_count or (lambda: detect_gpus()[0]),
+            in_use=lambda: self.running_tasks() > 0,
+        )
 
     @property
     def _state_path(self) -> Path:
@@ -278,6 +288,7 @@ class EmbeddedPlatform:
         )
         bus, tls = await self._start_bus(remembered, credentials)
         assert self.nats is not None
+        await self.mps.start()
 
         password = None
         if first_start:
@@ -288,6 +299,7 @@ class EmbeddedPlatform:
             tls,
             password,
         )
+        env |= self.mps.service_environment()
         # Each listening socket goes to its service only, under the same number.
         held = {
             "rest": ("PAI_REST_FD", api),
@@ -472,6 +484,7 @@ class EmbeddedPlatform:
         """Stop every service together, then the bus (see Supervisor.stop); free the ports."""
         if self.supervisor is not None:
             await self.supervisor.stop()
+        await self.mps.stop()
         if self.nats is not None and self.nats.is_running:
             await self.nats.stop()
         for sock in self._held:
@@ -490,3 +503,4 @@ class EmbeddedPlatform:
         """SIGKILL every process of the platform now."""
         if self.supervisor is not None:
             self.supervisor.kill()
+        self.mps.kill()

@@ -105,6 +105,9 @@ class OrchestratorSettings(BackboneSettings):
     # Local tasks' runtimes forked from a warm one (runtime/forkserver.py); false: each task's
     # runtime is a new interpreter.
     fork_server: bool = True
+    # The node's NVIDIA MPS pipe directory (`pai up` sets it where its control daemon runs):
+    # given to tasks holding a share of a GPU, so MPS holds them to it.
+    gpu_mps_pipe_directory: Path | None = None
 
 
 async def kubernetes_executor(
@@ -245,6 +248,7 @@ async def main(
                     registry=settings.task_uid_registry,
                 ),
                 fork_server=settings.fork_server,
+                mps_pipe_dir=settings.gpu_mps_pipe_directory,
                 confinement=TaskGroups(
                     await asyncio.to_thread(detect, data_dir),
                     LimitDefaults(settings.task_pids_max, settings.task_zero_cpu_cores),

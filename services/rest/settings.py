@@ -101,6 +101,9 @@ class RestSettings(BackboneSettings):
     # in this process unless the storage URI names a shared one (an async+ scheme of `limits`).
     # `N` or `N:MODEL` when the node's GPUs are declared, not real (`pai up --gpus`).
     simulated_gpus: str = ""
+    # `enforced: WHY` or `advisory: WHY`: whether GPU shares hold on the device
+    # (libs/protocol/gpu_enforcement.py; `pai up` states it).
+    gpu_share_enforcement: str = ""
 
     model_config = SettingsConfigDict(populate_by_name=True)
     rate_limit_api_per_min: int = Field(

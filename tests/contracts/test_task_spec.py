@@ -48,6 +48,7 @@ def full_spec(tmp_path: Path) -> writer.TaskSpec:
         gpu_indices=[3],
         gpu_milli=250,
         gpu_memory_mib=4096,
+        mps_pipe_dir=tmp_path / "mps" / "pipe",
         roles=[
             writer.RoleInfo(
                 name="ps",

@@ -232,8 +232,11 @@ class LocalExecutor:
         fork_server: bool = True,
         task_users: TaskUsers | None = None,
         confinement: TaskGroups | None = None,
+        mps_pipe_dir: Path | None = None,
     ) -> None:
         self.data_dir = data_dir
+        # The node's NVIDIA MPS control daemon, where one runs: shared tasks are its clients.
+        self.mps_pipe_dir = mps_pipe_dir
         # Who the tasks' commands run as: a uid per tenant, one user for all (``task_user``), or
         # this process's user; see isolation.py.
         if task_users is None:
@@ -305,6 +308,8 @@ class LocalExecutor:
                 self._attempt_peers(framework, key.job_attempt),
             )
             spec = self._confined(spec, directory, key)
+            if spec.gpu_milli and self.mps_pipe_dir is not None:
+                spec = spec.model_copy(update={"mps_pipe_dir": self.mps_pipe_dir})
             (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
             share_with_task(directory / SPEC_FILE, user)
             out = os.open(directory / RUNTIME_OUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

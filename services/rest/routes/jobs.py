@@ -16,8 +16,9 @@ import structlog
 import yaml
 from aiohttp import web
 
-from libs.protocol import JobConfig, JobProtocolError, masked_config, parse_job
+from libs.protocol import JobConfig, JobProtocolError, gpu_enforcement, masked_config, parse_job
 from libs.protocol.events import JobStopRequested, JobStorage, JobSubmitted, JobTagged
+from libs.protocol.gpu_share import gpu_shares
 from services.rest.adapters.bus import PublishFailedError
 from services.rest.adapters.jobs_store import (
     DEFAULT_LIMIT,
@@ -324,6 +325,11 @@ async def _detail(request: web.Request, attempt_id: int | None) -> web.Response:
             f"The GPUs of this job were simulated (`pai up --gpus {declared}`): its tasks got "
             "CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES with their indices, but no GPU hardware."
         )
+    if gpu_shares((job["config"] or {}).get("extras")):
+        # Whether the shares this job holds are kept to on the device, as the platform states it.
+        enforcement = gpu_enforcement.parse(request.app[SETTINGS].gpu_share_enforcement)
+        detail["gpuShareEnforced"] = enforcement.enforced
+        detail["gpuShareEnforcement"] = enforcement.reason
     head = json.dumps(detail).encode()
     body = b"".join((head[:-1], b", " if detail else b"", *roles, b"}"))
     return web.Response(body=body, content_type="application/json")
