@@ -67,3 +67,17 @@ async def test_without_mps_a_shared_task_is_told_its_limits_but_given_no_pipe(tm
     seen = await run_both(tmp_path, None)
     assert seen["shared"] == "pipe=[] threads=[50] memory=[0=2048M] devices=[0]"
     assert seen["whole"] == "pipe=[] threads=[] memory=[] devices=[1]"
+
+
+def test_the_mps_pipes_stay_reachable_when_the_data_dir_is_made_private(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    pipe = data / "mps" / "pipe"
+    pipe.mkdir(parents=True)
+    (data / "mps").chmod(0o711)
+    pipe.chmod(0o755)
+    (data / "logs").mkdir()
+    (data / "logs").chmod(0o755)
+    LocalExecutor(data, Exits(), no_secrets)
+    assert oct((data / "logs").stat().st_mode & 0o777) == "0o700"  # the rest is the platform's
+    assert oct((data / "mps").stat().st_mode & 0o777) == "0o711"
+    assert oct(pipe.stat().st_mode & 0o777) == "0o755"

@@ -323,6 +323,11 @@ PASSAGE_DIR = 0o710
 OPEN_PASSAGE_DIR = 0o711
 
 
+# Kept as their maker set them: the NVIDIA MPS daemon's pipes, which shared tasks of any task
+# user connect to (`pai up` makes mps/ a passage, pai/embedded/mps.py).
+PASSED_THROUGH = frozenset({"mps"})
+
+
 def secure_data_dir(data_dir: Path, user: TaskUser | None, *, tenants: bool = False) -> None:
     """The data dir and what is in it readable by the platform only.
 
@@ -336,7 +341,7 @@ def secure_data_dir(data_dir: Path, user: TaskUser | None, *, tenants: bool = Fa
     jobs = data_dir / "jobs"
     jobs.mkdir(exist_ok=True)
     for entry in data_dir.iterdir():
-        if entry == jobs or entry.is_symlink():
+        if entry == jobs or entry.is_symlink() or entry.name in PASSED_THROUGH:
             continue
         with contextlib.suppress(OSError):
             entry.chmod(PRIVATE_DIR if entry.is_dir() else PRIVATE_FILE)
