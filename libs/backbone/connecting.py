@@ -116,9 +116,13 @@ async def connect(
     async def on_closed() -> None:
         bound.info("bus closed")
 
+    ping_interval = 120.0 if isinstance(settings, str) else settings.nats_ping_interval
     nc = NATS()
     connecting = nc.connect(
-        servers=[url],
+        # A cluster's servers, comma-separated; the client learns the others from each too.
+        servers=[part.strip() for part in url.split(",") if part.strip()],
+        ping_interval=ping_interval,  # type: ignore[arg-type]
+        max_outstanding_pings=2,
         name=client_name,
         allow_reconnect=True,
         max_reconnect_attempts=-1,

@@ -9,6 +9,7 @@ Streams are file-stored with a duplicate window so ``Nats-Msg-Id`` deduplicates 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import structlog
@@ -17,6 +18,7 @@ from nats.js.errors import APIError, BadRequestError, NotFoundError
 from nats.js.kv import KeyValue
 
 from libs.backbone.errors import ProvisioningError
+from libs.protocol.subjects import JOBS_STREAM
 
 log = structlog.get_logger(__name__)
 
@@ -123,9 +125,16 @@ class KVSpec:
         )
 
 
-async def ensure_stream(js: JetStreamContext, spec: StreamSpec) -> api.StreamInfo:
-    """Create the stream, or update it to match ``spec``; a no-op when it already matches."""
+async def ensure_stream(
+    js: JetStreamContext, spec: StreamSpec, *, replicas: int | None = None
+) -> api.StreamInfo:
+    """Create the stream, or update it to match ``spec``; a no-op when it already matches.
+
+    ``replicas`` overrides the spec's count; None creates with the job stream's (one setting
+    replicates everything, libs/backbone/topology.py) and keeps an existing stream's.
+    """
     config = spec.to_config()
+    config.num_replicas = replicas or await _replicas_like_jobs(js, spec.replicas)
     try:
         info = await js.add_stream(config)
         log.debug("stream ensured", stream=spec.name)
@@ -133,6 +142,9 @@ async def ensure_stream(js: JetStreamContext, spec: StreamSpec) -> api.StreamInf
     except BadRequestError as exc:
         if exc.err_code != _STREAM_NAME_IN_USE:
             raise ProvisioningError(f"stream {spec.name!r}: {exc.description}") from exc
+    if replicas is None:
+        with contextlib.suppress(NotFoundError):
+            config.num_replicas = (await js.stream_info(spec.name)).config.num_replicas
     try:
         info = await js.update_stream(config)
     except APIError as exc:
@@ -154,10 +166,25 @@ async def ensure_consumer(js: JetStreamContext, spec: ConsumerSpec) -> api.Consu
         ) from exc
 
 
-async def ensure_kv(js: JetStreamContext, spec: KVSpec) -> KeyValue:
-    """Create the bucket, or update its backing stream's limits to match ``spec``."""
+async def _replicas_like_jobs(js: JetStreamContext, default: int) -> int:
+    """The job stream's replica count where it exists (a service creating a bucket of its own
+    follows the topology that PAI_STREAM_REPLICAS set up), else `default`."""
     try:
-        return await js.create_key_value(spec.to_config())
+        return (await js.stream_info(JOBS_STREAM)).config.num_replicas or default
+    except NotFoundError:
+        return default
+
+
+async def ensure_kv(js: JetStreamContext, spec: KVSpec, *, replicas: int | None = None) -> KeyValue:
+    """Create the bucket, or update its backing stream's limits to match ``spec``.
+
+    ``replicas`` as for ``ensure_stream``: None creates with the job stream's count and keeps an
+    existing bucket's.
+    """
+    config = spec.to_config()
+    config.replicas = replicas or await _replicas_like_jobs(js, spec.replicas)
+    try:
+        return await js.create_key_value(config)
     except BadRequestError as exc:
         if exc.err_code != _STREAM_NAME_IN_USE:
             raise ProvisioningError(f"KV bucket {spec.bucket!r}: {exc.description}") from exc
@@ -172,7 +199,7 @@ async def ensure_kv(js: JetStreamContext, spec: KVSpec) -> KeyValue:
         max_msgs_per_subject=spec.history,
         max_age=spec.ttl,
         max_bytes=spec.max_bytes,
-        num_replicas=spec.replicas,
+        num_replicas=replicas or current.num_replicas,
         allow_direct=True,
     )
     try:

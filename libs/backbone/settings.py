@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LogFormat = Literal["json", "console", "auto"]
@@ -40,6 +40,13 @@ class BackboneSettings(BaseSettings):
     nats_user: str | None = None
     nats_password: SecretStr | None = None
     service_name: str = "pai"
+    # Copies of every stream and KV bucket (PAI_STREAM_REPLICAS): 3 on a three-node NATS cluster;
+    # None creates them with one (the embedded bus) and never changes what exists.
+    stream_replicas: int | None = Field(default=None, ge=1, le=5)
+    # How often the client pings its server, and how many unanswered pings drop the connection
+    # (then it reconnects to another server of the cluster): a frozen server is noticed in about
+    # interval x (outstanding + 1) seconds. nats-py's default, 120 s, suits one server.
+    nats_ping_interval: float = Field(default=120.0, gt=0)
     # "auto" picks console output on a terminal and JSON lines everywhere else.
     log_format: LogFormat = "auto"
     log_level: LogLevel = "info"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
 
+from libs.backbone.fencing import FENCES_BUCKET
 from libs.backbone.provisioning import KVSpec, StreamSpec, ensure_kv, ensure_stream
 from libs.backbone.publishing import publish
 from libs.protocol.events import EventBase
@@ -49,7 +50,12 @@ MARKETPLACE = StreamSpec(
 
 SECRETS = KVSpec("PAI_SECRETS", description="job secrets by job id; never copied into events or logs")
 FRAMEWORKS = KVSpec("PAI_FRAMEWORKS", description="the orchestrator's framework state by job id")
-LEASES = KVSpec("PAI_LEASES", ttl=15.0, description="leader leases of single-active services")
+# Three renewals (libs/backbone/leasing.py): a standby takes over a crashed leader within about 7 s.
+LEASES = KVSpec("PAI_LEASES", ttl=6.0, description="leader leases of single-active services")
+FENCES = KVSpec(
+    FENCES_BUCKET,
+    description="scheduler leader epochs and where each began in the job stream (libs/protocol/fencing.py)",
+)
 FAILURE_RULES = KVSpec(
     "PAI_FAILURE_RULES",
     history=5,
@@ -78,6 +84,7 @@ STREAMS = (JOBS, NODES, ALERTS, MARKETPLACE)
 BUCKETS = (
     FRAMEWORKS,
     LEASES,
+    FENCES,
     SCHEDULER_CONFIG,
     FAILURE_RULES,
     NOTIFICATION_LOG,
@@ -85,11 +92,13 @@ BUCKETS = (
 )
 
 
-async def ensure_topology(js: JetStreamContext) -> None:
+async def ensure_topology(js: JetStreamContext, replicas: int | None = None) -> None:
+    """Every stream and bucket, with `replicas` copies each (PAI_STREAM_REPLICAS: 3 on a NATS
+    cluster of three; None keeps what exists and creates with one, as the embedded bus has)."""
     for stream in STREAMS:
-        await ensure_stream(js, stream)
+        await ensure_stream(js, stream, replicas=replicas)
     for bucket in BUCKETS:
-        await ensure_kv(js, bucket)
+        await ensure_kv(js, bucket, replicas=replicas)
 
 
 async def publish_event(

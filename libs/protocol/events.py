@@ -138,12 +138,22 @@ class JobScheduled(EventBase):
     job_id: str
     attempt: int
     placements: tuple[TaskPlacement, ...]
+    epoch: int | None = Field(
+        None,
+        exclude_if=_is_none,
+        description="the scheduler leader's lease epoch (libs/protocol/fencing.py; added in version 1)",
+    )
 
 
 class JobPending(EventBase):
     type: Literal["job.pending"] = "job.pending"
     job_id: str
     reason: str
+    epoch: int | None = Field(
+        None,
+        exclude_if=_is_none,
+        description="the scheduler leader's lease epoch (libs/protocol/fencing.py; added in version 1)",
+    )
 
 
 class JobPreempting(EventBase):
@@ -153,6 +163,11 @@ class JobPreempting(EventBase):
     job_id: str
     by_job_id: str
     reason: str
+    epoch: int | None = Field(
+        None,
+        exclude_if=_is_none,
+        description="the scheduler leader's lease epoch (libs/protocol/fencing.py; added in version 1)",
+    )
 
 
 class TaskStarted(EventBase):
@@ -212,6 +227,11 @@ class JobCompleted(EventBase):
     failure: FailureInfo | None = None
     trigger_role: str | None = None
     trigger_index: int | None = None
+    epoch: int | None = Field(
+        None,
+        exclude_if=_is_none,
+        description="the lease epoch of the scheduler leader that refused the job (added in version 1)",
+    )
 
 
 class JobTagged(EventBase):

@@ -67,7 +67,7 @@ async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
     session = receivers_session(resolver)
     rest = client_session(settings.rest_url)
     try:
-        await ensure_topology(bus.js)
+        await ensure_topology(bus.js, settings.stream_replicas)
         hub = Hub(bus.js, subscriber_limit=settings.events_subscriber_buffer)
         await hub.start()
         app[HUB] = hub

@@ -64,7 +64,7 @@ async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
     beating = asyncio.create_task(beat_forever(bus.nc, settings.service_name, stop))
     counting: asyncio.Task[None] | None = None
     try:
-        await ensure_topology(bus.js)
+        await ensure_topology(bus.js, settings.stream_replicas)
         app[ANNOUNCER] = Announcer(bus.js)
         counting = asyncio.create_task(count_uses(bus.js, app[STORE], stop))
         yield

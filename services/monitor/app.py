@@ -142,7 +142,7 @@ class Monitor:
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
-        await ensure_topology(self.bus.js)
+        await ensure_topology(self.bus.js, self.settings.stream_replicas)
         nc, js = self.bus.nc, self.bus.js
         # Ordered consumers replay from the start each time: the stream is the monitor's memory.
         self._subs = [

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 from pathlib import Path
 from typing import Literal
 
@@ -24,11 +25,13 @@ from pydantic_settings import SettingsConfigDict
 
 from libs.backbone.connecting import connect
 from libs.backbone.consuming import by_job_id, consume
+from libs.backbone.fencing import FenceReader
 from libs.backbone.heartbeats import beat_forever
+from libs.backbone.leasing import Lease, lead
 from libs.backbone.provisioning import ConsumerSpec, ensure_consumer, ensure_kv
 from libs.backbone.sealing import cipher_for
 from libs.backbone.settings import BackboneSettings
-from libs.backbone.topology import SECRETS, ensure_topology, publish_event
+from libs.backbone.topology import LEASES, SECRETS, ensure_topology, publish_event
 from libs.protocol.events import EventBase, NodeLost, decode_event
 from libs.protocol.subjects import JOBS_STREAM, NODES_STREAM, ROOT
 from services.orchestrator.adapters.confinement import TaskGroups, detect
@@ -105,9 +108,10 @@ class OrchestratorSettings(BackboneSettings):
     # Local tasks' runtimes forked from a warm one (runtime/forkserver.py); false: each task's
     # runtime is a new interpreter.
     fork_server: bool = True
-    # The node's NVIDIA MPS pipe directory (`pai up` sets it where its control daemon runs):
-    # given to tasks holding a share of a GPU, so MPS holds them to it.
-    gpu_mps_pipe_directory: Path | None = None
+    # Replicas: one leads and the others stand by until its lease in KV is free (PAI_LEADER_LEASE);
+    # each replica names itself with PAI_INSTANCE (a restarted replica takes its own lease back).
+    leader_lease: bool = False
+    instance: str = socket.gethostname()
 
 
 async def kubernetes_executor(
@@ -199,8 +203,9 @@ async def main(
     watching_rules: asyncio.Task[None] | None = None
     watching_nodes: asyncio.Task[None] | None = None
     watching_cluster: asyncio.Task[None] | None = None
+    leading: asyncio.Task[None] | None = None
     try:
-        await ensure_topology(bus.js)
+        await ensure_topology(bus.js, settings.stream_replicas)
         await ensure_kv(bus.js, SECRETS)
         secrets_reader = SecretsReader(
             bus.js,
@@ -212,6 +217,12 @@ async def main(
         )
         await ensure_consumer(bus.js, CONSUMER)
         await ensure_consumer(bus.js, NODES_CONSUMER)
+        if settings.leader_lease:
+            lease = Lease(await bus.js.key_value(LEASES.bucket), "orchestrator", settings.instance)
+            leading = await lead(lease, stop)
+            if leading is None:
+                return
+        fence = await FenceReader.open(bus.js)
         store = await FrameworkStore.open(bus.js)
         data_dir = absolute(settings.data_dir)
         rules = await RulesKeeper.open(bus.js, data_dir)
@@ -248,7 +259,6 @@ async def main(
                     registry=settings.task_uid_registry,
                 ),
                 fork_server=settings.fork_server,
-                mps_pipe_dir=settings.gpu_mps_pipe_directory,
                 confinement=TaskGroups(
                     await asyncio.to_thread(detect, data_dir),
                     LimitDefaults(settings.task_pids_max, settings.task_zero_cpu_cores),
@@ -260,7 +270,9 @@ async def main(
                 limits=executor.groups.confinement.describe(),
             )
         submissions = SubmissionReader(bus.js)
-        orchestrator = Orchestrator(store, executor, publish, rules=rules, submissions=submissions)
+        orchestrator = Orchestrator(
+            store, executor, publish, rules=rules, submissions=submissions, fence=fence
+        )
         recovered = await orchestrator.recover()
         log.info("recovered", jobs=recovered)
 
@@ -302,5 +314,7 @@ async def main(
         if executor is not None:
             await executor.close()
         stop.set()
+        if leading is not None:
+            await leading  # the lease released once everything above has stopped
         await beating
         await bus.close()

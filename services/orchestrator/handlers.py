@@ -32,7 +32,8 @@ from pathlib import Path
 import structlog
 from nats.aio.msg import Msg
 
-from libs.backbone.errors import KVConflictError
+from libs.backbone.errors import KVConflictError, TemporaryError
+from libs.backbone.fencing import FenceReader
 from libs.backbone.grouping import GroupCommit
 from libs.backbone.publishing import NOT_SENT
 from libs.failures import PodStatus, RuleSet, analyze, default_rules
@@ -95,8 +96,11 @@ class Orchestrator:
         rng: Callable[[], float] = random.random,
         rules: RulesKeeper | None = None,
         submissions: Submissions | None = None,
+        fence: FenceReader | None = None,
     ) -> None:
         self.store = store
+        # The scheduler's fences: a placement or preemption of a deposed leader is never carried out.
+        self._fence = fence
         self._submissions = submissions
         self.executor = executor
         self._publish = publish
@@ -138,6 +142,19 @@ class Orchestrator:
     async def handle_message(self, msg: Msg) -> None:
         """The consume loop's handler: decode, keep only what the orchestrator consumes, apply."""
         event = decode_event(msg.data)
+        if isinstance(event, JobScheduled | JobPreempting) and self._fence is not None:
+            verdict = await self._fence.deposed(event.epoch, msg.metadata.sequence.stream)
+            if verdict is None:
+                raise TemporaryError("a new scheduler leader is raising its fence", delay=0.5)
+            if verdict:
+                log.warning(
+                    "ignoring a decision of a deposed scheduler leader",
+                    type=event.type,
+                    job_id=event.job_id,
+                    epoch=event.epoch,
+                    sequence=msg.metadata.sequence.stream,
+                )
+                return
         if isinstance(event, CONSUMED):
             await self.apply(event.job_id, event)
 

@@ -164,7 +164,7 @@ async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
             settings.secrets_key_file,
             settings.data_dir,
         )
-        app[BUS] = await RestBus.provision(bus, cipher)
+        app[BUS] = await RestBus.provision(bus, cipher, settings.stream_replicas)
         yield
     finally:
         stop_beating.set()

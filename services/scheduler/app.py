@@ -5,6 +5,12 @@ PAI_NODES from the beginning with ordered consumers, folding every event into th
 without deciding. Once both are caught up it decides, and from then on decides after each
 event. Its own announcements come back through the same stream and change nothing twice,
 and their deterministic ids let the bus drop a decision repeated after a crash.
+
+One instance leads (the lease in KV); a standby takes over when the lease is free. Each
+decision carries the leader's lease epoch, and a new leader raises a fence before it reads the
+stream: a decision of an older epoch stored after the fence is ignored, here and by the
+orchestrator (libs/protocol/fencing.py), so a deposed leader's late placement is never carried
+out nor counted.
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ from pydantic import Field, ValidationError
 
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.errors import TemporaryError
+from libs.backbone.fencing import Deposed, FenceReader, raise_fence
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.settings import BackboneSettings, SettingsError
-from libs.backbone.topology import LEASES, SCHEDULER_CONFIG, ensure_topology, publish_event
-from libs.protocol.events import decode_event
+from libs.backbone.topology import FENCES, LEASES, SCHEDULER_CONFIG, ensure_topology, publish_event
+from libs.protocol.events import JobCompleted, JobPending, JobPreempting, JobScheduled, decode_event
+from libs.protocol.fencing import Fence, deposed
 from libs.protocol.subjects import JOB_SUBJECTS, JOBS_STREAM, NODE_SUBJECTS, NODES_STREAM
 from services.scheduler.adapters.leasing import Lease
 from services.scheduler.control import (
@@ -39,11 +47,12 @@ from services.scheduler.control import (
 )
 from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.placements import PlacementPolicy
-from services.scheduler.core.queueing import MAX_JOB_TASKS, SchedulerCore
+from services.scheduler.core.queueing import MAX_JOB_TASKS, Announcement, SchedulerCore
 from services.scheduler.core.reconfigure import ReconfigurationError
 from services.scheduler.core.reconfigure import build_policy as policy_for
 
 log = structlog.get_logger(__name__)
+
 
 # At most this many events are applied between two decisions.
 MAX_BATCH = 256
@@ -64,11 +73,26 @@ def build_policy(settings: SchedulerSettings) -> PlacementPolicy:
     return HivedPolicy(file_config(settings.hived_config))
 
 
+DECISIONS = (JobScheduled, JobPending, JobPreempting, JobCompleted)
+
+
 class SchedulerService:
-    def __init__(self, bus: Bus, core: SchedulerCore, control: Control | None = None) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        core: SchedulerCore,
+        control: Control | None = None,
+        *,
+        epoch: int | None = None,
+        fences: tuple[Fence, ...] = (),
+    ) -> None:
         self.bus = bus
         self.core = core
         self.control = control
+        # This leader's lease epoch, stamped on every decision, and the fences known at its start.
+        self.epoch = epoch
+        self.fences = fences
+        self.ignored = 0  # decisions of deposed leaders met in the stream
         # Events and a reconfiguration never interleave: the swap sees a settled core.
         self.lock = control.lock if control is not None else asyncio.Lock()
         self._stop = asyncio.Event()
@@ -132,6 +156,16 @@ class SchedulerService:
                 "ignoring a message that is not a known event", subject=msg.subject, error=str(exc)[:200]
             )
             event = None
+        if isinstance(event, DECISIONS) and deposed(event.epoch, msg.metadata.sequence.stream, self.fences):
+            self.ignored += 1
+            log.warning(
+                "ignoring a decision of a deposed scheduler leader",
+                type=event.type,
+                job_id=event.job_id,
+                epoch=event.epoch,
+                sequence=msg.metadata.sequence.stream,
+            )
+            event = None
         if event is not None:
             self.core.apply(event)
         target = self._catch_up.get(stream)
@@ -141,7 +175,7 @@ class SchedulerService:
 
     async def _decide(self, stop: asyncio.Event) -> None:
         """Announce the core's decisions, all sent at once; any the bus refused are sent again."""
-        waiting = self.core.decide()
+        waiting = [self._stamped(event) for event in self.core.decide()]
         delay = 0.2
         while waiting and not stop.is_set():
             sent = await asyncio.gather(
@@ -160,6 +194,13 @@ class SchedulerService:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
                 delay = min(delay * 2, 5.0)
+
+    def _stamped(self, event: Announcement) -> Announcement:
+        """The decision with this leader's epoch, in its payload and its id: a new leader's
+        decision is never dropped by the stream as a repeat of a fenced one's."""
+        if self.epoch is None:
+            return event
+        return event.model_copy(update={"epoch": self.epoch, "event_id": f"{event.event_id}.e{self.epoch}"})
 
     async def _still_rebuilding(self, msg: Msg) -> bool:
         """Until the replay is done the running jobs are not all known: an answer would lie."""
@@ -194,17 +235,27 @@ async def main(settings: SchedulerSettings, stop: asyncio.Event) -> None:
     bus = await connect(settings)
     beating = asyncio.create_task(beat_forever(bus.nc, settings.service_name, stop))
     try:
-        await ensure_topology(bus.js)
+        await ensure_topology(bus.js, settings.stream_replicas)
         lease = Lease(await bus.js.key_value(LEASES.bucket), "scheduler", settings.instance)
         if not await lease.acquire(stop):
             return
+        assert lease.epoch is not None
+        fences_kv = await bus.js.key_value(FENCES.bucket)
+        try:
+            await raise_fence(bus.js, fences_kv, lease.epoch)
+        except Deposed as err:
+            log.warning("deposed before leading", error=str(err))
+            return
+        fences = await FenceReader(fences_kv).fences()
         kv = await bus.js.key_value(SCHEDULER_CONFIG.bucket)
         config, source = await initial_config(kv, settings.hived_config)
         try:
             core = SchedulerCore(policy_for(config, []), settings.max_job_tasks)
         except ReconfigurationError as err:
             raise SettingsError(f"scheduler config ({source}): {err}") from None
-        service = SchedulerService(bus, core, Control(core, kv, config, source, asyncio.Lock()))
+        service = SchedulerService(
+            bus, core, Control(core, kv, config, source, asyncio.Lock()), epoch=lease.epoch, fences=fences
+        )
         log.info("scheduler config", source=source)
         keeper = asyncio.create_task(lease.keep(stop))
         runner = asyncio.create_task(service.run(stop))

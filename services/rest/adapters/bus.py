@@ -54,9 +54,9 @@ class RestBus:
     cipher: SecretsCipher
 
     @classmethod
-    async def provision(cls, bus: Bus, cipher: SecretsCipher) -> RestBus:
+    async def provision(cls, bus: Bus, cipher: SecretsCipher, replicas: int | None = None) -> RestBus:
         """Make sure the streams, buckets and the projection consumer exist (idempotent)."""
-        await ensure_topology(bus.js)
+        await ensure_topology(bus.js, replicas)
         assert JOBS.name == JOBS_STREAM
         await ensure_consumer(bus.js, PROJECTION)
         secrets = await ensure_kv(bus.js, SECRETS)
