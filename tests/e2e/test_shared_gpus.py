@@ -82,6 +82,9 @@ async def test_four_half_gpu_tasks_run_at_once_two_per_gpu_each_seeing_its_share
                 ("0", 1000, 2),
                 ("1", 1000, 2),
             ]
+            # Simulated GPUs: no device holds a share, and the detail says so.
+            assert running["gpuShareEnforced"] is False
+            assert running["gpuShareEnforcement"].startswith("the GPUs are simulated (pai up --gpus 2:")
             tasks = running["taskRoles"]["infer"]["taskStatuses"]
             assert {t["containerGpuMilli"] for t in tasks} == {500}
             vc = (await api.get("/api/v2/virtual-clusters/default")).json()
@@ -108,6 +111,7 @@ async def test_four_half_gpu_tasks_run_at_once_two_per_gpu_each_seeing_its_share
             assert status.exit_code == 0, status.output
             assert status.output.count("(500/1000)") == 4, status.output
             assert status.output.count("this job holds 1000/1000") == 2, status.output
+            assert "gpu shares advisory, not enforced: the GPUs are simulated" in status.output
             shown = await asyncio.to_thread(
                 runner.invoke, app, ["vc", "show", "default", "--server", api_url]
             )
@@ -132,6 +136,7 @@ async def test_four_half_gpu_tasks_run_at_once_two_per_gpu_each_seeing_its_share
         devices = sorted(s[0] for s in seen.values())
         assert devices == ["0", "0", "1", "1"], seen  # one index each, two tasks per GPU
         assert all(s[1:] == ["500", "50", "2048"] for s in seen.values()), seen
+        assert "GPU shares: advisory, not enforced (the GPUs are simulated" in up.text()
 
     finally:
         up.cleanup()
