@@ -29,6 +29,8 @@ BARRIER_TIMEOUT = 251
 """JobGangAllocationTimeout: not every task of the attempt became ready in time (transient conflict)."""
 PORT_CONFLICT = 253
 """ContainerPortConflict: a port reserved for this task is taken on the node (transient)."""
+IMAGE_NOT_EXISTS = 254
+"""ContainerImageNotExists: the task's docker image is not on the node and cannot be pulled."""
 INTERNAL_ERROR = 255
 """PAIRuntimeUnknownFailed: the runtime itself failed unexpectedly."""
 
@@ -39,6 +41,7 @@ PHRASES: dict[int, str] = {
     SECRET_MISSING: "RuntimeSecretMissing",
     BARRIER_TIMEOUT: "JobGangAllocationTimeout",
     PORT_CONFLICT: "ContainerPortConflict",
+    IMAGE_NOT_EXISTS: "ContainerImageNotExists",
     INTERNAL_ERROR: "PAIRuntimeUnknownFailed",
 }
 

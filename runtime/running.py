@@ -24,6 +24,7 @@ from runtime import barrier, exitcodes
 from runtime.analysis import analyze_exit
 from runtime.capturing import LogCapture
 from runtime.confining import ConfineError, acting_as, confine_self
+from runtime.container import shell_command
 from runtime.environment import build_environment
 from runtime.errors import PluginError
 from runtime.plugins import (
@@ -87,6 +88,21 @@ def label_of(path: Path) -> str:
     return path.name
 
 
+def _leave_groups(procs_files: list[str]) -> None:
+    """In a child before exec: move this process to the task groups' parents."""
+    for procs in procs_files:
+        try:
+            fd = os.open(procs, os.O_WRONLY)
+        except OSError:
+            continue
+        try:
+            os.write(fd, b"0")
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
 class TaskRun:
     def __init__(self, spec: TaskSpec) -> None:
         self.spec = spec
@@ -105,6 +121,10 @@ class TaskRun:
         self.log = RuntimeLog(dirs.log_dir / RUNTIME_LOG, self.masker)
         self.capture: LogCapture | None = None
         self.env: dict[str, str] = {}
+        # In a container: the names of the task's own variables (passed in), and the storages'
+        # mounts (host path, mount path, read-only) the storage plugin asked for.
+        self._task_vars: list[str] = []
+        self._mounts: list[tuple[str, str, bool]] = []
 
     # -- signals ---------------------------------------------------------------------------
 
@@ -180,16 +200,19 @@ class TaskRun:
             f.write(text)
         script = os.open(path, os.O_RDONLY)
         try:
-            proc = subprocess.Popen(
-                self._command(path, script),
-                cwd=self.spec.dirs.work_dir,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(script,) if self.spec.run_as else (),
-                **self._as_task_user(),
-            )
+            if self.spec.container is not None:
+                proc = self._in_container(script, label)
+            else:
+                proc = subprocess.Popen(
+                    self._command(path, script),
+                    cwd=self.spec.dirs.work_dir,
+                    env=self.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    pass_fds=(script,) if self.spec.run_as else (),
+                    **self._as_task_user(),
+                )
             self._child = proc
             if self._stop_signal is not None:
                 self._forward(self._stop_signal)
@@ -205,6 +228,35 @@ class TaskRun:
             os.close(script)
             self._child = None
             path.unlink(missing_ok=True)
+
+    def _in_container(self, script: int, label: str) -> subprocess.Popen[bytes]:
+        """The script run in the task's image: the engine's client reads it from its stdin and
+        hands it to the container's (runtime/container.py); the engine proxies a stop signal."""
+        container = self.spec.container
+        assert container is not None
+        argv = [container.engine, *container.run]
+        for name in self._task_vars:
+            argv += ["--env", name]
+        for source, target, read_only in self._mounts:
+            argv += ["--volume", f"{source}:{target}" + (":ro" if read_only else "")]
+        argv += [container.image, *shell_command(label)]
+        # The client sees the task's variables (passed on by name, never by value in its
+        # arguments) and what it needs itself; not the host's PATH or HOME for the container.
+        env = {name: self.env[name] for name in self._task_vars}
+        env.update({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **container.env})
+        confine = self.spec.confine
+        groups = [str(group.parent / "cgroup.procs") for group in (confine.cgroups if confine else [])]
+        return subprocess.Popen(
+            argv,
+            cwd=self.spec.dirs.work_dir,
+            env=env,
+            stdin=script,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            # The engine's client and its monitor are the platform's, not the task's: out of the
+            # task's groups (the container itself is nested under them, --cgroup-parent).
+            preexec_fn=(lambda: _leave_groups(groups)) if groups else None,
+        )
 
     def _command(self, path: Path, script: int) -> list[str]:
         if self.spec.run_as is None:
@@ -274,6 +326,13 @@ class TaskRun:
                 continue
             prepared.append(one)
             self.outcome.plugins.append({"plugin": name, "status": "ok", **one.report})
+            if self.spec.container is not None and name in ("storage", "teamwise_storage"):
+                from runtime.storage import requested_storages
+
+                self._mounts += [
+                    (storage.path, mount, storage.read_only)
+                    for storage, mount in requested_storages(rendered.parameters, self.spec.storages)
+                ]
         return prepared
 
     def _run_commands(self, plugins: list[PreparedPlugin], post: bool) -> None:
@@ -319,6 +378,13 @@ class TaskRun:
                 with acting_as(spec.run_as, spec.dirs.work_dir):
                     os.makedirs(".tmp", mode=0o700, exist_ok=True)
                 self.env["TMPDIR"] = str(spec.dirs.work_dir / ".tmp")
+            if spec.container is not None:
+                # The container has its image's own PATH and the rest of its environment; of the
+                # host's it gets only what is the task's.
+                own = {"HOME": str(spec.dirs.work_dir), **who, **build_environment(spec)}
+                if "TMPDIR" in self.env:
+                    own["TMPDIR"] = self.env["TMPDIR"]
+                self._task_vars = sorted(own)
             if spec.notice:
                 self.capture.note(spec.notice)
             self.log(

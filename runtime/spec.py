@@ -167,6 +167,14 @@ class RunAs(Record):
     gid: int
 
 
+class Container(Record):
+    engine: str
+    run: list[str]
+    image: str
+    env: dict[str, str] = {}  # noqa: RUF012 - a new dict per record
+    digest: str | None = None
+
+
 class LogRotation(Record):
     max_bytes: int = 16 * 1024 * 1024
     backup_count: int = 3
@@ -229,6 +237,7 @@ class TaskSpec(Record):
     failure_rules_file: Path | None = None
     run_as: RunAs | None = None
     confine: Confine | None = None
+    container: Container | None = None
     notice: str | None = None
 
     def role_info(self, name: str) -> RoleInfo:
@@ -470,6 +479,23 @@ def _confine(data: Any, where: str) -> Confine | None:
     return Confine(cgroups=cgroups, rlimits=rlimits)
 
 
+def _container(data: Any, where: str) -> Container | None:
+    if data is None:
+        return None
+    f = _Fields(data, where)
+    run = [_Fields._check_text(v, at) for v, at in f.items("run")]
+    raw, at = f.mapping("env")
+    container = Container(
+        engine=f.text("engine", min_length=1),
+        run=run,
+        image=f.text("image", min_length=1),
+        env={str(k): _Fields._check_text(v, f"{at}.{k}") for k, v in raw.items()},
+        digest=f.optional_text("digest"),
+    )
+    f.done()
+    return container
+
+
 def _run_as(data: Any, where: str) -> RunAs | None:
     if data is None:
         return None
@@ -522,6 +548,7 @@ def parse_spec(data: Any) -> TaskSpec:
         failure_rules_file=f.path("failure_rules_file", None),
         run_as=_run_as(f.take("run_as", None)[0], "run_as"),
         confine=_confine(f.take("confine", None)[0], "confine"),
+        container=_container(f.take("container", None)[0], "container"),
         notice=f.optional_text("notice"),
     )
     f.done()

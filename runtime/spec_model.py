@@ -123,6 +123,19 @@ class RunAs(_Model):
     gid: int = Field(ge=0)
 
 
+class Container(_Model):
+    """The task's commands run in its docker image through a container engine (the runtime stays
+    on the host); see services/orchestrator/core/containers.py."""
+
+    engine: str = Field(min_length=1, description="the engine's program (podman or docker)")
+    run: list[str] = Field(description="the engine's run arguments up to the environment and the image")
+    image: str = Field(min_length=1, description="the image run: its id or repository@digest")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="the engine's own environment (CONTAINERS_CONF)"
+    )
+    digest: str | None = Field(default=None, description="the image as repository@sha256:..., for the record")
+
+
 class LogRotation(_Model):
     max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     backup_count: int = Field(default=3, ge=0)
@@ -168,6 +181,9 @@ class TaskSpec(_Model):
         default=None, description="the user commands run as; None: the runtime's own user"
     )
     confine: Confine | None = Field(default=None, description="None: no limits (none could be set)")
+    container: Container | None = Field(
+        default=None, description="None: the commands run on the host; else in this container"
+    )
     notice: str | None = Field(
         default=None,
         description="what the executor did with the task's image and where the commands run; "

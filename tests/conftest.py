@@ -35,6 +35,10 @@ settings.register_profile("repeatable", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
+# Tasks run on the host unless a test is about images (tests/e2e/test_job_images.py): jobs that
+# name images such as python:3.11 must never make a container engine go looking for them.
+os.environ.setdefault("PAI_TASK_ENGINE", "host")
+
 structlog.configure(logger_factory=structlog.stdlib.LoggerFactory())
 logging.getLogger().addHandler(logging.NullHandler())
 for _ours in ("services", "libs", "runtime"):  # our lines from INFO; other libraries' from WARNING

@@ -186,6 +186,11 @@ class TaskStarted(EventBase):
         description="what the executor tells the user about how the task runs; the local executor: "
         "that the docker image was not used, and the user and directory the commands run as and in",
     )
+    image_digest: str | None = Field(
+        default=None,
+        description="the docker image the task runs, as repository@sha256:... (a run that pins it "
+        "runs the same bits); None where no container engine ran it",
+    )
 
 
 class TaskCompleted(EventBase):

@@ -35,6 +35,7 @@ from libs.backbone.topology import LEASES, SECRETS, ensure_topology, publish_eve
 from libs.protocol.events import EventBase, NodeLost, decode_event
 from libs.protocol.subjects import JOBS_STREAM, NODES_STREAM, ROOT
 from services.orchestrator.adapters.confinement import TaskGroups, detect
+from services.orchestrator.adapters.engines import detect_engine, pull_policy
 from services.orchestrator.adapters.executing import ExitCallback, TaskExit
 from services.orchestrator.adapters.isolation import resolve_task_users
 from services.orchestrator.adapters.k8s_nodes import NodeInventory
@@ -108,10 +109,17 @@ class OrchestratorSettings(BackboneSettings):
     # Local tasks' runtimes forked from a warm one (runtime/forkserver.py); false: each task's
     # runtime is a new interpreter.
     fork_server: bool = True
+    # Local tasks in their docker images: "auto" (Podman, else Docker, else the host), "podman",
+    # "docker" or "host"; images pulled when "missing", "never" or "always" (adapters/engines.py).
+    task_engine: str = "auto"
+    image_pull: str = "missing"
     # Replicas: one leads and the others stand by until its lease in KV is free (PAI_LEADER_LEASE);
     # each replica names itself with PAI_INSTANCE (a restarted replica takes its own lease back).
     leader_lease: bool = False
     instance: str = socket.gethostname()
+    # The node's NVIDIA MPS pipe directory (`pai up` sets it where its control daemon runs):
+    # given to tasks holding a share of a GPU, so MPS holds them to it.
+    gpu_mps_pipe_directory: Path | None = None
 
 
 async def kubernetes_executor(
@@ -259,15 +267,19 @@ async def main(
                     registry=settings.task_uid_registry,
                 ),
                 fork_server=settings.fork_server,
+                mps_pipe_dir=settings.gpu_mps_pipe_directory,
                 confinement=TaskGroups(
                     await asyncio.to_thread(detect, data_dir),
                     LimitDefaults(settings.task_pids_max, settings.task_zero_cpu_cores),
                 ),
+                engine=(await asyncio.to_thread(detect_engine, settings.task_engine, data_dir)).engine,
+                image_pull=pull_policy(settings.image_pull),
             )
             log.info(
                 "local tasks",
                 users=executor.task_users.describe(),
                 limits=executor.groups.confinement.describe(),
+                engine=executor.engine.describe() if executor.engine else "host",
             )
         submissions = SubmissionReader(bus.js)
         orchestrator = Orchestrator(

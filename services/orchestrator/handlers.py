@@ -277,8 +277,10 @@ class Orchestrator:
             self.executor.adopt(framework.job_id, effect.key, probe.pid or 0, Path(probe.task_dir or ""))
             if probe.status != "alive" or probe.pid is None:
                 return None  # its end (or its first sign of life, then its end) comes from the watch
-            ports, note = launch_facts(Path(probe.task_dir)) if probe.task_dir else ({}, None)
-            return TaskLaunched(framework.job_id, effect.key, probe.pid, probe.task_dir or "", ports, note)
+            ports, note, digest = launch_facts(Path(probe.task_dir)) if probe.task_dir else ({}, None, None)
+            return TaskLaunched(
+                framework.job_id, effect.key, probe.pid, probe.task_dir or "", ports, note, digest
+            )
         except Exception as exc:  # the launch itself failed: that is the task's (platform) exit
             log.exception("task launch failed", job_id=framework.job_id, key=list(effect.key))
             why = f"the task could not start: {type(exc).__name__}: {exc}"
@@ -288,8 +290,8 @@ class Orchestrator:
             exit_ = TaskExit(framework.job_id, effect.key, code, to_failure_info(verdict), why)
             await self.on_task_exit(exit_)
             return None
-        ports, note = launch_facts(directory)
-        return TaskLaunched(framework.job_id, effect.key, pid, str(directory), ports, note)
+        ports, note, digest = launch_facts(directory)
+        return TaskLaunched(framework.job_id, effect.key, pid, str(directory), ports, note, digest)
 
     async def on_task_exit(self, exit_: TaskExit) -> None:
         """The executor saw a task end: publish task.completed; its handling comes from the stream."""

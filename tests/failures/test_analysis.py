@@ -110,14 +110,14 @@ PLATFORM_CASES = {
         None,
         PodStatus(containers=(ContainerStatus(reason="ImagePullBackOff"),)),
         "",
-        "ImageNotAvailable",
+        "ContainerImageNotExists",
         "no_retry",
     ),
     "image-pull-docker": (
         125,
         None,
         "docker: Error response from daemon: pull access denied for nope",
-        "ImageNotAvailable",
+        "ContainerImageNotExists",
         "no_retry",
     ),
     "create-failed": (

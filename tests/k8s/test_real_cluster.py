@@ -115,7 +115,7 @@ async def test_an_image_that_cannot_be_pulled_fails_the_task(
 ) -> None:
     done = await run_one(cluster, tmp_path, "registry.invalid/nothing:0", pull_timeout=30.0)
     assert done.failure is not None
-    assert done.failure.phrase == "ImageNotAvailable"
+    assert done.failure.phrase == "ContainerImageNotExists"
 
 
 def test_the_kubeconfig_is_readable() -> None:

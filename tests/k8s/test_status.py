@@ -113,7 +113,7 @@ def test_observe_maps_the_pod(the_pod: V1Pod, kind: str, exit_code: int | None, 
         (
             timed_out(observe(pod("Pending", main=waiting("ImagePullBackOff"))), 300),
             254,
-            "ImageNotAvailable",
+            "ContainerImageNotExists",
             "permanent",
         ),
         (

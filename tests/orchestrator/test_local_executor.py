@@ -143,13 +143,13 @@ async def test_the_tasks_of_an_attempt_share_one_build_of_its_placements(
     assert ended == [0, 0, 0]
     assert built == [("job1", 0)]
     facts = [specs.launch_facts(directory) for _, directory in started]
-    assert len({str(ports) for ports, _ in facts}) == 3  # each task's own ports
-    [(http,)] = [ports["http"] for ports, _ in facts[1:2]]
+    assert len({str(ports) for ports, _, _ in facts}) == 3  # each task's own ports
+    [(http,)] = [ports["http"] for ports, _, _ in facts[1:2]]
     for _, directory in started:
         spec = json.loads((directory / specs.SPEC_FILE).read_text())
         assert len(spec["tasks"]) == 3
         assert f"{http}" in (directory / "logs" / "user.pai.stdout").read_text()
-    assert all(notice and "was not used" in notice for _, notice in facts)
+    assert all(notice and "was not used" in notice for _, notice, _ in facts)
     await ex.close()
 
 

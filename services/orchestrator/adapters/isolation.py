@@ -445,3 +445,18 @@ def containment_line(data_dir: Path, environ: Mapping[str, str]) -> str:
     except TaskUserError as exc:
         who = f"task users: none ({exc})"
     return f"{who}; {detect(data_dir).describe()}"
+
+
+def engine_line(data_dir: Path, environ: Mapping[str, str]) -> str:
+    """Where local tasks run, in one line for ``pai up``: the container engine and its runtime,
+    or why on the host (the orchestrator decides the same way)."""
+    from services.orchestrator.adapters.engines import detect_engine, pull_policy
+
+    try:
+        choice = detect_engine(environ.get("PAI_TASK_ENGINE", "auto"), data_dir)
+        pull = pull_policy(environ.get("PAI_IMAGE_PULL", "missing"))
+    except ValueError as exc:
+        return f"task engine: {exc}"
+    if choice.engine is None:
+        return choice.describe()
+    return f"{choice.describe()}; images pulled: {pull} (PAI_IMAGE_PULL)"

@@ -17,7 +17,7 @@ How it stays right across restarts and lost watches:
   ask (`report`);
 - a pod deleted by someone else ends its task with a platform failure (retried by policy); a
   container stuck on an image pull gets `pull_timeout` seconds, then its pod is deleted and the
-  task fails with the stuck reason (ImageNotAvailable under the default rules).
+  task fails with the stuck reason (ContainerImageNotExists under the default rules).
 
 Every API call is blocking (the official client uses urllib3) and runs in a worker thread.
 """

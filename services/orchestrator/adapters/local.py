@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import pwd
@@ -54,12 +55,19 @@ from libs.protocol import JobConfig
 from libs.protocol.events import FailureInfo
 from runtime.exitcodes import from_returncode
 from runtime.processes import find_runtimes, runtime_command
-from runtime.spec_model import Confine, RunAs, TaskSpec
+from runtime.spec_model import Confine, Container, RunAs, TaskSpec
 from services.orchestrator.adapters.confinement import (
     Confinement,
     ConfinementError,
     MemoryOutcome,
     TaskGroups,
+)
+from services.orchestrator.adapters.engines import (
+    Engine,
+    PullPolicy,
+    ResolvedImage,
+    remove_container,
+    resolve_image,
 )
 from services.orchestrator.adapters.executing import (
     AlreadyRunningError,
@@ -92,6 +100,14 @@ from services.orchestrator.adapters.specs import (
     read_result,
     release_attempt_ports,
     task_dir,
+)
+from services.orchestrator.core.containers import (
+    LABEL_JOB,
+    LABEL_PLATFORM,
+    LABEL_TASK,
+    ContainerPlan,
+    container_name,
+    run_arguments,
 )
 from services.orchestrator.core.effects import Probe
 from services.orchestrator.core.frameworks import Framework, TaskKey
@@ -155,6 +171,16 @@ def _pid_of(directory: Path) -> int | None:
     # Started but not yet recorded when the orchestrator died: find it by its spec path.
     found = find_runtimes(directory / SPEC_FILE)
     return found[0].pid if found else None
+
+
+def _container_of(directory: Path) -> str | None:
+    """The name of the task's container, from its spec (None: it ran on the host)."""
+    try:
+        data = json.loads((directory / SPEC_FILE).read_bytes())
+        run = (data.get("container") or {}).get("run") or []
+        return str(run[run.index("--name") + 1]) if "--name" in run else None
+    except (OSError, ValueError, TypeError, AttributeError, IndexError):
+        return None
 
 
 def _cgroups_of(directory: Path) -> list[Path]:
@@ -233,8 +259,16 @@ class LocalExecutor:
         task_users: TaskUsers | None = None,
         confinement: TaskGroups | None = None,
         mps_pipe_dir: Path | None = None,
+        engine: Engine | None = None,
+        image_pull: PullPolicy = "missing",
     ) -> None:
         self.data_dir = data_dir
+        # The container engine tasks run in their images through (None: on the host).
+        self.engine = engine
+        self.image_pull: PullPolicy = image_pull
+        self._platform_label = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
+        # The images of the attempts whose tasks start now, resolved once per attempt and image.
+        self._images: OrderedDict[tuple[str, int, str], ResolvedImage] = OrderedDict()
         # The node's NVIDIA MPS control daemon, where one runs: shared tasks are its clients.
         self.mps_pipe_dir = mps_pipe_dir
         # Who the tasks' commands run as: a uid per tenant, one user for all (``task_user``), or
@@ -297,6 +331,7 @@ class LocalExecutor:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
                     json.dump(secrets, f)
             run_as = RunAs(name=user.name, uid=user.uid, gid=user.gid) if user is not None else None
+            image = await self._image(framework, key, directory) if self.engine is not None else None
             spec = build_spec(
                 self.data_dir,
                 framework,
@@ -304,12 +339,14 @@ class LocalExecutor:
                 directory,
                 bool(secrets),
                 run_as,
-                self._notice(framework, key, user),
+                self._notice(framework, key, user, image),
                 self._attempt_peers(framework, key.job_attempt),
             )
             spec = self._confined(spec, directory, key)
             if spec.gpu_milli and self.mps_pipe_dir is not None:
                 spec = spec.model_copy(update={"mps_pipe_dir": self.mps_pipe_dir})
+            if image is not None:
+                spec = self._in_image(spec, key, user, image)
             (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
             share_with_task(directory / SPEC_FILE, user)
             out = os.open(directory / RUNTIME_OUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -376,8 +413,77 @@ class LocalExecutor:
         )
         return proc.pid, child_exit(proc, self._poll)
 
-    def _notice(self, framework: Framework, key: TaskKey, user: TaskUser | None) -> str:
-        """Said plainly to the user: no container, the host, which user, which directory."""
+    async def _image(self, framework: Framework, key: TaskKey, directory: Path) -> ResolvedImage:
+        """The task's image, pulled where the policy says so (once per attempt and image)."""
+        assert self.engine is not None
+        config = JobConfig.model_validate(framework.config)
+        reference = image_of(config, key.role)
+        ident = (framework.job_id, key.job_attempt, reference)
+        found = self._images.get(ident)
+        if found is None:
+            name = config.task_roles[key.role].docker_image
+            prerequisite = config.prerequisite("dockerimage", name)
+            auth = getattr(prerequisite, "auth", None)
+            credentials = auth.model_dump(exclude_none=True) if auth is not None else None
+            found = await resolve_image(
+                self.engine, reference, self.image_pull, auth=credentials, scratch=directory / PRIVATE_DIR
+            )
+            self._images[ident] = found
+            while len(self._images) > PEERS_KEPT:
+                self._images.popitem(last=False)
+        return found
+
+    def _in_image(
+        self, spec: TaskSpec, key: TaskKey, user: TaskUser | None, image: ResolvedImage
+    ) -> TaskSpec:
+        """The spec with the container its commands run in."""
+        assert self.engine is not None
+        resources = spec.role_info(spec.role).resources
+        cgroups = spec.confine.cgroups if spec.confine else []
+        parent = self._cgroup_parent(cgroups[0]) if cgroups else None
+        uid, gid = (user.uid, user.gid) if user is not None else (os.geteuid(), os.getegid())
+        mounts: tuple[tuple[str, str, bool], ...] = ()
+        if spec.mps_pipe_dir is not None:
+            mounts = ((str(spec.mps_pipe_dir), str(spec.mps_pipe_dir), False),)
+        plan = ContainerPlan(
+            engine=self.engine.name,
+            image=image.run,
+            name=container_name(spec.job.uid, key.job_attempt, key.role, key.task_index, key.task_attempt),
+            user=f"{uid}:{gid}",
+            work_dir=str(spec.dirs.work_dir),
+            labels=(
+                (LABEL_PLATFORM, self._platform_label),
+                (LABEL_JOB, spec.job.uid),
+                (LABEL_TASK, f"{key.job_attempt}.{key.role}-{key.task_index}.{key.task_attempt}"),
+            ),
+            memory_mb=resources.memory_mb,
+            cpus=max(resources.cpu, self.groups.defaults.zero_cpu_cores),
+            pids=self.groups.defaults.pids,
+            cgroup_parent=parent,
+            gpus=tuple(spec.gpu_indices),
+            cdi=self.engine.cdi,
+            mounts=mounts,
+        )
+        container = Container(
+            engine=self.engine.program,
+            run=run_arguments(plan),
+            image=image.run,
+            env=dict(self.engine.env),
+            digest=image.digest,
+        )
+        return spec.model_copy(update={"container": container})
+
+    def _cgroup_parent(self, group: Path) -> str | None:
+        """The task's group as the engine names a parent: its path below its hierarchy's root."""
+        for base in self.groups.confinement.bases.values():
+            if group.parent == base:
+                return "/" + str(group.relative_to(base.parent))
+        return None
+
+    def _notice(
+        self, framework: Framework, key: TaskKey, user: TaskUser | None, resolved: ResolvedImage | None = None
+    ) -> str:
+        """Said plainly to the user: which image (or the host), which user, which directory."""
         image = image_of(JobConfig.model_validate(framework.config), key.role)
         if user is None:
             who = f"user {pwd.getpwuid(os.geteuid()).pw_name}"
@@ -386,6 +492,12 @@ class LocalExecutor:
         else:
             who = f"user {user.name}"
         work = self.task_dir(framework.job_id, key) / "work"
+        if resolved is not None and self.engine is not None:
+            pinned = resolved.digest or resolved.run
+            return (
+                f"the commands run in the docker image {image} ({pinned}) through {self.engine.name}, "
+                f"as {who}, in directory {work} (mounted at the same path)"
+            )
         return (
             f"the docker image {image} was not used: this platform's local executor runs the "
             f"commands on the host, as {who}, in directory {work}"
@@ -472,11 +584,28 @@ class LocalExecutor:
         # The runtime read its secrets at start; they need not outlive the task on disk.
         (directory / SECRETS_FILE).unlink(missing_ok=True)
         exit_ = self.exit_of(job_id, key, returncode=returncode, default=default)
+        await self._remove_container(directory, exit_)
         groups = _cgroups_of(directory)
         if groups:
             exit_ = out_of_memory(exit_, self.groups.memory(groups), self._rules_now())
             self._remove_groups(groups)
         await self._on_exit(exit_)
+
+    async def _remove_container(self, directory: Path, exit_: TaskExit) -> None:
+        """A container the task's runtime did not see end (the task was stopped, or its runtime
+        killed) is removed: none is left behind once the task is over."""
+        if self.engine is None:
+            return
+        name = _container_of(directory)
+        if name is None:
+            return
+        result = read_result(directory)
+        if result is not None and not result.stopped_by and exit_.exit_code != OOM_EXIT_CODE:
+            return  # the runtime saw its container end, and the engine removed it (--rm)
+        try:
+            await remove_container(self.engine, name)
+        except ContainmentError as exc:
+            log.warning("a task's container could not be removed", container=name, why=str(exc))
 
     def _remove_groups(self, groups: list[Path], tries: int = 20) -> None:
         """The task's cgroups, once what it left in them has died (a killed process leaves its

@@ -214,9 +214,9 @@ def runtime_plugins(job: JobConfig) -> list[PluginSpec]:
     return specs
 
 
-def launch_facts(directory: Path) -> tuple[dict[str, list[int]], str | None]:
-    """The ports the task's spec reserved for it, by label, and the executor's notice to its user;
-    nothing when it has no readable spec.
+def launch_facts(directory: Path) -> tuple[dict[str, list[int]], str | None, str | None]:
+    """The ports the task's spec reserved for it, by label, the executor's notice to its user and
+    the digest of the image it runs in; nothing when it has no readable spec.
 
     Read after every start, from a spec the executor has just written (or a restarted one found):
     only these two fields are taken, not the whole spec checked again, which for a task of a
@@ -226,9 +226,14 @@ def launch_facts(directory: Path) -> tuple[dict[str, list[int]], str | None]:
         me = next(t for t in data["tasks"] if t["role"] == data["role"] and t["index"] == data["index"])
         ports = {str(label): [int(port) for port in got] for label, got in me.get("ports", {}).items()}
         notice = data.get("notice")
+        digest = (data.get("container") or {}).get("digest")
     except (OSError, ValueError, TypeError, KeyError, AttributeError, StopIteration):
-        return {}, None
-    return ports, notice if isinstance(notice, str) else None
+        return {}, None, None
+    return (
+        ports,
+        notice if isinstance(notice, str) else None,
+        digest if isinstance(digest, str) else None,
+    )
 
 
 def image_of(config: JobConfig, role: str) -> str:

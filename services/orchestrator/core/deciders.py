@@ -144,7 +144,17 @@ def _on_task_completed(fw: Framework, event: TaskCompleted, ctx: Context, decisi
 
 
 def _on_task_launched(fw: Framework, message: TaskLaunched, ctx: Context, decision: Decision) -> None:
-    _on_launched(fw, message.key, message.pid, message.task_dir, ctx, decision, message.ports, message.note)
+    _on_launched(
+        fw,
+        message.key,
+        message.pid,
+        message.task_dir,
+        ctx,
+        decision,
+        message.ports,
+        message.note,
+        message.image_digest,
+    )
 
 
 def _publish(fw: Framework, decision: Decision, event: EventBase) -> None:
@@ -199,6 +209,7 @@ def _on_launched(
     decision: Decision,
     ports: dict[str, list[int]] | None = None,
     note: str | None = None,
+    image_digest: str | None = None,
 ) -> None:
     found = _find(fw, key, decision)
     if found is None:
@@ -230,6 +241,7 @@ def _on_launched(
             address=address,
             ports=dict(ports or {}),
             note=note,
+            image_digest=image_digest,
         ),
     )
     if attempt.state in ENDING_STATES:

@@ -44,6 +44,8 @@ class TaskLaunched:
     """The ports reserved for the task, by label, as its spec gave them to the runtime."""
     note: str | None = None
     """What the executor tells the user about how the task runs (the local executor: its image)."""
+    image_digest: str | None = None
+    """The docker image the task runs, as ``repository@sha256:...`` (a container engine's)."""
 
 
 ProbeStatus = Literal["alive", "ended", "absent"]

@@ -274,6 +274,8 @@ def _started_values(event: TaskStarted, at: int) -> dict[str, Any]:
         values["ports"] = _container_ports(event.ports)
     if event.note:
         values["note"] = event.note
+    if event.image_digest:
+        values["image_digest"] = event.image_digest
     return values
 
 

@@ -183,6 +183,8 @@ task_attempts = Table(
     Column("exit_diagnostics", Text, nullable=True),
     # What the executor told the user about how the task runs (task.started's note; 0004).
     Column("note", Text, nullable=True),
+    # The image the task ran, repository@sha256:... (task.started's image_digest; 0006).
+    Column("image_digest", String(512), nullable=True),
     # The job's tasks_revision of the transaction that last wrote this row (0005).
     Column("revision", BigInteger, nullable=False, server_default=text("0")),
 )

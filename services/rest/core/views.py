@@ -93,6 +93,8 @@ def task_attempt_status(job: Row, task: Row) -> dict[str, Any]:
         # An addition to OpenPAI's fields: how the task runs where that is not what the job says
         # (the local executor runs the commands on the host, not in the docker image).
         "executorNote": task.get("note"),
+        # An addition: the docker image the task ran, pinned (repository@sha256:...).
+        "imageDigest": task.get("image_digest"),
     }
 
 
@@ -177,6 +179,7 @@ def _waiting_task(job_attempt: int, role: str, index: int) -> dict[str, Any]:
         "exit_spec": None,
         "exit_diagnostics": None,
         "note": None,
+        "image_digest": None,
     }
 
 

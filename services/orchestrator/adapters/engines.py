@@ -1,0 +1,275 @@
+"""The machine's container engine: found at start, asked for images, told to remove containers.
+
+``PAI_TASK_ENGINE`` says which: ``auto`` (the default: Podman, else Docker, the first that
+answers; else tasks run on the host), ``podman``, ``docker`` (that one or the orchestrator does
+not start), or ``host``. Podman gets a containers.conf of the platform's own, passed through
+CONTAINERS_CONF to every call the platform makes and nothing else's: the OCI runtime ``runc``
+where it is installed (crun cannot run on a machine whose cgroups are in hybrid mode) and no
+default ulimits (raising them fails where the platform itself runs under a lower hard limit).
+
+``PAI_IMAGE_PULL`` says when images are pulled: ``missing`` (the default), ``never`` or
+``always``. An image that is not on the machine and cannot be pulled fails the task once with
+OpenPAI's 254 (ContainerImageNotExists, never retried). The registry credentials of a
+``dockerimage`` prerequisite (``auth``) go to the engine in an auth file only root can read,
+removed after the pull, and are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from runtime.exitcodes import IMAGE_NOT_EXISTS
+from services.orchestrator.adapters.executing import ContainmentError
+
+PullPolicy = Literal["missing", "never", "always"]
+ENGINES = ("podman", "docker")
+CONTAINERS_CONF = "containers.conf"
+PROBE_TIMEOUT_S = 30.0
+PULL_TIMEOUT_S = 1800.0
+CDI_SPECS = (Path("/etc/cdi"), Path("/var/run/cdi"))
+
+
+class EngineError(ContainmentError):
+    """The container engine did not answer: the task did not run (a platform failure, retried)."""
+
+
+class ImageMissingError(ContainmentError):
+    """The task's image is not on the machine and could not be pulled (OpenPAI's 254)."""
+
+    exit_code = IMAGE_NOT_EXISTS
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    program: str
+    runtime: str
+    env: dict[str, str] = field(default_factory=dict)
+    cdi: bool = False
+
+    def describe(self) -> str:
+        return f"tasks run in their docker images through {self.name} ({self.runtime})"
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    engine: Engine | None
+    why: str = ""
+
+    def describe(self) -> str:
+        if self.engine is not None:
+            return self.engine.describe()
+        return f"tasks run on the host: {self.why}"
+
+
+@dataclass(frozen=True)
+class ResolvedImage:
+    """An image as it will run: its id, and the digest the user can pin."""
+
+    run: str
+    digest: str | None
+
+
+def write_containers_conf(data_dir: Path) -> Path:
+    """The platform's containers.conf for Podman (its own calls only; /etc is not touched)."""
+    path = data_dir / CONTAINERS_CONF
+    lines = ["[containers]", "default_ulimits = []", ""]
+    if shutil.which("runc"):
+        lines += ["[engine]", 'runtime = "runc"', ""]
+    text = "\n".join(lines)
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_name(f".{CONTAINERS_CONF}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return path
+
+
+def _has_cdi_nvidia() -> bool:
+    for directory in CDI_SPECS:
+        if directory.is_dir() and any(p.name.startswith("nvidia") for p in directory.iterdir()):
+            return True
+    return False
+
+
+def _probe(name: str, program: str, env: Mapping[str, str]) -> tuple[Engine | None, str]:
+    template = "{{.Host.OCIRuntime.Name}}" if name == "podman" else "{{.DefaultRuntime}}"
+    try:
+        done = subprocess.run(
+            [program, "info", "--format", template],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            env={**os.environ, **env},
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"{name} did not answer ({exc})"
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return None, f"{name} info failed: {last}"
+    runtime = done.stdout.strip() or "default runtime"
+    return Engine(name, program, runtime, dict(env), cdi=_has_cdi_nvidia()), ""
+
+
+def detect_engine(setting: str, data_dir: Path) -> EngineChoice:
+    """The engine tasks run through, or why they run on the host. An engine named outright that
+    does not work is an error (ValueError): the operator asked for containers."""
+    setting = (setting or "auto").strip().lower()
+    if setting == "host":
+        return EngineChoice(None, "PAI_TASK_ENGINE=host")
+    if setting not in ("auto", *ENGINES):
+        raise ValueError(f"PAI_TASK_ENGINE={setting!r}: must be auto, podman, docker or host")
+    wanted = ENGINES if setting == "auto" else (setting,)
+    reasons: list[str] = []
+    for name in wanted:
+        program = shutil.which(name)
+        if program is None:
+            reasons.append(f"no {name}")
+            continue
+        env = {"CONTAINERS_CONF": str(write_containers_conf(data_dir))} if name == "podman" else {}
+        engine, why = _probe(name, program, env)
+        if engine is not None:
+            return EngineChoice(engine)
+        reasons.append(why)
+    why = "; ".join(reasons)
+    if setting != "auto":
+        raise ValueError(f"PAI_TASK_ENGINE={setting}: {why}")
+    return EngineChoice(None, f"no container engine works ({why})")
+
+
+def pull_policy(value: str) -> PullPolicy:
+    value = (value or "missing").strip().lower()
+    if value == "missing":
+        return "missing"
+    if value == "never":
+        return "never"
+    if value == "always":
+        return "always"
+    raise ValueError(f"PAI_IMAGE_PULL={value!r}: must be missing, never or always")
+
+
+async def _call(engine: Engine, *args: str, limit_s: float = PROBE_TIMEOUT_S) -> tuple[int, str, str]:
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            engine.program,
+            *args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **engine.env},
+        )
+    except OSError as exc:
+        raise EngineError(f"the container engine {engine.name} cannot be run: {exc}") from exc
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), limit_s)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise EngineError(f"the container engine {engine.name} did not answer in {limit_s:g}s") from None
+    return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def _repository(image: str) -> str:
+    """``registry/repo`` of a reference, without its tag or digest."""
+    name = image.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
+async def _inspect(engine: Engine, image: str) -> ResolvedImage | None:
+    template = "{{.Id}} {{json .RepoDigests}}"
+    code, out, err = await _call(engine, "image", "inspect", "--format", template, image)
+    if code != 0:
+        text = err.lower()
+        if "no such" in text or "not known" in text or "not found" in text or "unknown" in text:
+            return None
+        raise EngineError(f"{engine.name} image inspect {image} failed: {err.strip()[-300:]}")
+    ident, _, digests_json = out.strip().partition(" ")
+    try:
+        digests = [str(d) for d in json.loads(digests_json or "[]") or []]
+    except ValueError:
+        digests = []
+    repository = _repository(image)
+    digest = next((d for d in digests if d.split("@", 1)[0].endswith(repository)), None)
+    if digest is None and digests:
+        digest = digests[0]
+    return ResolvedImage(ident, digest)
+
+
+def _auth_file(directory: Path, registry: str, username: str, password: str) -> Path:
+    """Credentials in the engines' auth file format (Docker reads it as config.json in
+    DOCKER_CONFIG), in a folder of their own that only root can read."""
+    token = base64.b64encode(f"{username}:{password}".encode()).decode()
+    folder = directory / ".registry-auth"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = folder / "config.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump({"auths": {registry or "docker.io": {"auth": token}}}, f)
+    return path
+
+
+async def resolve_image(
+    engine: Engine,
+    image: str,
+    policy: PullPolicy,
+    *,
+    auth: Mapping[str, str] | None = None,
+    scratch: Path | None = None,
+) -> ResolvedImage:
+    """The image as it will run, pulled first where the policy says so.
+
+    ImageMissingError (254) when it is not here and may not or cannot be pulled; EngineError
+    when the engine itself fails."""
+    found = None if policy == "always" else await _inspect(engine, image)
+    if found is not None:
+        return found
+    if policy == "never":
+        raise ImageMissingError(
+            f"the image {image} is not on this machine and images are not pulled (PAI_IMAGE_PULL=never)"
+        )
+    args = ["pull", "--quiet", image]
+    auth_path: Path | None = None
+    if auth and auth.get("username") and scratch is not None:
+        registry, username = auth.get("registryuri", ""), auth["username"]
+        auth_path = _auth_file(scratch, registry, username, auth.get("password", ""))
+        if engine.name == "podman":
+            args[1:1] = ["--authfile", str(auth_path)]
+    try:
+        env_extra = {"DOCKER_CONFIG": str(auth_path.parent)} if auth_path and engine.name == "docker" else {}
+        pulling = Engine(engine.name, engine.program, engine.runtime, {**engine.env, **env_extra}, engine.cdi)
+        code, _, err = await _call(pulling, *args, limit_s=PULL_TIMEOUT_S)
+    finally:
+        if auth_path is not None:
+            auth_path.unlink(missing_ok=True)
+    if code != 0:
+        last = (err.strip().splitlines() or ["no message"])[-1]
+        raise ImageMissingError(f"the image {image} could not be pulled: {last[-300:]}")
+    found = await _inspect(engine, image)
+    if found is None:
+        raise ImageMissingError(f"the image {image} was pulled but is not on this machine")
+    return found
+
+
+async def remove_container(engine: Engine, name: str) -> None:
+    """Remove a task's container, running or not; nothing when there is none."""
+    args = ["rm", "--force", "--ignore", name] if engine.name == "podman" else ["rm", "--force", name]
+    await _call(engine, *args)
+
+
+async def containers_of(engine: Engine, label: str, value: str) -> list[str]:
+    """Names of the containers (running or not) carrying the label ``label=value``."""
+    code, out, _ = await _call(
+        engine, "ps", "--all", "--filter", f"label={label}={value}", "--format", "{{.Names}}"
+    )
+    return out.split() if code == 0 else []
