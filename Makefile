@@ -16,12 +16,15 @@ $(STAMP): requirements.lock pyproject.toml services/portal/package-lock.json
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@# The portal's browser tests: Debian's Chromium, and the pinned npm packages (package-lock.json).
 	@# Only what is missing is asked for: a machine's own Node.js often carries npm and conflicts
-	@# with Debian's npm package.
+	@# with Debian's npm package. Jobs in their images: Podman with runc (crun cannot run where
+	@# cgroups are in hybrid mode).
 	@missing=""; command -v chromium >/dev/null || missing="chromium"; \
 	  command -v npm >/dev/null || missing="$$missing npm"; \
+	  command -v podman >/dev/null || missing="$$missing podman"; \
+	  command -v runc >/dev/null || missing="$$missing runc"; \
 	  [ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } || \
-	  echo "$$missing could not be installed (needs root and apt-get); the browser tests will skip"
+	  echo "$$missing could not be installed (needs root and apt-get); the browser and image tests will skip"
 	@! command -v npm >/dev/null || npm ci --prefix services/portal --no-audit --no-fund --silent
 	@touch $(STAMP)
 

@@ -48,6 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pai.embedded.platform import EmbeddedPlatform, free_port
 
+# Their jobs name images such as python:3.11 that no machine here holds: tasks run on the host
+# unless the run asks for an engine (PAI_TASK_ENGINE).
+os.environ.setdefault("PAI_TASK_ENGINE", "host")
+
 ADMIN_PASSWORD = "chaos-admin-pass"
 FINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 # One marker per execution, named by what must run once: job, role, index, job and task attempt.

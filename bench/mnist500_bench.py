@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import statistics
 import sys
 import tempfile
@@ -38,6 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from libs.protocol.events import JobCompleted, TaskStarted, decode_event
 from pai.embedded.platform import EmbeddedPlatform, free_port, task_runtimes
 from services.orchestrator.adapters.forking import FORK_SERVER_MODULE
+
+# Their jobs name images such as python:3.11 that no machine here holds: tasks run on the host
+# unless the run asks for an engine (PAI_TASK_ENGINE).
+os.environ.setdefault("PAI_TASK_ENGINE", "host")
 
 MNIST_SHAPE = """protocolVersion: 2
 name: {name}

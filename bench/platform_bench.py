@@ -40,6 +40,10 @@ from services.orchestrator.adapters.forking import FORK_SERVER_MODULE
 from services.orchestrator.adapters.isolation import task_environment
 from services.orchestrator.adapters.local import runtime_path
 
+# Their jobs name images such as python:3.11 that no machine here holds: tasks run on the host
+# unless the run asks for an engine (PAI_TASK_ENGINE).
+os.environ.setdefault("PAI_TASK_ENGINE", "host")
+
 JOB = """protocolVersion: 2
 name: {name}
 type: job

@@ -10,6 +10,7 @@ exception other than JobProtocolError.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -181,6 +182,35 @@ def _schema_problems(exc: ValidationError, source: Source) -> Iterator[tuple[Pat
         yield path, message, hint
 
 
+# Docker's reference grammar: [host[:port]/]path[:tag][@digest], path components in lower case.
+_IMAGE_REFERENCE = re.compile(
+    r"^(?:(?P<host>[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
+    r"(?::[0-9]+)?)/)?"
+    r"(?P<path>[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
+    r"(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?$"
+)
+IMAGE_HINT = (
+    "write the image as name[:tag] or name@sha256:digest, e.g. `ubuntu:22.04` or `ghcr.io/org/app:1.0`"
+)
+
+
+def image_reference_problem(uri: str) -> str | None:
+    """Why a docker image reference is not one an engine accepts; None when it is."""
+    if len(uri) > 255 + 128 + 80:
+        return "is too long to be a docker image reference"
+    if any(c.isspace() for c in uri):
+        return f"{uri!r} is not a docker image reference: it contains white space"
+    if _IMAGE_REFERENCE.match(uri) is None:
+        return f"{uri!r} is not a valid docker image reference"
+    return None
+
+
+def _template(text: str) -> bool:
+    """A value still to be rendered (``<% $parameters.x %>``): checked once it has a value."""
+    return "<%" in text
+
+
 def _items(value: object) -> list[tuple[int, Mapping[str, Any]]]:
     if not isinstance(value, list):
         return []
@@ -208,6 +238,11 @@ def _cross_field_problems(data: Mapping[str, Any]) -> Iterator[tuple[Path, str, 
             )
         seen.setdefault(key, i)
         names.setdefault(kind, set()).add(name)
+        uri = item.get("uri")
+        if kind == "dockerimage" and isinstance(uri, str) and uri and not _template(uri):
+            problem = image_reference_problem(uri)
+            if problem is not None:
+                yield ("prerequisites", i, "uri"), problem, IMAGE_HINT
     all_names = set().union(*names.values()) if names else set()
 
     deployments: dict[str, int] = {}

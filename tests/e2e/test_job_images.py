@@ -120,7 +120,8 @@ async def test_a_job_runs_in_its_image_and_records_the_digest(
         assert (await platform.completed(job_id)).state == "SUCCEEDED"
         log = await platform.log("in-image", "main", 0)
         assert marker in log
-        assert "no-python" in log and "host-python" not in log  # the host's /usr/bin is not there
+        assert "no-python" in log
+        assert "host-python" not in log
         task = await _task_of(platform, "in-image")
         digest = str(task["imageDigest"])
         assert digest.startswith("localhost/pai-test-marker@sha256:"), digest
@@ -143,7 +144,9 @@ async def test_an_absent_image_fails_the_task_once_with_254(tmp_path: Path) -> N
         assert detail["jobStatus"]["retries"] == 0  # permanent: never retried
 
 
-async def test_a_job_stopped_mid_run_leaves_no_container(tmp_path: Path, marker_image: tuple[str, str]) -> None:
+async def test_a_job_stopped_mid_run_leaves_no_container(
+    tmp_path: Path, marker_image: tuple[str, str]
+) -> None:
     image, _ = marker_image
     command = "trap 'echo stopping; exit 143' TERM; echo up; sleep 300 & wait"
     async with running_platform(tmp_path / "data", env=ENGINE_ENV) as platform:
@@ -153,7 +156,9 @@ async def test_a_job_stopped_mid_run_leaves_no_container(tmp_path: Path, marker_
         stopped = await platform.api.put("/api/v2/jobs/admin~stopped/executionType", json={"value": "STOP"})
         assert stopped.status_code in (200, 202), stopped.text
         assert (await platform.completed(job_id)).state == "STOPPED"
-        await eventually(polled(lambda: _containers_of(job_id, tmp_path)), lambda names: names == [], within=30)
+        await eventually(
+            polled(lambda: _containers_of(job_id, tmp_path)), lambda names: names == [], within=30
+        )
 
 
 async def test_the_orchestrator_killed_mid_task_adopts_it_and_reports_its_end_once(
