@@ -63,11 +63,15 @@ def trace_vcs(path: Path) -> Counter[str]:
 
 def demand_quotas(pods: list[SimPod], total: int) -> dict[str, int]:
     """GPUs in proportion to each VC's GPU-hours (rounded down: the sum never exceeds the cluster)."""
-    hours: Counter[str] = Counter()
+    hours: dict[str, float] = {}
     for p in pods:
-        hours[p.vc] += p.gpus * p.duration
+        hours[p.vc] = hours.get(p.vc, 0.0) + p.gpus * p.duration
     whole = sum(hours.values()) or 1.0
-    return {vc: max(1, int(total * h / whole)) for vc, h in sorted(hours.items())}
+    # At least one 2-GPU machine each (a short --limit slice gives some VCs almost nothing).
+    quotas = {vc: max(2, int(total * h / whole)) for vc, h in sorted(hours.items())}
+    biggest = max(quotas, key=lambda vc: quotas[vc])
+    quotas[biggest] -= max(0, sum(quotas.values()) - total)
+    return quotas
 
 
 def published_quotas(vcs: list[str], total: int) -> dict[str, int]:
@@ -97,8 +101,10 @@ def experiment(
     quotas: dict[str, int],
     borrow: bool,
     jobs: int,
+    shape: str = "demand",
 ) -> dict[str, Any]:
-    split = split_nodes(quotas, nodes, largest_jobs(pods), demand_by_size(pods))
+    demand = demand_by_size(pods) if shape == "demand" else None
+    split = split_nodes(quotas, nodes, largest_jobs(pods), demand)
     shared = shared_cluster(nodes, split)
     arms: list[Arm] = [("hived", "", shared, pods, False), ("quota", "", shared, pods, borrow)]
     for vc, members in split.items():
@@ -139,6 +145,12 @@ def summarise(
         for arm in ("hived", "quota"):
             row[f"anomaly_{arm}_s"] = round(row[arm]["mean_s"] - row["private"]["mean_s"], 1)
             row[f"anomaly_{arm}_p99_s"] = round(row[arm]["p99_s"] - row["private"]["p99_s"], 1)
+            # The same per job size: a VC served better on the whole may still wait longer for some sizes.
+            row[f"anomaly_{arm}_by_size_s"] = {
+                size: round(_delays(shared[arm], vc, size).get("mean", 0.0) - d["mean"], 1)
+                for size in SIZE_BUCKETS
+                if (d := _delays(private[vc], vc, size))
+            }
         vcs[vc] = row
     sizes: dict[str, Any] = {}
     for size in SIZE_BUCKETS:
@@ -167,6 +179,8 @@ def summarise(
         "never_started": sum(never.values()),
         "anomaly_hived_max_s": max(v["anomaly_hived_s"] for v in vcs.values()),
         "anomaly_quota_max_s": max(v["anomaly_quota_s"] for v in vcs.values()),
+        "anomaly_hived_vc_size_max_s": max(max(v["anomaly_hived_by_size_s"].values()) for v in vcs.values()),
+        "anomaly_quota_vc_size_max_s": max(max(v["anomaly_quota_by_size_s"].values()) for v in vcs.values()),
         "allocation": {arm: shared[arm]["gpu_allocation_rate"] for arm in shared},
         "fragmentation_mean": {arm: shared[arm]["fragmentation_mean"] for arm in shared},
         "gang_jobs": shared["hived"]["gang_jobs"],
@@ -179,9 +193,10 @@ def _m(seconds: float) -> str:
     return f"{seconds / 60:,.1f}"
 
 
-def print_run(load: float, quota_set: str, borrow: bool, r: dict[str, Any]) -> None:
+def print_run(load: float, quota_set: str, shape: str, borrow: bool, r: dict[str, Any]) -> None:
     print(
-        f"\n== load {load:g}, {quota_set} quotas, quota baseline {'borrows' if borrow else 'never borrows'}"
+        f"\n== load {load:g}, {quota_set} quotas, nodes shaped to {shape}, quota baseline "
+        f"{'borrows' if borrow else 'never borrows'}"
         f" ({r['jobs']:,} jobs, {r['gang_jobs']} gangs of whole nodes; {r['wall_s']} s)"
     )
     print("queueing delay in minutes: mean / p99; anomaly = shared mean - private mean")
@@ -200,15 +215,33 @@ def print_run(load: float, quota_set: str, borrow: bool, r: dict[str, Any]) -> N
         )
     print(f"{'size':8} {'':>5} {'':>9} {'jobs':>6}")
     for size, s in r["sizes"].items():
-        arms = "  ".join(f"{_m(s[a]['mean_s']):>7}/{_m(s[a]['p99_s']):>7}" for a in ("private", "hived", "quota"))
+        arms = "  ".join(
+            f"{_m(s[a]['mean_s']):>7}/{_m(s[a]['p99_s']):>7}" for a in ("private", "hived", "quota")
+        )
         print(
             f"{size + ' GPU':8} {'':>5} {'':>9} {s['jobs']:>6}  {arms}"
             f"  {_m(s['anomaly_hived_s']):>10} {_m(s['anomaly_quota_s']):>10}"
         )
     print(
-        f"max anomaly: hived {_m(r['anomaly_hived_max_s'])} min, quota {_m(r['anomaly_quota_max_s'])} min; "
-        f"never started {r['never_started_by_arm']}"
+        f"max anomaly of a VC: hived {_m(r['anomaly_hived_max_s'])} min, "
+        f"quota {_m(r['anomaly_quota_max_s'])} min; of one job size in a VC: "
+        f"hived {_m(r['anomaly_hived_vc_size_max_s'])} min, "
+        f"quota {_m(r['anomaly_quota_vc_size_max_s'])} min; never started {r['never_started_by_arm']}"
     )
+    worst = sorted(
+        (
+            (a, vc, size)
+            for vc, v in r["vcs"].items()
+            for size, a in v["anomaly_quota_by_size_s"].items()
+            if a > 60
+        ),
+        reverse=True,
+    )[:8]
+    if worst:
+        print(
+            "quota baseline, VC and size served worse than alone: "
+            + ", ".join(f"{vc} {size} GPU +{_m(a)} min" for a, vc, size in worst)
+        )
     for arm in ("hived", "quota"):
         a = r["allocation"][arm]
         print(
@@ -223,6 +256,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quotas", default="demand,published", help="quota sets: demand, published or both")
     ap.add_argument("--limit", type=int, default=0, help="replay only the first N jobs to arrive (0: all)")
     ap.add_argument("--min-jobs", type=int, default=20, help="drop VCs with fewer jobs than this")
+    ap.add_argument(
+        "--shape",
+        choices=("demand", "cluster"),
+        default="demand",
+        help="nodes of each VC: shaped to its jobs (demand) or the cluster's mix of 8- and 2-GPU machines",
+    )
     ap.add_argument("--borrow", action="store_true", help="the quota baseline borrows idle GPUs")
     ap.add_argument("--jobs", type=int, default=1, help="arms run in this many processes")
     ap.add_argument("--json", action="store_true", help="print only the closing JSON line")
@@ -240,22 +279,22 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(n.gpus for n in nodes)
     if not args.json:
         print(
-            f"Philly trace: {sum(counts.values()):,} jobs in {len(counts)} VCs; kept {len(kept)}, dropped "
-            f"{len(dropped)} VCs of fewer than {args.min_jobs} jobs ({sum(dropped.values())} jobs: {dropped}); "
-            f"cluster {len(nodes)} machines, {total:,} GPUs"
+            f"Philly trace: {sum(counts.values()):,} jobs in {len(counts)} VCs; kept {len(kept)}, "
+            f"dropped {len(dropped)} VCs of fewer than {args.min_jobs} jobs "
+            f"({sum(dropped.values())} jobs: {dropped}); cluster {len(nodes)} machines, {total:,} GPUs"
         )
     runs: list[dict[str, Any]] = []
     for load in loads:
-        pods, notes = load_trace(TRACE, kept, args.limit, VC_COLUMN, load, skip_unknown_vcs=True)
+        pods, _ = load_trace(TRACE, kept, args.limit, VC_COLUMN, load, skip_unknown_vcs=True)
         for quota_set in quota_sets:
             quotas = demand_quotas(pods, total) if quota_set == "demand" else published_quotas(kept, total)
             quotas = {vc: q for vc, q in quotas.items() if any(p.vc == vc for p in pods)}
             vc_pods = [p for p in pods if p.vc in quotas]
-            r = experiment(nodes, vc_pods, quotas, args.borrow, args.jobs)
-            r.update(load=load, quotas=quota_set, borrow=args.borrow)
+            r = experiment(nodes, vc_pods, quotas, args.borrow, args.jobs, args.shape)
+            r.update(load=load, quotas=quota_set, borrow=args.borrow, shape=args.shape)
             runs.append(r)
             if not args.json:
-                print_run(load, quota_set, args.borrow, r)
+                print_run(load, quota_set, args.shape, args.borrow, r)
     first = runs[0]
     out = {
         "load": loads[0] if len(loads) == 1 else loads,
@@ -263,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
         "anomaly_hived_max_s": max(r["anomaly_hived_max_s"] for r in runs),
         "anomaly_quota_max_s": max(r["anomaly_quota_max_s"] for r in runs),
         "borrow": args.borrow,
+        "shape": args.shape,
+        "anomaly_hived_vc_size_max_s": max(r["anomaly_hived_vc_size_max_s"] for r in runs),
+        "anomaly_quota_vc_size_max_s": max(r["anomaly_quota_vc_size_max_s"] for r in runs),
         "vcs": first["vcs"],
         "vcs_dropped": dropped,
         "runs": runs,

@@ -99,11 +99,24 @@ def sim(
     policy = policy or "hived"
     if policy not in POLICIES:
         hint = " (placement policies of GPU sharing need --inflate)" if policy else ""
-        typer.echo(f"error: --policy {policy!r} is unknown; choose one of {', '.join(POLICIES)}{hint}", err=True)
+        typer.echo(
+            f"error: --policy {policy!r} is unknown; choose one of {', '.join(POLICIES)}{hint}", err=True
+        )
         raise typer.Exit(2)
     try:
         report = _replay(
-            cluster, trace, rack_size, vcs, limit, vc_column, vc_quotas, skip_unknown_vcs, load, private, policy, borrow
+            cluster,
+            trace,
+            rack_size,
+            vcs,
+            limit,
+            vc_column,
+            vc_quotas,
+            skip_unknown_vcs,
+            load,
+            private,
+            policy,
+            borrow,
         )
     except (SimError, OSError, ValueError) as err:
         typer.echo(f"error: {err}", err=True)
@@ -150,7 +163,9 @@ def _replay(
     if cluster.suffix.lower() != ".csv":
         raise SimError(f"--vc-quotas makes the VCs of a node-list cluster; {cluster} is not a CSV node list")
     if not vc_column:
-        raise SimError("--vc-quotas gives GPUs to the trace's VCs; name the trace's VC column with --vc-column")
+        raise SimError(
+            "--vc-quotas gives GPUs to the trace's VCs; name the trace's VC column with --vc-column"
+        )
     quotas = read_quotas(vc_quotas)
     nodes = read_nodes(cluster)
     pods, notes = load_trace(trace, list(quotas), limit, vc_column, load, skip_unknown_vcs)

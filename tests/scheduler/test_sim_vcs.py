@@ -44,7 +44,11 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 def test_jobs_keep_the_vc_of_their_column_and_arrive_faster_under_load(tmp_path: Path) -> None:
     trace = _write(tmp_path, "jobs.csv", JOBS)
     pods, _ = load_trace(trace, ["big", "small"], vc_column="cluster", load=2)
-    assert [(p.vc, p.arrival, p.gpus) for p in pods] == [("small", 0.0, 1), ("big", 5.0, 16), ("small", 10.0, 2)]
+    assert [(p.vc, p.arrival, p.gpus) for p in pods] == [
+        ("small", 0.0, 1),
+        ("big", 5.0, 16),
+        ("small", 10.0, 2),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -52,7 +56,10 @@ def test_jobs_keep_the_vc_of_their_column_and_arrive_faster_under_load(tmp_path:
     [
         pytest.param(JOBS, ["big"], r"VC 'small' is not in the cluster.*--skip-unknown-vcs", id="unknown-vc"),
         pytest.param(
-            JOBS.replace(",small\n", ",\n", 1), ["big", "small"], r"jobs.csv:3: no VC in column cluster; fill it in", id="row-without-vc"
+            JOBS.replace(",small\n", ",\n", 1),
+            ["big", "small"],
+            r"jobs.csv:3: no VC in column cluster; fill it in",
+            id="row-without-vc",
         ),
     ],
 )
@@ -83,7 +90,9 @@ def test_a_vc_column_the_trace_lacks_is_named(tmp_path: Path) -> None:
         pytest.param("vc,gpus\nbig,16\nsmall,8\n", "", id="valid"),
         pytest.param("name,count\nbig,16\n", "header vc,gpus", id="wrong-header"),
         pytest.param("vc,gpus\n,16\n", r":2: no VC name", id="row-without-vc"),
-        pytest.param("vc,gpus\nbig,lots\n", r":2: gpus 'lots' of VC big is not a whole number", id="not-a-number"),
+        pytest.param(
+            "vc,gpus\nbig,lots\n", r":2: gpus 'lots' of VC big is not a whole number", id="not-a-number"
+        ),
         pytest.param("vc,gpus\nbig,0\n", "at least 1", id="zero"),
         pytest.param("vc,gpus\nbig,8\nbig,8\n", "listed twice", id="duplicate"),
     ],

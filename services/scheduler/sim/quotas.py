@@ -5,9 +5,10 @@ The quotas must fit the cluster together. Each VC's GPUs are then made of whole 
 same mix of node shapes as the cluster (a VC of a tenth of the GPUs gets a tenth of each shape,
 largest remainders rounding), or, given the VCs' demand, shaped to it (`split_nodes`). Either
 way, a VC whose largest job needs more nodes of the biggest shape than its share gets them,
-trading smaller nodes with the VC that has the most big nodes to spare. Whole nodes are what a tenant's private cluster would be made of, so the same split
-gives the HiveD config of the shared cluster (one VC cell per node), each VC's private cluster
-and the GPU quotas of the quota baseline: every arm of an experiment has the same GPUs per VC.
+trading smaller nodes with the VC that has the most big nodes to spare. Whole nodes are what a
+tenant's private cluster would be made of, so the same split gives the HiveD config of the
+shared cluster (one VC cell per node), each VC's private cluster and the GPU quotas of the
+quota baseline: every arm of an experiment has the same GPUs per VC.
 """
 
 from __future__ import annotations

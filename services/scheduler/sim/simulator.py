@@ -26,8 +26,8 @@ from services.scheduler.core.hived import HivedConfigError, HivedPolicy
 from services.scheduler.core.placements import (
     JobDemand,
     NodeInventory,
-    PlacementPolicy,
     Placed,
+    PlacementPolicy,
     Preempting,
     Rejected,
     TaskDemand,
@@ -39,7 +39,16 @@ SAMPLES = 100
 POLICIES = ("hived", "quota")
 SIZE_BUCKETS = ("1", "2", "4", "8", ">8")
 
-__all__ = ["POLICIES", "SimCluster", "SimError", "SimPod", "Simulator", "load_cluster", "load_trace", "simulate"]
+__all__ = [
+    "POLICIES",
+    "SimCluster",
+    "SimError",
+    "SimPod",
+    "Simulator",
+    "load_cluster",
+    "load_trace",
+    "simulate",
+]
 
 
 def size_bucket(gpus: int) -> str:
@@ -212,7 +221,7 @@ def _retry_all(sim: Simulator, waiting: _Waiting, now: float, record: Any, refus
         lst = waiting.lists[key]
         i = started.get(key, 0)
         pod = lst[i][2]
-        if gpus >= limit.get((priority, vc), math.inf):
+        if (priority, vc) in limit and gpus >= limit[(priority, vc)]:
             continue
         requeue: list[SimPod] = []
         outcome = sim.room(pod) >= gpus and sim.try_start(pod, now, requeue)
@@ -227,7 +236,7 @@ def _retry_all(sim: Simulator, waiting: _Waiting, now: float, record: Any, refus
             if i < len(lst):
                 heapq.heappush(heads, (-priority, lst[i][0], lst[i][1], key))
         else:
-            limit[(priority, vc)] = min(gpus, limit.get((priority, vc), math.inf))  # type: ignore[type-var]
+            limit[(priority, vc)] = min(gpus, limit.get((priority, vc), gpus))
         if requeue:
             preempted.extend(requeue)
             limit.clear()  # preemption freed GPUs: sizes that failed may fit again
@@ -346,7 +355,8 @@ def _report(
             "per_vc": {vc: _stats(v) for vc, v in sorted(per_vc.items())},
             "per_size": {s: _stats(per_size[s]) for s in SIZE_BUCKETS if s in per_size},
             "per_vc_size": {
-                vc: {s: _stats(by[s]) for s in SIZE_BUCKETS if s in by} for vc, by in sorted(per_vc_size.items())
+                vc: {s: _stats(by[s]) for s in SIZE_BUCKETS if s in by}
+                for vc, by in sorted(per_vc_size.items())
             },
         },
         "gpu_allocation_rate": {

@@ -102,7 +102,11 @@ def read_nodes(path: Path) -> list[NodeInventory]:
             name = row["machineId"]
             nodes.append(
                 NodeInventory(
-                    name, name, UNLIMITED_CPU, UNLIMITED_MEMORY_MB, int(_num(row, "number of GPUs", path, line))
+                    name,
+                    name,
+                    UNLIMITED_CPU,
+                    UNLIMITED_MEMORY_MB,
+                    int(_num(row, "number of GPUs", path, line)),
                 )
             )
     else:
@@ -182,7 +186,7 @@ def load_trace(
             )
         return vc
 
-    if _POD_COLUMNS <= columns:
+    if columns >= _POD_COLUMNS:
         for line, row in enumerate(rows, start=2):
             if not row.get("creation_time") or not row.get("deletion_time"):
                 notes["pods_without_times_skipped"] += 1
@@ -211,7 +215,7 @@ def load_trace(
                     priority=-1 if row.get("qos", "") == "BE" else 0,
                 )
             )
-    elif _JOB_COLUMNS <= columns:
+    elif columns >= _JOB_COLUMNS:
         for line, row in enumerate(rows, start=2):
             vc = vc_of(row, line)
             if vc is None:
