@@ -203,8 +203,13 @@ class MpsDaemon:
         except ProcessLookupError:
             return 0
         loop = asyncio.get_running_loop()
-        ended = loop.create_future()
-        loop.add_reader(pidfd, lambda: ended.done() or ended.set_result(None))
+        ended: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            if not ended.done():
+                ended.set_result(None)
+
+        loop.add_reader(pidfd, readable)
         try:
             await ended
         finally:

@@ -113,8 +113,9 @@ async def test_a_node_with_gpus_runs_mps_for_shared_tasks_and_says_shares_are_en
         assert "gpu shares enforced: NVIDIA MPS" in status.output, status.output
 
         up.signal(signal.SIGINT)
-        assert up.process is not None
-        await eventually(lambda: asyncio.to_thread(up.process.poll), lambda code: code is not None, within=30)
+        process = up.process
+        assert process is not None
+        await eventually(lambda: asyncio.to_thread(process.poll), lambda code: code is not None, within=30)
         assert fake.quits() == [f"quit {pipe}"], up.text()
         assert len(fake.starts()) == 1
     finally:

@@ -71,7 +71,7 @@ def test_the_daemon_runs_only_where_there_are_real_gpus_and_the_binary(
 def test_the_setting_is_auto_or_off() -> None:
     assert mps.setting_of({}) == "auto"
     assert mps.setting_of({"PAI_GPU_MPS": "OFF"}) == "off"
-    with pytest.raises(ValueError, match="auto .* or off"):
+    with pytest.raises(ValueError, match=r"auto .* or off"):
         mps.setting_of({"PAI_GPU_MPS": "yes"})
 
 

@@ -1,4 +1,4 @@
-"""Where the node runs NVIDIA MPS, a task holding a share of a GPU is its client; a task of whole GPUs is not."""
+"""Where the node runs NVIDIA MPS, a task holding a share of a GPU is its client; a whole-GPU task is not."""
 
 from __future__ import annotations
 

@@ -59,7 +59,8 @@ else:
 NVIDIA_SMI = r"""#!/bin/sh
 case "$*" in
   *--query-gpu=name*) i=0; while [ $i -lt {count} ]; do echo "NVIDIA Fake"; i=$((i+1)); done ;;
-  *--query-gpu=*) i=0; while [ $i -lt {count} ]; do echo "$i, GPU-fake-$i, 0, 0, 0, 81920, 0, 0"; i=$((i+1)); done ;;
+  *--query-gpu=*)
+    i=0; while [ $i -lt {count} ]; do echo "$i, GPU-fake-$i, 0, 0, 0, 81920, 0, 0"; i=$((i+1)); done ;;
   *--query-compute-apps=*) ;;
   *) exit 1 ;;
 esac
