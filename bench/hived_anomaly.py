@@ -183,6 +183,7 @@ def summarise(
         "anomaly_quota_vc_size_max_s": max(max(v["anomaly_quota_by_size_s"].values()) for v in vcs.values()),
         "allocation": {arm: shared[arm]["gpu_allocation_rate"] for arm in shared},
         "fragmentation_mean": {arm: shared[arm]["fragmentation_mean"] for arm in shared},
+        "preemptions": {arm: shared[arm]["preemptions"] for arm in shared},
         "gang_jobs": shared["hived"]["gang_jobs"],
         "jobs": shared["hived"]["pods"],
         "wall_s": round(wall, 1),
@@ -246,7 +247,8 @@ def print_run(load: float, quota_set: str, shape: str, borrow: bool, r: dict[str
         a = r["allocation"][arm]
         print(
             f"{arm}: GPU allocation mean {a['mean']:.1%} max {a['max']:.1%}, "
-            f"free GPUs on partly used nodes {r['fragmentation_mean'][arm]:.1%}"
+            f"free GPUs on partly used nodes {r['fragmentation_mean'][arm]:.1%}, "
+            f"preemptions {r['preemptions'][arm]}"
         )
 
 
