@@ -58,6 +58,7 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
     "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
     "Ingress": ("/apis/networking.k8s.io/v1", "ingresses", True),
+    "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
 }
 ORDER = [
     "Namespace",

@@ -109,9 +109,31 @@ def test_nats_is_a_three_server_jetstream_cluster() -> None:
     assert all(f"nats-{i}.nats-headless.pai.svc:6222" in conf for i in range(3))
 
 
-def test_the_scheduler_never_runs_twice_during_an_upgrade() -> None:
-    scheduler = by(RENDERED["large"], "Deployment", "pai-scheduler")
-    assert (scheduler["spec"]["replicas"], scheduler["spec"]["strategy"]["type"]) == (1, "Recreate")
+def test_the_scheduler_and_the_orchestrator_run_a_leader_and_a_standby() -> None:
+    objects = RENDERED["base"]
+    for name in ("scheduler", "orchestrator"):
+        deployment = by(objects, "Deployment", f"pai-{name}")
+        assert deployment["spec"]["replicas"] == 2
+        assert by(objects, "PodDisruptionBudget", f"pai-{name}")["spec"]["maxUnavailable"] == 1
+    orchestrator = by(objects, "Deployment", "pai-orchestrator")["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "PAI_LEADER_LEASE", "value": "true"} in orchestrator["env"]
+
+
+def test_replicas_spread_over_nodes_and_streams_live_on_every_nats_server() -> None:
+    objects = RENDERED["base"]
+    for name in ("rest", "scheduler", "orchestrator", "events", "marketplace", "portal"):
+        deployment = by(objects, "Deployment", f"pai-{name}")
+        assert deployment["spec"]["replicas"] >= 2, name
+        terms = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+        [term] = terms["preferredDuringSchedulingIgnoredDuringExecution"]
+        assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+        assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == {
+            "app.kubernetes.io/name": f"pai-{name}"
+        }
+    assert by(objects, "PodDisruptionBudget", "nats")["spec"]["maxUnavailable"] == 1
+    assert by(objects, "ConfigMap", "pai-config")["data"]["PAI_STREAM_REPLICAS"] == "3"
+    small = RENDERED["small"]
+    assert {by(small, "Deployment", f"pai-{name}")["spec"]["replicas"] for name in SERVICES} == {1}
 
 
 def test_the_orchestrator_has_least_privilege() -> None:
