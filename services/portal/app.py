@@ -32,7 +32,7 @@ from services.portal.core.pages import BY_PATH
 from services.portal.core.security import SECURITY_HEADERS, Sealer, as_key, new_key
 from services.portal.routes.editor import render, validate
 from services.portal.routes.live import events
-from services.portal.routes.pages import page_handler, static_version, versioned_static
+from services.portal.routes.pages import browser_lib, page_handler, static_version, versioned_static
 from services.portal.routes.proxy import proxy
 from services.portal.routes.session import index, login, logout, oidc_login, session_info
 from services.portal.settings import PortalSettings
@@ -105,6 +105,9 @@ def build_app(settings: PortalSettings, key: bytes | None = None) -> web.Applica
     for path, page in BY_PATH.items():
         app.router.add_get(path, page_handler(page))
     app.router.add_get("/static/v{version:[0-9a-f]+}/{name:[A-Za-z0-9_.-]+}", versioned_static)
+    app.router.add_get(
+        "/static/v{version:[0-9a-f]+}/lib/{package:[a-z0-9-]+}/{path:[A-Za-z0-9_./-]+}", browser_lib
+    )
     app.router.add_static("/static/", STATIC_DIR, append_version=False)
     # The marketplace's API too: REST passes /marketplace/api/ on to the marketplace service.
     for prefix in ("/api/", "/rest-server/api/", "/marketplace/api/"):

@@ -21,6 +21,10 @@ from services.portal.settings import PortalSettings
 HERE = Path(__file__).resolve().parent
 PAGES_DIR = HERE / "pages"
 STATIC_DIR = HERE / "static"
+# The npm packages the pages use in the browser, as installed from package-lock.json (make setup;
+# the image's own npm stage): served from where npm put them, never copied into static/.
+NODE_MODULES = HERE / "node_modules"
+BROWSER_LIBS = {"yaml": NODE_MODULES / "yaml" / "browser" / "dist"}
 
 
 class Templates:

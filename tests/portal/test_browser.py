@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -435,6 +436,338 @@ async def test_no_serious_accessibility_violation_on_any_page(
     await anonymous.close()
     await page.context.close()
     assert found == {}
+
+
+PHONE = {"width": 390, "height": 844}
+
+
+async def test_on_a_phone_the_menu_opens_from_a_button_and_no_page_is_wider_than_the_screen(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    context = await browser.new_context(viewport=PHONE)
+    page = await context.new_page()
+    await page.goto(platform.url + "/")
+    await page.fill("#username", "admin")
+    await page.fill("#password", ADMIN_PASSWORD)
+    await page.click("button[type=submit]")
+    await page.wait_for_url("**/home.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    # The menu is folded: its links are not shown until the button opens it.
+    assert not await page.locator("#main-menu a", has_text="Submit job").is_visible()
+    await page.click("#menu-toggle")
+    assert await page.get_attribute("#menu-toggle", "aria-expanded") == "true"
+    link = page.locator("#main-menu a", has_text="Submit job")
+    box = await link.bounding_box()
+    assert box is not None
+    assert box["y"] >= 0, box
+    assert box["x"] + box["width"] <= PHONE["width"], box
+    await page.screenshot(path=str(artifacts / "phone-menu.png"))
+    await link.click()
+    await page.wait_for_url("**/submit.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    axe = AXE.read_text() if AXE.exists() else None
+    wide: dict[str, int] = {}
+    found: dict[str, list[str]] = {}
+    for path in (*PAGES, *ADMIN_PAGES):
+        await page.goto(platform.url + path)
+        await page.wait_for_selector("body[data-ready=true]", timeout=15_000)
+        width = await page.evaluate("() => document.documentElement.scrollWidth")
+        if width > PHONE["width"]:
+            wide[path] = width
+        if axe is not None:
+            await page.evaluate(axe)
+            result = await page.evaluate("async () => await axe.run(document)")
+            bad = [v["id"] for v in result["violations"] if v["impact"] in ("serious", "critical")]
+            if bad:
+                found[path] = bad
+        name = path.strip("/").replace("/", "-").replace(".html", "")
+        await page.screenshot(path=str(artifacts / f"phone-{name}.png"), full_page=True)
+    await context.close()
+    assert wide == {}, "pages wider than a phone's screen"
+    assert found == {}, "serious accessibility violations on a phone"
+
+
+PLUGINS_JOB = ANCHOR_JOB.parents[2] / "examples" / "mnist_500_tasks" / "yaml" / "CPU_500Task_MNIST.yaml"
+RUNTIME_PLUGINS = "com.microsoft.pai.runtimeplugin"
+
+
+async def test_the_ssh_box_and_storages_write_openpais_plugin_key_and_an_import_fills_them(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    import yaml
+
+    page = await signed_in(browser, platform, USER, USER_PASSWORD)
+    await page.goto(platform.url + "/submit.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.check("#f-ssh")
+    await page.fill("#f-storage", "home, data")
+    await page.wait_for_function("() => document.querySelector('#yaml').value.includes('teamwise_storage')")
+    written = yaml.safe_load(await page.input_value("#yaml"))
+    assert "com" not in written["extras"], "no nested com: microsoft: pai: objects"
+    assert written["extras"][RUNTIME_PLUGINS] == [
+        {"plugin": "ssh", "parameters": {"jobssh": True}},
+        {"plugin": "teamwise_storage", "parameters": {"storageConfigNames": ["home", "data"]}},
+    ]
+    await page.uncheck("#f-ssh")
+    await page.wait_for_function("() => !document.querySelector('#yaml').value.includes('plugin: ssh')")
+    plugins = yaml.safe_load(await page.input_value("#yaml"))["extras"][RUNTIME_PLUGINS]
+    assert [p["plugin"] for p in plugins] == ["teamwise_storage"]
+
+    if not PLUGINS_JOB.exists():
+        pytest.skip(f"OpenPAI's example jobs are not beside the repository ({PLUGINS_JOB} is missing)")
+    await page.set_input_files("#import-file", str(PLUGINS_JOB))
+    await page.wait_for_function("() => document.querySelector('#f-name').value === 'CPU_500Task_MNIST'")
+    assert await page.is_checked("#f-ssh")
+    assert await page.input_value("#f-storage") == "confignfs"
+    await page.screenshot(path=str(artifacts / "submit-plugins.png"), full_page=True)
+    await page.context.close()
+
+
+async def test_check_reports_a_storage_and_a_vc_the_user_may_not_use_in_submits_words(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    created = await platform.admin.post(
+        "/api/v2/users",
+        json={"username": "nobody-vc", "password": "nobody-password-1", "admin": False, "virtualCluster": []},
+    )
+    assert created.status_code == 201, created.text
+    page = await signed_in(browser, platform, "nobody-vc", "nobody-password-1")
+    await page.goto(platform.url + "/submit.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.fill("#f-storage", "confignfs")
+    await page.wait_for_function("() => document.querySelector('#yaml').value.includes('confignfs')")
+    await page.click("#check")
+    await page.wait_for_function(
+        "() => document.querySelector('#submit-status').textContent.startsWith('The platform would refuse')"
+    )
+    problems = await page.text_content("#problems") or ""
+    assert "User nobody-vc is not allowed to do operation in default" in problems
+    assert "you may not use storage confignfs" in problems
+    assert await page.locator(".field.invalid #f-vc").count() == 1
+    assert await page.locator(".field.invalid #f-storage").count() == 1
+    await page.screenshot(path=str(artifacts / "submit-check-refused.png"), full_page=True)
+    # Submit refuses it in the same words, and nothing was stored by the check.
+    await page.click("#submit")
+    await page.wait_for_function(
+        "() => document.querySelector('#submit-status').textContent.startsWith('Not submitted')"
+    )
+    assert "User nobody-vc is not allowed to do operation in default" in (
+        await page.text_content("#submit-status") or ""
+    )
+    listed = await platform.admin.get("/api/v2/jobs", params={"username": "nobody-vc"})
+    assert listed.json() == []
+    await page.context.close()
+
+    # A user who may submit it hears that the platform would accept it.
+    page = await signed_in(browser, platform, USER, USER_PASSWORD)
+    await page.goto(platform.url + "/submit.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.click("#check")
+    await page.wait_for_function(
+        "() => document.querySelector('#submit-status').textContent === 'The platform would accept this job.'"
+    )
+    assert "the platform would accept" in (await page.text_content("#problems") or "")
+    await page.context.close()
+
+
+async def test_the_attempt_selector_lists_each_attempt_and_opens_an_earlier_ones_tasks(
+    platform: PortalPlatform, browser: Any
+) -> None:
+    login = await platform.admin.post(
+        "/api/v2/authn/basic/login", json={"username": USER, "password": USER_PASSWORD}
+    )
+    text = (ROOT / "examples" / "hello.yaml").read_text().replace("hello-pai", "retried")
+    text = text.replace("type: job\n", "type: job\njobRetryCount: 2\n")
+    text = text.split("    commands:")[0] + "    commands:\n      - exit 3\n"
+    answer = await platform.admin.post(
+        "/api/v2/jobs",
+        content=text,
+        headers={"Content-Type": "text/yaml", "Authorization": f"Bearer {login.json()['token']}"},
+    )
+    assert answer.status_code == 202, answer.text
+
+    async def attempts() -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = (
+            await platform.admin.get("/api/v2/jobs/alice~retried/job-attempts")
+        ).json()
+        return found
+
+    await eventually(attempts, lambda found: len(found) == 3 and found[0]["state"] == "FAILED", within=120)
+    page = await signed_in(browser, platform, USER, USER_PASSWORD)
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if "/attempts/" in request.url else None)
+    await page.goto(platform.url + "/job-detail.html?username=alice&jobName=retried")
+    await page.wait_for_selector("body[data-state=FAILED]")
+    await page.wait_for_function("() => document.querySelectorAll('#attempt option').length === 4")
+    options = [(o or "").strip() for o in await page.locator("#attempt option").all_text_contents()]
+    assert options == ["latest", "#0 FAILED", "#1 FAILED", "#2 FAILED (latest)"]
+    async with page.expect_response("**/jobs/alice~retried/attempts/0") as response:
+        await page.select_option("#attempt", "0")
+    assert (await response.value).status == 200
+    await page.wait_for_function(
+        "() => [...document.querySelectorAll('#summary dt')].some("
+        "(dt) => dt.textContent === 'Attempt' && dt.nextElementSibling.textContent === '0')"
+    )
+    assert await page.locator('#roles tr[data-task="main-0"]').count() == 1
+    assert not any("NaN" in url or "undefined" in url for url in asked), asked
+    await page.context.close()
+
+
+async def test_an_open_job_list_follows_12_submissions_in_30_s_with_at_most_30_list_reads(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    page = await signed_in(browser, platform, USER, USER_PASSWORD)
+    reads: list[int] = []
+    page.on(
+        "response",
+        lambda response: (
+            reads.append(response.status)
+            if response.request.method == "GET" and response.url.split("?")[0].endswith("/api/v2/jobs")
+            else None
+        ),
+    )
+    await page.goto(platform.url + "/job-list.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.wait_for_selector("body[data-live]")
+    started = asyncio.get_running_loop().time()
+    for n in range(12):
+        await submit_as(platform, USER, USER_PASSWORD, f"burst-{n}")
+        await asyncio.sleep(max(0.0, started + 2.5 * (n + 1) - asyncio.get_running_loop().time()))
+    # Every job shows, in its final state, without a reload.
+    for n in range(12):
+        await page.wait_for_selector(f'tr[data-job="alice~burst-{n}"] [data-state=SUCCEEDED]', timeout=30_000)
+    elapsed = asyncio.get_running_loop().time() - started
+    assert len(reads) <= 30, f"{len(reads)} list reads in {elapsed:.0f} s"
+    assert 429 not in reads
+    await page.screenshot(path=str(artifacts / "job-list-burst.png"), full_page=True)
+    await page.context.close()
+
+
+COMMENTED_JOB = """# A job kept by hand: its comments and forms stay when the form changes one field.
+protocolVersion: 2
+name: commented
+version: 1.0
+type: job
+jobRetryCount: 0 # no retries
+prerequisites:
+  - type: dockerimage
+    name: image
+    uri: python:3.11-slim
+taskRoles:
+  main:
+    instances: 1
+    dockerImage: image
+    resourcePerInstance:
+      cpu: 1
+      memoryMB: 256
+      gpu: 0
+    commands:
+      - |
+        echo first
+        echo second
+"""
+
+
+async def test_changing_one_field_keeps_the_comments_block_scalars_and_numbers_of_the_yaml(
+    platform: PortalPlatform, browser: Any, tmp_path: Path
+) -> None:
+    page = await signed_in(browser, platform, USER, USER_PASSWORD)
+    await page.goto(platform.url + "/submit.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    path = tmp_path / "commented.yaml"
+    path.write_text(COMMENTED_JOB)
+    await page.set_input_files("#import-file", str(path))
+    await page.wait_for_function("() => document.querySelector('#f-name').value === 'commented'")
+    await page.fill("#f-retry", "2")
+    await page.check("#f-ssh")
+    await page.wait_for_function("() => document.querySelector('#yaml').value.includes('plugin: ssh')")
+    text = await page.input_value("#yaml")
+    assert text.startswith("# A job kept by hand")
+    assert "jobRetryCount: 2 # no retries" in text
+    assert "version: 1.0\n" in text
+    assert "      - |\n        echo first\n        echo second\n" in text
+    # Only the changed field and the plugin differ from what the user wrote.
+    assert text.replace("jobRetryCount: 2", "jobRetryCount: 0").startswith(COMMENTED_JOB)
+    await page.context.close()
+
+
+async def test_the_profile_changes_the_password_only_with_the_old_one(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    created = await platform.admin.post(
+        "/api/v2/users",
+        json={
+            "username": "changer",
+            "password": "first-password",
+            "admin": False,
+            "virtualCluster": ["default"],
+        },
+    )
+    assert created.status_code == 201, created.text
+    page = await signed_in(browser, platform, "changer", "first-password")
+    await page.goto(platform.url + "/user-profile.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.fill("#old-password", "not-the-password")
+    await page.fill("#new-password", "second-password")
+    await page.fill("#new-password-again", "second-password")
+    await page.click("#password-form button[type=submit]")
+    await page.wait_for_function("() => document.querySelector('#password-status').textContent !== ''")
+    assert "not right" in (await page.text_content("#password-status") or "")
+    await page.fill("#old-password", "first-password")
+    await page.fill("#new-password", "second-password")
+    await page.fill("#new-password-again", "second-password")
+    await page.click("#password-form button[type=submit]")
+    await page.wait_for_function(
+        "() => document.querySelector('#password-status').textContent.startsWith('Your password is changed')"
+    )
+    await page.screenshot(path=str(artifacts / "profile-password.png"), full_page=True)
+    old = await platform.admin.post(
+        "/api/v2/authn/basic/login", json={"username": "changer", "password": "first-password"}
+    )
+    new = await platform.admin.post(
+        "/api/v2/authn/basic/login", json={"username": "changer", "password": "second-password"}
+    )
+    assert (old.status_code, new.status_code) == (400, 200)
+    # This sign-in goes on.
+    await page.reload()
+    await page.wait_for_selector("body[data-ready=true]")
+    assert page.url.endswith("/user-profile.html")
+    await page.context.close()
+
+
+async def test_the_vc_page_shows_the_nodes_cpu_and_memory_where_no_gpu_is(
+    platform: PortalPlatform, browser: Any
+) -> None:
+    vcs = (await platform.admin.get("/api/v2/virtual-clusters")).json()
+    default = vcs["default"]
+    if default["cluster"]["gpus"]:
+        pytest.skip("this platform has GPUs: its VCs guarantee them")
+    cores = sum(node["cpu"] for node in default["nodes"])
+    memory = sum(node["memoryMb"] for node in default["nodes"])
+    assert cores > 0
+    page = await signed_in(browser, platform, USER, USER_PASSWORD)
+    await page.goto(platform.url + "/virtual-clusters.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    row = page.locator('tr[data-vc="default"]')
+    cpu = await row.locator("td[data-cpu]").get_attribute("data-cpu") or ""
+    assert cpu.split("/")[1] == str(cores)
+    assert f"/ {cores} (its nodes)" in (await row.locator("td[data-cpu]").text_content() or "")
+    assert (await row.locator("td[data-memory]").get_attribute("data-memory") or "").split("/")[1] == str(
+        memory
+    )
+    await page.context.close()
+
+
+async def test_a_user_sees_links_only_to_the_jobs_they_may_open(
+    platform: PortalPlatform, browser: Any
+) -> None:
+    await submit_as(platform, "admin", ADMIN_PASSWORD, "admins-listed")
+    page = await signed_in(browser, platform, USER, USER_PASSWORD)
+    await page.goto(platform.url + "/job-list.html")
+    await page.wait_for_selector('tr[data-job="admin~admins-listed"]')
+    assert await page.locator('tr[data-job="admin~admins-listed"] a').count() == 0
+    assert await page.locator('tr[data-job^="admin~"] a[href*="job-detail"]').count() == 0
+    await page.context.close()
 
 
 async def test_an_older_checks_late_answer_never_overwrites_a_newer_one(

@@ -125,7 +125,9 @@ FRAME = """<!doctype html>
   <a class="skip" href="#main">Skip to content</a>
   <header class="topbar">
     <a class="brand" href="/home.html"><span class="logo" aria-hidden="true">▣</span> PAI</a>
-    <nav aria-label="Main">
+    <button type="button" class="menu-toggle" id="menu-toggle" aria-expanded="false"
+      aria-controls="main-menu">Menu</button>
+    <nav aria-label="Main" id="main-menu">
       <ul>
         {links}
       </ul>

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from services.portal.context import STATIC_DIR, TEMPLATES, VERSION, Handler, session_of
+from services.portal.context import BROWSER_LIBS, HERE, STATIC_DIR, TEMPLATES, VERSION, Handler, session_of
 from services.portal.core.pages import Page, fill, frame, may_open, may_open_job
 
 
@@ -24,11 +24,30 @@ async def versioned_static(request: web.Request) -> web.StreamResponse:
     return web.FileResponse(path, headers={"Cache-Control": "public, max-age=31536000, immutable"})
 
 
+async def browser_lib(request: web.Request) -> web.StreamResponse:
+    """/static/v<version>/lib/<package>/<file>: an npm package's browser build (ES modules), where
+    npm installed it; 404 for any other package or a file outside its build."""
+    folder = BROWSER_LIBS.get(request.match_info["package"])
+    if folder is None or request.match_info["version"] != request.app[VERSION]:
+        raise web.HTTPNotFound()
+    path = (folder / request.match_info["path"]).resolve()
+    if not path.is_relative_to(folder.resolve()) or path.suffix != ".js" or not path.is_file():
+        raise web.HTTPNotFound()
+    return web.FileResponse(
+        path,
+        headers={"Cache-Control": "public, max-age=31536000, immutable", "Content-Type": "text/javascript"},
+    )
+
+
 def static_version() -> str:
+    """A hash of the static files and of the npm packages' pinned versions (package-lock.json)."""
     digest = hashlib.sha256()
     for path in sorted(STATIC_DIR.rglob("*")):
         if path.is_file():
             digest.update(path.name.encode() + path.read_bytes())
+    lock = HERE / "package-lock.json"
+    if lock.is_file():
+        digest.update(lock.read_bytes())
     return digest.hexdigest()[:12]
 
 

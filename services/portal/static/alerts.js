@@ -9,14 +9,14 @@ function about(labels) {
 }
 
 function alertTable(label, alerts, last) {
-  return el("table", { "aria-label": label },
+  return el("div", { class: "table-wrap" }, el("table", { "aria-label": label },
     el("thead", {}, el("tr", {}, ["Alert", "Severity", "About", "Summary", "Since", ...(last ? [last] : [])].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, alerts.map((a) => {
       const l = a.labels || {};
       return el("tr", { "data-alert": l.alertname || "" }, el("td", {}, l.alertname || "–"), el("td", {}, l.severity || "–"), el("td", {}, about(l)),
         el("td", {}, (a.annotations || {}).summary || ""), el("td", {}, fmtTime(Date.parse(a.startsAt))),
         ...(last ? [el("td", {}, fmtTime(Date.parse(a.endsAt)))] : []));
-    })));
+    }))));
 }
 
 function wait(seconds) {
@@ -27,14 +27,14 @@ function wait(seconds) {
 }
 
 function ruleTable(rules) {
-  return el("table", { "aria-label": "Alerting rules" },
+  return el("div", { class: "table-wrap" }, el("table", { "aria-label": "Alerting rules" },
     el("thead", {}, el("tr", {}, ["Rule", "Severity", "Condition", "For", "Summary"].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, rules.map((r) => el("tr", { "data-rule": r.alert },
       el("th", { scope: "row" }, r.alert),
       el("td", {}, (r.labels || {}).severity || "–"),
       el("td", {}, el("code", {}, r.expr)),
       el("td", { class: "num" }, wait(r.for)),
-      el("td", {}, (r.annotations || {}).summary || "")))));
+      el("td", {}, (r.annotations || {}).summary || ""))))));
 }
 
 async function refresh() {

@@ -17,9 +17,15 @@ export function session() {
   return sessionPromise;
 }
 
+// A message for people: the API's pointers to its own routes ("; `GET /x` lists them.") are for
+// scripts, and the page has its own ways to show the same.
+export function forPeople(message) {
+  return String(message).replace(/;\s*`(?:GET|POST|PUT|PATCH|DELETE) [^`]*`[^.;]*\./g, ".");
+}
+
 export class ApiError extends Error {
   constructor(status, body) {
-    super((body && body.message) || `The API answered ${status}.`);
+    super(forPeople((body && body.message) || `The API answered ${status}.`));
     this.status = status;
     this.code = body && body.code;
     this.body = body || {};
@@ -132,6 +138,32 @@ export function live(params, onChange) {
     // start would otherwise be missed), again, or switched to the event stream: what happened
     // meanwhile is fetched.
     fire({});
+  });
+  return source;
+}
+
+// The platform's events themselves, for a page that decides what each one means to it: `onEvent`
+// gets the event (its type and job_id), or null when the stream does not say what happened (it
+// connected or switched source, or the portal compared answers itself). No timers: the page
+// coalesces.
+/**
+ * @param {Record<string, string>} params
+ * @param {(event: any) => void} onEvent
+ */
+export function events(params, onEvent) {
+  const query = new URLSearchParams(params).toString();
+  const source = new EventSource("/portal/events" + (query ? "?" + query : ""));
+  source.addEventListener("change", (message) => {
+    let event = null;
+    try {
+      const change = JSON.parse(/** @type {MessageEvent} */ (message).data);
+      event = typeof change.event === "string" ? JSON.parse(change.event) : null;
+    } catch { event = null; }
+    onEvent(event);
+  });
+  source.addEventListener("ready", (message) => {
+    document.body.dataset.live = JSON.parse(/** @type {MessageEvent} */ (message).data).source;
+    onEvent(null);
   });
   return source;
 }
@@ -320,5 +352,38 @@ function wireLogout() {
   session().then((s) => { csrf.value = s.csrf; }).catch(() => {});
 }
 
-if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wireLogout);
-else wireLogout();
+// On a phone the menu folds behind a button; the button opens and closes it (Escape too).
+function wireMenu() {
+  const button = document.getElementById("menu-toggle");
+  const nav = document.getElementById("main-menu");
+  if (!button || !nav) return;
+  const show = (open) => {
+    nav.classList.toggle("open", open);
+    button.setAttribute("aria-expanded", String(open));
+  };
+  button.addEventListener("click", () => show(!nav.classList.contains("open")));
+  nav.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") { show(false); button.focus(); }
+  });
+}
+
+// A region that scrolls sideways (a wide table on a phone) is reachable by keyboard.
+function focusableScrollers() {
+  for (const wrap of document.querySelectorAll(".table-wrap:not([tabindex])")) {
+    wrap.setAttribute("tabindex", "0");
+    if (!wrap.hasAttribute("role")) wrap.setAttribute("role", "region");
+    const label = wrap.querySelector("table")?.getAttribute("aria-label");
+    if (label && !wrap.hasAttribute("aria-label")) wrap.setAttribute("aria-label", label);
+  }
+}
+
+function everyPage() {
+  wireLogout();
+  wireMenu();
+  if (typeof MutationObserver === "undefined") return; // not a browser (node's unit tests)
+  focusableScrollers();
+  new MutationObserver(focusableScrollers).observe(document.body, { childList: true, subtree: true });
+}
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", everyPage);
+else everyPage();

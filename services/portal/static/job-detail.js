@@ -1,6 +1,7 @@
 // @ts-check
 // A job's page: status, exit and failure analysis, tasks, live logs, config; updated live.
 import { $, api, el, fill, fmtDuration, fmtTime, historyChart, live, showError, stateBadge } from "./common.js";
+import { neverFits, solutionText, stoppedNotice, successDespiteFailures } from "./explain.js";
 import { saveAsTemplate } from "./market-share.js";
 
 const params = new URLSearchParams(location.search);
@@ -21,6 +22,8 @@ const page = {
   logTimer: null,
   /** @type {ReturnType<typeof setTimeout> | null} */
   useTimer: null,
+  /** @type {number | null} the GPUs of the whole cluster, once known */
+  clusterGpus: null,
 };
 
 function term(label, value) {
@@ -54,17 +57,23 @@ function showSummary() {
     term("Tasks", `${s.totalTaskNumber ?? "–"} in ${s.totalTaskRoleNumber ?? "–"} role(s), ${s.totalGpuNumber ?? 0} GPU(s)`),
     term("Attempt", String(s.attemptId ?? 0)));
   const pending = $("#pending");
-  if (s.state === "WAITING" && s.pendingReason) {
-    pending.textContent = `Waiting: ${s.pendingReason}`;
+  const never = neverFits(page.detail, page.clusterGpus);
+  if (s.state === "WAITING" && (s.pendingReason || never)) {
+    fill(pending, s.pendingReason ? `Waiting: ${s.pendingReason}` : "Waiting.", never ? el("strong", { class: "never-fits" }, ` ${never}`) : null);
     pending.classList.remove("hidden");
   } else pending.classList.add("hidden");
+  const outcome = $("#outcome");
+  const note = successDespiteFailures(page.detail) || stoppedNotice(page.detail);
+  outcome.textContent = note || "";
+  outcome.classList.toggle("hidden", !note);
   const failure = $("#failure");
   const spec = s.appExitSpec;
-  if (s.state === "FAILED" || (spec && s.appExitCode)) {
+  if (s.state === "FAILED" || (s.state !== "STOPPED" && spec && s.appExitCode)) {
+    const advice = spec ? solutionText(spec.solution) : "";
     fill(failure,
       el("strong", {}, `Exit code ${exitMeaning(s)}`),
       spec && spec.reason ? el("p", {}, spec.reason) : null,
-      spec && spec.solution && spec.solution.length ? el("p", {}, "What to do: ", spec.solution.join(" ")) : null,
+      advice ? el("p", {}, "What to do: ", advice) : null,
       s.appExitTriggerMessage ? el("p", {}, `Triggered by ${s.appExitTriggerTaskRoleName ?? "?"}[${s.appExitTriggerTaskIndex ?? "?"}]: ${s.appExitTriggerMessage}`) : null,
       s.appExitDiagnostics ? el("pre", { class: "config" }, s.appExitDiagnostics) : null);
     failure.classList.remove("hidden");
@@ -115,9 +124,13 @@ async function showAttempts() {
   const attempts = await api(`${base}/job-attempts`).catch(() => []);
   const select = $("#attempt");
   const current = select.value;
+  // OpenPAI's job history names each attempt by `attemptIndex`, from #0 (the first run) up.
+  const listed = (attempts || []).filter((a) => Number.isInteger(a.attemptIndex))
+    .sort((a, b) => a.attemptIndex - b.attemptIndex);
   fill(select, el("option", { value: "" }, "latest"),
-    (attempts || []).map((a) => el("option", { value: String(a.attemptId) }, `#${a.attemptId} ${a.attemptState || a.state || ""}`)));
-  select.value = current;
+    listed.map((a) => el("option", { value: String(a.attemptIndex) },
+      `#${a.attemptIndex} ${a.state || ""}${a.isLatest ? " (latest)" : ""}`)));
+  if ([...select.options].some((o) => o.value === current)) select.value = current;
 }
 
 function taskState(role, index) {
@@ -190,8 +203,19 @@ async function taskUse() {
   if (page.detail && FINAL.has(page.detail.jobStatus.state) && page.useTimer) { clearInterval(page.useTimer); page.useTimer = null; }
 }
 
+// The cluster's GPUs, to tell a wait that can end from one that cannot.
+async function learnCluster() {
+  const vcs = await api("/virtual-clusters").catch(() => null);
+  const any = vcs && Object.values(vcs)[0];
+  if (any && any.cluster && typeof any.cluster.gpus === "number") {
+    page.clusterGpus = any.cluster.gpus;
+    if (page.detail) showSummary();
+  }
+}
+
 async function start() {
   await refresh();
+  learnCluster();
   showAttempts();
   api(`${base}/config`, { raw: true }).then((text) => { $("#config").textContent = text; }).catch((e) => { $("#config").textContent = e.message; });
   $("#clone").after(saveAsTemplate($("#job-error"), () => api(`${base}/config`, { raw: true }), () => name));

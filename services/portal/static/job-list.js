@@ -1,6 +1,15 @@
 // @ts-check
-// The job list: OpenPAI's columns, filters, ordering, paging, bulk stop; updated live.
-import { $, api, el, fill, fmtDuration, fmtTime, jobLink, live, showError, stateBadge } from "./common.js";
+// The job list: OpenPAI's columns, filters, ordering, paging, bulk stop; updated live from the
+// platform's events (one stream per page), read again only when an event can change what it
+// shows, and at most once every READ_GAP_MS.
+import { $, api, el, events, fill, fmtDuration, fmtTime, jobLink, showError, stateBadge } from "./common.js";
+import { LIST_EVENT_TYPES, coalescer, listMoved } from "./list-updates.js";
+
+const READ_GAP_MS = 1500;
+const SETTLE_MS = 1000;
+// The total is counted with a read at most this often while events arrive (counting every
+// matching job is the slow part of a list).
+const COUNT_GAP_MS = 5000;
 
 const COLUMNS = [
   ["Name", "jobName"], ["Submitted", "submissionTime"], ["User", "username"], ["Duration", null],
@@ -8,6 +17,8 @@ const COLUMNS = [
   ["Priority", "jobPriority"], ["Status", "state"],
 ];
 const FINAL = new Set(["SUCCEEDED", "FAILED", "STOPPED"]);
+const me = document.body.dataset.user || "";
+const admin = document.body.dataset.role === "admin";
 const url = new URLSearchParams(location.search);
 // What the page shows, in one place: its order, page and filters (as the address says them), the
 // live source, the rows shown and the number of the latest count asked for.
@@ -22,6 +33,13 @@ const state = {
   /** @type {any[]} */
   items: [],
   counted: 0,
+  /** @type {string} the filters the event stream was opened for */
+  streamFor: "",
+  // the total is due with the next read (the view changed, or a job was submitted)
+  countDue: true,
+  lastCount: -Infinity,
+  /** @type {number | null} */
+  total: null,
 };
 
 function readFilters() {
@@ -57,17 +75,20 @@ function query() {
 async function count(asked) {
   const answer = await api("/jobs?" + new URLSearchParams({ ...query(), limit: "1", offset: "0", withTotalCount: "true" }));
   if (asked !== state.counted) return;
-  const total = answer.totalCount ?? 0;
-  $("#count").textContent = total ? `${state.offset + 1}–${state.offset + state.items.length} of ${total}` : "0 jobs";
-  $("#next").disabled = state.offset + state.items.length >= total;
+  showCount(answer.totalCount ?? 0);
 }
 
 async function refresh() {
+  // The total rides with a read of the rows once a view is shown; the first read of a view
+  // shows its rows first and counts after.
+  const withCount = state.countDue && state.items.length > 0 && Date.now() - state.lastCount >= COUNT_GAP_MS;
   let answer;
   try {
-    answer = await api("/jobs?" + new URLSearchParams(query()));
+    answer = await api("/jobs?" + new URLSearchParams({ ...query(), ...(withCount ? { withTotalCount: "true" } : {}) }));
   } catch (error) { showError($("#list-error"), error); return; }
   fill($("#list-error"));
+  let total = null;
+  if (answer && !Array.isArray(answer) && Array.isArray(answer.data)) { total = answer.totalCount ?? null; answer = answer.data; }
   state.items = answer || [];
   const selected = new Set([...document.querySelectorAll("#rows input:checked")].map((c) => /** @type {HTMLInputElement} */ (c).value));
   fill($("#rows"), state.items.length === 0 ? [el("tr", {}, el("td", { colspan: String(COLUMNS.length + 1), class: "muted" }, "No jobs match."))] :
@@ -75,7 +96,8 @@ async function refresh() {
       const key = `${job.username}~${job.name}`;
       return el("tr", { "data-job": key },
         el("td", {}, el("input", { type: "checkbox", value: key, checked: selected.has(key), "aria-label": `Select ${job.name}`, disabled: FINAL.has(job.state) })),
-        el("td", {}, jobLink(job.username, job.name)),
+        // A job's page is its owner's and the admins': others see its name, not a link to a refusal.
+        el("td", {}, admin || job.username === me ? jobLink(job.username, job.name) : el("span", { class: "other-job" }, job.name)),
         el("td", {}, fmtTime(job.submissionTime)),
         el("td", {}, job.username),
         el("td", {}, fmtDuration(job.launchedTime || job.createdTime, job.completedTime)),
@@ -86,26 +108,64 @@ async function refresh() {
         el("td", {}, job.jobPriority || "–"),
         el("td", {}, stateBadge(job.state)));
     }));
-  $("#count").textContent = state.items.length ? `${state.offset + 1}–${state.offset + state.items.length}` : "0 jobs";
   $("#prev").disabled = state.offset === 0;
-  $("#next").disabled = state.items.length < state.limit;
   updateStop();
   state.counted += 1;
-  count(state.counted).catch(() => {});
+  if (total !== null) {
+    state.countDue = false;
+    state.lastCount = Date.now();
+    showCount(total);
+  } else if (state.countDue && Date.now() - state.lastCount >= COUNT_GAP_MS) {
+    state.countDue = false;
+    state.lastCount = Date.now();
+    count(state.counted).catch(() => {});
+  } else if (state.total !== null) showCount(state.total);
   document.body.dataset.ready = "true";
+}
+
+function showCount(total) {
+  state.total = total;
+  $("#count").textContent = total ? `${state.offset + 1}–${state.offset + state.items.length} of ${total}` : "0 jobs";
+  $("#next").disabled = state.offset + state.items.length >= total;
 }
 
 function updateStop() {
   $("#stop-selected").disabled = document.querySelectorAll("#rows input:checked").length === 0;
 }
 
-function subscribe() {
-  if (state.source) state.source.close();
-  state.source = live(query(), refresh);
-  history.replaceState(null, "", "?" + new URLSearchParams({ ...state.filters, order: state.order, offset: String(state.offset), limit: String(state.limit) }));
+const reads = coalescer(refresh, {
+  gapMs: READ_GAP_MS, settleMs: SETTLE_MS, now: () => Date.now(),
+  later: (fn, ms) => setTimeout(fn, ms), cancel: (handle) => clearTimeout(handle),
+});
+
+function onEvent(event) {
+  const shown = new Map(state.items.map((job) => [job.jobId, job.state]));
+  if (!listMoved(event, shown, { order: state.order, filters: state.filters })) return;
+  if (!event || event.type === "job.submitted" || state.filters.state) state.countDue = true;
+  reads.request();
 }
 
-function reload() { showHead(); refresh(); subscribe(); }
+// One stream per page: opened again only when the filters it carries change (not for an order
+// or a page of the same jobs).
+function subscribe() {
+  const params = { ...state.filters, types: LIST_EVENT_TYPES.join(",") };
+  const key = new URLSearchParams(params).toString();
+  if (state.source && key === state.streamFor) return;
+  if (state.source) state.source.close();
+  state.streamFor = key;
+  state.source = events(params, onEvent);
+}
+
+function reload() {
+  showHead();
+  state.countDue = true;
+  state.lastCount = -Infinity;
+  state.total = null;
+  state.items = [];
+  reads.now();
+  subscribe();
+  history.replaceState(null, "", "?" + new URLSearchParams({ ...state.filters, order: state.order, offset: String(state.offset), limit: String(state.limit) }));
+}
 
 function start() {
   const form = $("#filters");
@@ -141,7 +201,7 @@ function start() {
     }));
     const failed = results.filter((r) => r.status === "rejected");
     if (failed.length) showError($("#list-error"), new Error(`${failed.length} job(s) could not be stopped: ${failed[0].reason.message}`));
-    refresh();
+    reads.now();
   });
   reload();
 }

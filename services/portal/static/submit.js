@@ -1,7 +1,7 @@
 // @ts-check
 // The submit page: a form and a YAML editor kept in sync both ways, checked by the API's own
 // validator (through /portal/validate) before anything is submitted.
-import { $, api, el, fill, market, portal } from "./common.js";
+import { $, ApiError, api, el, fill, market, portal } from "./common.js";
 import { saveAsTemplate } from "./market-share.js";
 
 const RUNTIME_PLUGINS = "com.microsoft.pai.runtimeplugin";
@@ -38,6 +38,10 @@ const state = {
   imagePaths: "",
   // each check's number: an answer older than the newest is dropped
   checksStarted: 0,
+  // the platform (a dry run) found nothing wrong with the text checked last
+  checkedByPlatform: false,
+  /** @type {{parts: (string|number)[], value: any}[]} the form's changes not yet in the editor */
+  edits: [],
 };
 const editor = $("#yaml");
 const gutter = $("#gutter");
@@ -145,10 +149,23 @@ function fromText(text, type) {
   return text;
 }
 
+// OpenPAI's runtime plugins sit under one flat key with dots in it, `extras` ->
+// `com.microsoft.pai.runtimeplugin`, never under nested objects com -> microsoft -> pai.
 function plugins() {
-  const list = getPath(state.config, `extras.${RUNTIME_PLUGINS}`);
+  const extras = state.config.extras;
+  const list = extras && typeof extras === "object" ? extras[RUNTIME_PLUGINS] : undefined;
   return Array.isArray(list) ? list : [];
 }
+
+function setPlugins(list) {
+  const extras = state.config.extras && typeof state.config.extras === "object" ? state.config.extras : {};
+  if (list.length) extras[RUNTIME_PLUGINS] = list;
+  else delete extras[RUNTIME_PLUGINS];
+  if (Object.keys(extras).length) state.config.extras = extras;
+  else delete state.config.extras;
+}
+
+const STORAGE_PLUGINS = new Set(["teamwise_storage", "storage"]);
 
 function showForm() {
   const roles = Object.keys(state.config.taskRoles && typeof state.config.taskRoles === "object" ? state.config.taskRoles : {});
@@ -161,7 +178,7 @@ function showForm() {
     input.value = toText(getPath(state.config, input.dataset.path), input.dataset.type);
   }
   $("#f-ssh").checked = plugins().some((p) => p && p.plugin === "ssh");
-  const storage = plugins().find((p) => p && p.plugin === "teamwise_storage");
+  const storage = plugins().find((p) => p && STORAGE_PLUGINS.has(p.plugin));
   if (document.activeElement !== $("#f-storage")) {
     $("#f-storage").value = ((storage && storage.parameters && storage.parameters.storageConfigNames) || []).join(", ");
   }
@@ -187,7 +204,7 @@ function showProblems() {
     f.querySelector(".problem")?.remove();
     f.querySelector("[aria-invalid]")?.removeAttribute("aria-invalid");
   }
-  const inputs = [...document.querySelectorAll("#job-form [data-path]")];
+  const inputs = [...document.querySelectorAll("#job-form [data-path], #job-form [data-alt-path]")];
   for (const problem of state.problems) {
     const input = fieldFor(problem.path, inputs);
     if (!input) continue;
@@ -202,7 +219,9 @@ function showProblems() {
   const count = Math.max(1, editor.value.split("\n").length);
   fill(gutter, Array.from({ length: count }, (_, i) =>
     lines.has(i + 1) ? el("span", { class: "bad-line" }, `${i + 1}\n`) : `${i + 1}\n`));
-  fill($("#problems"), state.problems.length === 0 ? [el("li", { class: "ok" }, "No problems found.")] :
+  const none = state.checkedByPlatform ? "No problems found; the platform would accept this job." :
+    "No problems found in the job (Check asks the platform too: virtual cluster, storages, nodes).";
+  fill($("#problems"), state.problems.length === 0 ? [el("li", { class: "ok" }, none)] :
     state.problems.map((p) => el("li", { "data-path": p.path },
       p.line ? el("button", { type: "button", onclick: () => jumpTo(p.line) }, `line ${p.line}`) : "",
       p.line ? ": " : "", `${p.path || "(document)"}: ${p.message}`, p.hint ? ` — ${p.hint}` : "")));
@@ -238,6 +257,7 @@ async function check() {
   const answer = await portal("/portal/validate", editor.value, "text/yaml");
   if (mine !== state.checksStarted) return answer.valid;
   state.problems = answer.problems;
+  state.checkedByPlatform = false;
   if (answer.config && typeof answer.config === "object" && !Array.isArray(answer.config)) state.config = answer.config;
   showForm();
   return answer.valid;
@@ -250,9 +270,42 @@ function debounce(fn, ms) {
 
 const fromEditor = debounce(() => check().catch(report), 300);
 
+// The npm package `yaml` (pinned in package-lock.json, served from its install under
+// /static/v.../lib/yaml/): the editor's document is edited in place, so a change in the form
+// keeps the user's comments, block scalars and number forms. Without it (npm packages not
+// installed) the portal renders the whole job again, as plain YAML.
+/** @type {Promise<any>} */
+const yamlLib = import(new URL("lib/yaml/index.js", import.meta.url).href).catch(() => null);
+
+// A change the form made, to apply to the editor's text: the path's parts and the new value
+// (undefined: remove it).
+/** @param {(string|number)[]} parts @param {any} value */
+function edit(parts, value) {
+  state.edits.push({ parts, value });
+  fromForm();
+}
+
+/** @param {string} text @param {{parts: (string|number)[], value: any}[]} edits */
+async function edited(text, edits) {
+  const YAML = await yamlLib;
+  if (YAML) {
+    const doc = YAML.parseDocument(text);
+    if (doc.errors.length === 0 && YAML.isMap(doc.contents)) {
+      for (const { parts, value } of edits) {
+        if (value === undefined) { if (doc.hasIn(parts)) doc.deleteIn(parts); }
+        else doc.setIn(parts, value !== null && typeof value === "object" ? doc.createNode(value) : value);
+      }
+      return doc.toString();
+    }
+  }
+  return portal("/portal/render", JSON.stringify(state.config), "application/json");
+}
+
 const fromForm = debounce(async () => {
+  const edits = state.edits;
+  state.edits = [];
   try {
-    editor.value = await portal("/portal/render", JSON.stringify(state.config), "application/json");
+    editor.value = await edited(editor.value, edits);
     await check();
   } catch (error) { report(error); }
 }, 250);
@@ -260,21 +313,65 @@ const fromForm = debounce(async () => {
 function onFormInput(event) {
   const input = event.target;
   if (input.dataset.path) {
-    setPath(state.config, input.dataset.path, fromText(input.value, input.dataset.type));
+    const value = fromText(input.value, input.dataset.type);
+    setPath(state.config, input.dataset.path, value);
+    edit(splitPath(input.dataset.path), value === "" ? undefined : value);
   } else if (input.dataset.plugin) {
-    const rest = plugins().filter((p) => p && p.plugin !== (input.dataset.plugin === "ssh" ? "ssh" : "teamwise_storage"));
-    if (input.dataset.plugin === "ssh" && input.checked) rest.push({ plugin: "ssh", parameters: { jobssh: true } });
-    if (input.dataset.plugin === "storage" && input.value.trim()) {
-      rest.push({ plugin: "teamwise_storage", parameters: { storageConfigNames: input.value.split(",").map((s) => s.trim()).filter(Boolean) } });
+    const ssh = input.dataset.plugin === "ssh";
+    const list = [...plugins()];
+    const at = list.findIndex((p) => p && (ssh ? p.plugin === "ssh" : STORAGE_PLUGINS.has(p.plugin)));
+    let entry = null;
+    if (ssh && input.checked) entry = at >= 0 ? list[at] : { plugin: "ssh", parameters: { jobssh: true } };
+    const names = ssh ? [] : input.value.split(",").map((s) => s.trim()).filter(Boolean);
+    if (!ssh && names.length) {
+      const old = at >= 0 ? list[at] : { plugin: "teamwise_storage" };
+      entry = { ...old, parameters: { ...(old.parameters || {}), storageConfigNames: names } };
     }
-    setPath(state.config, `extras.${RUNTIME_PLUGINS}`, rest.length ? rest : undefined);
-    if (state.config.extras && Object.keys(state.config.extras).length === 0) delete state.config.extras;
+    // The plugin keeps its place in the list (and any parameters the form does not show).
+    if (at >= 0 && entry) list[at] = entry;
+    else if (at >= 0) list.splice(at, 1);
+    else if (entry) list.push(entry);
+    setPlugins(list);
+    edit(["extras", RUNTIME_PLUGINS], list.length ? list : undefined);
+    if (!state.config.extras) edit(["extras"], undefined);
   }
-  fromForm();
 }
 
 function report(error) {
   $("#submit-status").textContent = error.message || String(error);
+}
+
+// The platform's own checks of a submission (the VC and storages the user may use, a node the
+// tasks fit, the name free), asked of REST as a dry run: nothing is stored. The answer's refusals
+// become problems at their fields, in the words a submission would use.
+async function platformCheck() {
+  const mine = state.checksStarted;
+  /** @type {any[]} */
+  let problems = [];
+  try {
+    await api("/jobs?dryRun=true", { method: "POST", body: editor.value, type: "text/yaml" });
+  } catch (error) {
+    if (!(error instanceof ApiError) || error.status === 429 || error.status >= 500) throw error;
+    const body = error.body || {};
+    const refusals = Array.isArray(body.refusals) ? body.refusals : [body];
+    problems = refusals.flatMap((r) => Array.isArray(r.problems) && r.problems.length ?
+      r.problems.map(withLine) : [{ path: r.path || "", message: r.message, hint: r.hint, line: null }]);
+  }
+  if (mine !== state.checksStarted) return null;
+  state.problems = problems;
+  state.checkedByPlatform = problems.length === 0;
+  showProblems();
+  return problems.length === 0;
+}
+
+async function checkAll() {
+  const status = $("#submit-status");
+  status.textContent = "Checking…";
+  if (!(await check())) { status.textContent = `${state.problems.length} problem(s) in the job.`; return; }
+  const fine = await platformCheck();
+  if (fine === null) return;
+  status.textContent = fine ? "The platform would accept this job." :
+    `The platform would refuse this job: ${state.problems.length} problem(s).`;
 }
 
 // ---------------------------------------------------------------- actions
@@ -321,7 +418,7 @@ async function start() {
     const role = e.target.dataset && e.target.dataset.remove;
     if (!role) return;
     delete state.config.taskRoles[role];
-    fromForm();
+    edit(["taskRoles", role], undefined);
   });
   $("#add-role").addEventListener("click", () => {
     state.config.taskRoles = state.config.taskRoles || {};
@@ -330,7 +427,7 @@ async function start() {
     const image = (state.config.prerequisites || []).find((p) => p && p.type === "dockerimage");
     state.config.taskRoles[`role${n}`] = { instances: 1, dockerImage: image ? image.name : "image",
       resourcePerInstance: { cpu: 1, memoryMB: 1024, gpu: 0 }, commands: ["echo hello"] };
-    fromForm();
+    edit(["taskRoles", `role${n}`], state.config.taskRoles[`role${n}`]);
   });
   $("#import-file").addEventListener("change", async (e) => {
     const file = e.target.files[0];
@@ -340,7 +437,7 @@ async function start() {
     $("#submit-status").textContent = `Imported ${file.name}.`;
   });
   $("#export").addEventListener("click", exportYaml);
-  $("#check").addEventListener("click", () => check().catch(report));
+  $("#check").addEventListener("click", () => checkAll().catch(report));
   $("#submit").addEventListener("click", () => submit().catch(report));
 
   const vcs = await api("/virtual-clusters").catch(() => ({}));
@@ -358,7 +455,7 @@ async function start() {
     editor.value = protocol;
     await check();
     state.config.name = `${state.config.name || "job"}-${Date.now().toString(36)}`;
-    editor.value = await portal("/portal/render", JSON.stringify(state.config), "application/json");
+    editor.value = await edited(editor.value, [{ parts: ["name"], value: state.config.name }]);
     await check();
     $("#submit-status").textContent = "The job of the marketplace item: change what you need, then submit.";
   } else if (clone) {
@@ -367,7 +464,8 @@ async function start() {
     editor.value = text;
     await check();
     state.config.name = `${state.config.name}-clone-${Date.now().toString(36)}`;
-    fromForm();
+    editor.value = await edited(editor.value, [{ parts: ["name"], value: state.config.name }]);
+    await check();
   } else {
     editor.value = DEFAULT_JOB;
     await check();

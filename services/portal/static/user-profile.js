@@ -1,5 +1,5 @@
 // @ts-check
-// Profile: e-mail, groups, storages, application tokens (create, copy once, revoke).
+// Profile: e-mail, password, groups, storages, application tokens (create, copy once, revoke).
 import { $, api, el, fill, fmtTime, showError } from "./common.js";
 
 function claims(token) {
@@ -38,6 +38,31 @@ function revoke(token) {
 $("#email-form").addEventListener("submit", (e) => {
   e.preventDefault();
   act(() => api("/users/me", { method: "PUT", body: { data: { email: $("#email").value.trim() }, patch: true } }));
+});
+// OpenPAI's own route: PUT /api/v2/users/me with the old password. The platform then ends every
+// other sign-in and token of the user; this one stays.
+$("#password-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const status = $("#password-status");
+  const oldPassword = $("#old-password").value;
+  const newPassword = $("#new-password").value;
+  status.className = "";
+  if (newPassword !== $("#new-password-again").value) {
+    status.className = "error";
+    status.textContent = "The two new passwords differ; type the same one twice.";
+    return;
+  }
+  try {
+    await api("/users/me", { method: "PUT", body: { data: { oldPassword, newPassword }, patch: true } });
+    status.className = "ok";
+    status.textContent = "Your password is changed. Your other sign-ins and tokens have ended; this one stays.";
+    /** @type {HTMLFormElement} */ (e.target).reset();
+    refresh().catch(() => {});
+  } catch (error) {
+    status.className = "error";
+    status.textContent = error.code === "IncorrectPasswordError" ?
+      "The current password is not right; the password is unchanged." : `The password is unchanged: ${error.message}`;
+  }
 });
 $("#new-token").addEventListener("click", () => act(async () => {
   const { token } = await api("/tokens/application", { method: "POST" });

@@ -38,10 +38,15 @@ function remove(username) {
 $("#add-user").addEventListener("submit", (e) => {
   e.preventDefault();
   const f = e.target.elements;
+  const username = f.username.value.trim();
+  // Left blank, the VC field means what its placeholder says: the default VC.
+  const virtualCluster = list(f.vcs.value).length ? list(f.vcs.value) : ["default"];
+  $("#add-status").textContent = "";
   act(async () => {
-    await api("/users", { method: "POST", body: { username: f.username.value.trim(), password: f.password.value,
-      email: f.email.value.trim(), admin: f.admin.checked, virtualCluster: list(f.vcs.value) } });
+    await api("/users", { method: "POST", body: { username, password: f.password.value,
+      email: f.email.value.trim(), admin: f.admin.checked, virtualCluster } });
     e.target.reset();
+    $("#add-status").textContent = `User ${username} added, with virtual clusters ${virtualCluster.join(", ")}.`;
   });
 });
 

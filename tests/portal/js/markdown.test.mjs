@@ -36,7 +36,7 @@ globalThis.document = {
 };
 
 const { render, safeHref } = await import("../../../services/portal/static/markdown.js");
-const { fmtDuration } = await import("../../../services/portal/static/common.js");
+const { fmtDuration, forPeople } = await import("../../../services/portal/static/common.js");
 
 const html = (source) => render(source).map((node) => node.html).join("");
 
@@ -88,4 +88,9 @@ test("durations read as the largest two units", () => {
   assert.equal(fmtDuration(1000, 126_000), "2m 5s");
   assert.equal(fmtDuration(1000, 1000 + 3_660_000 + 59_000), "1h 1m");
   assert.equal(fmtDuration(5000, 1000), "0s", "an end before the start is no time");
+});
+
+test("the API's pointers to its own routes stay out of what people read", () => {
+  assert.equal(forPeople("No item 7 you may see; `GET /marketplace/api/items` lists them."), "No item 7 you may see.");
+  assert.equal(forPeople("Job x is not found."), "Job x is not found.");
 });

@@ -1,0 +1,61 @@
+// @ts-check
+// What a job's page says about why the job is where it is, in sentences: the steps of advice,
+// a success despite failed tasks, a wait that can never end, a stop the user asked for. Pure:
+// it reads the job's detail (and the cluster's size) and returns text.
+
+// The advice of a failure as separate steps. Steps may arrive joined into one string with "; "
+// after their own full stop ("Check X.; Then Y."), which read as ".;" when shown joined.
+/** @param {unknown} solution */
+export function solutionSteps(solution) {
+  const parts = Array.isArray(solution) ? solution : solution ? [solution] : [];
+  return parts.flatMap((part) => String(part).split(/(?<=[.!?])\s*;\s*/))
+    .map((step) => step.trim()).filter(Boolean);
+}
+
+// The advice as one paragraph: each step a sentence.
+/** @param {unknown} solution */
+export function solutionText(solution) {
+  return solutionSteps(solution).map((step) => (/[.!?]$/.test(step) ? step : `${step}.`)).join(" ");
+}
+
+/** @param {any} detail */
+function tasksOf(detail) {
+  return Object.entries(detail.taskRoles || {}).flatMap(([role, status]) =>
+    ((status && status.taskStatuses) || []).map((/** @type {any} */ t) => ({ role, ...t })));
+}
+
+// A job that succeeded although some of its tasks failed: its completion rule allowed it.
+/** @param {any} detail */
+export function successDespiteFailures(detail) {
+  const s = detail.jobStatus || {};
+  if (s.state !== "SUCCEEDED") return null;
+  const failed = tasksOf(detail).filter((t) => t.taskState === "FAILED");
+  if (!failed.length) return null;
+  const names = failed.slice(0, 5).map((t) => `${t.role}[${t.taskIndex}]`).join(", ") + (failed.length > 5 ? ", …" : "");
+  return `This job succeeded although ${failed.length} task${failed.length === 1 ? "" : "s"} failed (${names}): ` +
+    "enough of its tasks succeeded for its completion rule (a task role's completion.minSucceededInstances), " +
+    "so the job ended as succeeded without waiting for the others to succeed.";
+}
+
+// A waiting job that asks more GPUs than the cluster has: it can never start as it is.
+/**
+ * @param {any} detail
+ * @param {number | null} clusterGpus the GPUs of every node together; null when unknown
+ */
+export function neverFits(detail, clusterGpus) {
+  const s = detail.jobStatus || {};
+  if (s.state !== "WAITING" || clusterGpus === null) return null;
+  const asked = Number(s.totalGpuNumber || 0);
+  if (asked <= clusterGpus) return null;
+  return `This job can never start as it is: it asks for ${asked} GPU${asked === 1 ? "" : "s"} in all, ` +
+    `and the whole cluster has ${clusterGpus}. Stop it, and submit it again asking for at most ${clusterGpus}.`;
+}
+
+// A job its user (or an admin) stopped: said plainly, not as a failure.
+/** @param {any} detail */
+export function stoppedNotice(detail) {
+  const s = detail.jobStatus || {};
+  if (s.state !== "STOPPED") return null;
+  return "This job was stopped on request (Stop on this page, the job list or the API); " +
+    "its tasks were ended. Clone it to run it again.";
+}
