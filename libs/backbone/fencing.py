@@ -4,8 +4,12 @@ whoever acts on its decisions. The rule itself is pure: libs/protocol/fencing.py
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import structlog
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.errors import APIError, KeyNotFoundError
 from nats.js.kv import KeyValue
@@ -14,6 +18,8 @@ from libs.protocol.fencing import Fence, decode, deposed, encode, with_cut, with
 from libs.protocol.subjects import JOBS_STREAM
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 FENCES_BUCKET = "PAI_FENCES"
 SCHEDULER_FENCE = "scheduler"
@@ -50,15 +56,27 @@ async def _rewrite(kv: KeyValue, key: str, epoch: int, change: object) -> tuple[
         return updated
 
 
+async def _patiently(attempt: Callable[[], Awaitable[T]], within: float = 60.0) -> T:
+    """`attempt()` again while the bus times out (a NATS server of the cluster going away)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            return await attempt()
+        except (TimeoutError, NatsTimeoutError, NoRespondersError):
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
 async def raise_fence(js: JetStreamContext, kv: KeyValue, epoch: int, key: str = SCHEDULER_FENCE) -> Fence:
     """Record `epoch`'s fence: pending first, then with the job stream's last sequence as its cut.
 
     Pending before the cut is read: a reader that saw no fence at all acted on a decision stored
     before the pending write, hence at or below the cut, which the new leader also counts.
     """
-    await _rewrite(kv, key, epoch, lambda fences: with_pending(fences, epoch))
-    cut = (await js.stream_info(JOBS_STREAM)).state.last_seq
-    await _rewrite(kv, key, epoch, lambda fences: with_cut(fences, epoch, cut))
+    await _patiently(lambda: _rewrite(kv, key, epoch, lambda fences: with_pending(fences, epoch)))
+    cut = (await _patiently(lambda: js.stream_info(JOBS_STREAM))).state.last_seq
+    await _patiently(lambda: _rewrite(kv, key, epoch, lambda fences: with_cut(fences, epoch, cut)))
     log.info("fence raised", epoch=epoch, cut=cut)
     return Fence(epoch, cut)
 

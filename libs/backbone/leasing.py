@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Callable
 
 import structlog
+from nats.errors import NoRespondersError
 from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
@@ -76,7 +77,7 @@ class Lease:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), self.poll)
                     continue
-            except (APIError, TimeoutError) as exc:  # raced with another instance, or the bus is away
+            except (APIError, TimeoutError, NoRespondersError) as exc:  # a race, or the bus is away
                 log.info("lease race; looking again", key=self.key, error=str(exc) or type(exc).__name__)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 0.2)
@@ -97,7 +98,7 @@ class Lease:
                 self.revision = await self.kv.update(self.key, self.holder.encode(), last=self.revision)
             except KeyWrongLastSequenceError as exc:
                 raise LeaseLost(f"the lease {self.key!r} was taken over") from exc
-            except (APIError, TimeoutError) as exc:
+            except (APIError, TimeoutError, NoRespondersError) as exc:
                 # The bus is away for now: renew at the next turn; if the TTL passes meanwhile the
                 # key is gone and the update above fails as a takeover.
                 log.warning(
