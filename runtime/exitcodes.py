@@ -25,6 +25,10 @@ SECRET_MISSING = 248
 """The command references <% $secrets.NAME %> but the job has no such secret (user error)."""
 
 # OpenPAI's codes (k8s-job-exit-spec).
+START_PERMISSION_DENIED = -1202
+"""ContainerDockerStartCmdPermissionDenied: the container's shell may not be executed."""
+START_NOT_FOUND = -1203
+"""ContainerDockerStartCmdNotFound: the image has no /bin/sh for the task's commands."""
 BARRIER_TIMEOUT = 251
 """JobGangAllocationTimeout: not every task of the attempt became ready in time (transient conflict)."""
 PORT_CONFLICT = 253
@@ -42,6 +46,8 @@ PHRASES: dict[int, str] = {
     BARRIER_TIMEOUT: "JobGangAllocationTimeout",
     PORT_CONFLICT: "ContainerPortConflict",
     IMAGE_NOT_EXISTS: "ContainerImageNotExists",
+    START_PERMISSION_DENIED: "ContainerDockerStartCmdPermissionDenied",
+    START_NOT_FOUND: "ContainerDockerStartCmdNotFound",
     INTERNAL_ERROR: "PAIRuntimeUnknownFailed",
 }
 

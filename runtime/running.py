@@ -258,6 +258,23 @@ class TaskRun:
             preexec_fn=(lambda: _leave_groups(groups)) if groups else None,
         )
 
+    def _check_container_started(self, code: int) -> None:
+        """The engine's words, not the user's command: the container never ran its shell (the
+        image has no /bin/sh, or it may not be executed). Podman's init says "failed to exec
+        pid1" (exit 1); an engine without one has its OCI runtime say it (126, 127)."""
+        assert self.capture is not None
+        assert self.spec.container is not None
+        tail = self.capture.tail.text()
+        image = self.spec.container.digest or self.spec.container.image
+        not_run = "failed to exec pid1" in tail or "OCI runtime" in tail or "OCI permission denied" in tail
+        if not not_run:
+            return
+        if "permission denied" in tail.lower():
+            raise _RuntimeExit(
+                exitcodes.START_PERMISSION_DENIED, f"the image {image}'s /bin/sh may not be run"
+            )
+        raise _RuntimeExit(exitcodes.START_NOT_FOUND, f"the image {image} has no /bin/sh to run the commands")
+
     def _command(self, path: Path, script: int) -> list[str]:
         if self.spec.run_as is None:
             return ["/bin/bash", str(path)]
@@ -404,6 +421,8 @@ class TaskRun:
                 raise _RuntimeExit(exitcodes.TERMINATED, "stopped before the user command started")
             self.log("user command starts")
             code = self._run_script(command, "user-command")
+            if spec.container is not None and code in (1, 126, 127):
+                self._check_container_started(code)
             self.outcome.user_exit_code = code
             self.log(f"user command exited with {code}")
             if code == 0 and not self.stopping:

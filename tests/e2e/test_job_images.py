@@ -12,44 +12,21 @@ import secrets
 import shutil
 import signal
 import subprocess
-import tarfile
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from services.orchestrator.adapters.engines import write_containers_conf
+from services.orchestrator.adapters.engines import Engine, EngineError, resolve_image
+from services.orchestrator.adapters.isolation import engine_line
 from services.orchestrator.core.containers import LABEL_JOB
 from tests.e2e.platform import Platform, job_yaml, running_platform
+from tests.support.images import ImageError, build_marker_image, podman_env, remove_image
 from tests.support.waiting import eventually, polled
 
 pytestmark = pytest.mark.timeout(240)
 
 ENGINE_ENV = {"PAI_TASK_ENGINE": "podman", "PAI_IMAGE_PULL": "never"}
-
-
-def _static_binaries(into: Path) -> tuple[Path, Path]:
-    """busybox and bash, static: from Debian's packages (downloaded, unpacked), else the host's."""
-    installed = (Path("/bin/busybox"), Path("/bin/bash-static"))
-    if all(p.exists() for p in installed) and _is_static(installed[0]):
-        return installed
-    subprocess.run(
-        ["apt-get", "download", "busybox-static", "bash-static"], cwd=into, check=True, capture_output=True
-    )
-    root = into / "unpacked"
-    for deb in into.glob("*.deb"):
-        subprocess.run(["dpkg", "-x", str(deb), str(root)], check=True)
-    return root / "bin" / "busybox", root / "bin" / "bash-static"
-
-
-def _is_static(binary: Path) -> bool:
-    out = subprocess.run(["file", "-L", str(binary)], capture_output=True, text=True, check=False).stdout
-    return "statically linked" in out or not out  # no `file`: trust the static package's name
-
-
-def _podman_env(conf_dir: Path) -> dict[str, str]:
-    return {**os.environ, "CONTAINERS_CONF": str(write_containers_conf(conf_dir))}
 
 
 @pytest.fixture(scope="module")
@@ -61,32 +38,14 @@ def marker_image() -> Iterator[tuple[str, str]]:
         pytest.skip("the container engine tests run rootful podman: run them as root")
     marker = f"marker-{secrets.token_hex(6)}"
     reference = f"localhost/pai-test-marker:{marker}"
-    with tempfile.TemporaryDirectory() as scratch:
-        work = Path(scratch)
-        busybox, bash = _static_binaries(work)
-        root = work / "root"
-        (root / "bin").mkdir(parents=True)
-        (root / "tmp").mkdir(mode=0o1777)
-        shutil.copy(busybox, root / "bin" / "busybox")
-        shutil.copy(bash, root / "bin" / "bash")
-        applets = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, check=True)
-        for applet in applets.stdout.split():
-            if not (root / "bin" / applet).exists():
-                (root / "bin" / applet).symlink_to("busybox")
-        (root / "pai-marker").write_text(marker + "\n")
-        archive = work / "image.tar"
-        with tarfile.open(archive, "w") as tar:
-            tar.add(root, arcname=".")
-        env = _podman_env(work)
-        imported = subprocess.run(
-            ["podman", "import", "--quiet", str(archive), reference], env=env, capture_output=True, text=True
-        )
-        if imported.returncode != 0:
-            pytest.skip(f"podman cannot import an image here: {imported.stderr.strip()[-300:]}")
-        try:
-            yield reference, marker
-        finally:
-            subprocess.run(["podman", "rmi", "--force", reference], env=env, capture_output=True, check=False)
+    try:
+        build_marker_image(reference, marker)
+    except ImageError as exc:
+        pytest.skip(f"no test image can be made here: {exc}")
+    try:
+        yield reference, marker
+    finally:
+        remove_image(reference)
 
 
 def _image_job(name: str, image: str, command: str, **top: object) -> str:
@@ -96,7 +55,7 @@ def _image_job(name: str, image: str, command: str, **top: object) -> str:
 def _containers_of(job_id: str, conf_dir: Path) -> list[str]:
     done = subprocess.run(
         ["podman", "ps", "--all", "--filter", f"label={LABEL_JOB}={job_id}", "--format", "{{.Names}}"],
-        env=_podman_env(conf_dir),
+        env=podman_env(conf_dir),
         capture_output=True,
         text=True,
         check=True,
@@ -186,3 +145,37 @@ async def test_the_orchestrator_killed_mid_task_adopts_it_and_reports_its_end_on
         assert len(platform.watcher.of("task.started", job_id)) == 1
         assert len(platform.watcher.of("task.completed", job_id)) == 1
         assert _containers_of(job_id, tmp_path) == []
+
+
+async def test_an_image_without_a_shell_fails_with_openpais_start_cmd_not_found(
+    tmp_path: Path, marker_image: tuple[str, str]
+) -> None:
+    shell_less = "localhost/pai-test-no-shell:1"
+    build_marker_image(shell_less, "no-shell", shell=False)
+    try:
+        async with running_platform(tmp_path / "data", env=ENGINE_ENV) as platform:
+            job_id = await platform.submit(_image_job("no-shell", shell_less, "echo ran"))
+            assert (await platform.completed(job_id)).state == "FAILED"
+            task = await _task_of(platform, "no-shell")
+            assert task["containerExitCode"] == -1203
+            assert task["containerExitSpec"]["phrase"] == "ContainerDockerStartCmdNotFound"  # type: ignore[index]
+            assert "has no /bin/sh" in str(task["containerExitDiagnostics"])
+    finally:
+        remove_image(shell_less)
+
+
+def test_pai_up_names_the_engine_and_the_pull_policy(tmp_path: Path, marker_image: tuple[str, str]) -> None:
+    line = engine_line(tmp_path, {"PAI_TASK_ENGINE": "auto", "PAI_IMAGE_PULL": "never"})
+    assert (
+        line
+        == "tasks run in their docker images through podman (runc); images pulled: never (PAI_IMAGE_PULL)"
+    )
+    assert engine_line(tmp_path, {"PAI_TASK_ENGINE": "host"}) == "tasks run on the host: PAI_TASK_ENGINE=host"
+    assert "must be auto, podman, docker or host" in engine_line(tmp_path, {"PAI_TASK_ENGINE": "lxc"})
+
+
+async def test_an_engine_gone_is_a_platform_failure_that_names_it(tmp_path: Path) -> None:
+    gone = Engine("podman", str(tmp_path / "no-such-podman"), "runc")
+    with pytest.raises(EngineError, match="the container engine podman cannot be run") as failed:
+        await resolve_image(gone, "localhost/anything:1", "never")
+    assert failed.value.exit_code == 245  # RuntimeConfineFailed: transient, retried without counting
