@@ -2,7 +2,9 @@
 trivial command, the memory of a task waiting at the gang barrier, the gang barrier, and log
 capture with secret masking.
 
-Run: .venv/bin/python bench/runtime_bench.py [--runs 40]
+Run: .venv/bin/python bench/runtime_bench.py [--runs 40] [--engine podman]
+With --engine, only a task in its docker image is measured (and a host task beside it): the
+executor's look at the image, the runtime, and the engine's run to the command in the container.
 Every task of every job starts through the runtime, so its own overhead is paid on each task
 start; log capture sits between the user program and its log files for the task's whole life.
 Tasks are started as the local executor starts them: forked by the runtime's fork server
@@ -130,6 +132,61 @@ def contained(root: Path, groups: TaskGroups, name: str) -> dict[str, Any]:
 
 
 BENCH_UID = 1_800_999_999
+BENCH_IMAGE = "localhost/pai-bench-runtime:1"
+
+
+def in_image(runs: int, engine_name: str) -> tuple[list[float], list[float]]:
+    """Request to the command and to exit of a task in a local busybox+bash image: the executor's
+    image resolution (as it makes it for an attempt's first task), the runtime's start, and the
+    engine's run; the command writes bash's clock inside the container."""
+    from services.orchestrator.adapters.engines import detect_engine, resolve_image
+    from services.orchestrator.core.containers import ContainerPlan, container_name, run_arguments
+    from tests.support.images import build_marker_image, remove_image
+
+    with tempfile.TemporaryDirectory() as conf:
+        engine = detect_engine(engine_name, Path(conf)).engine
+        assert engine is not None
+        build_marker_image(BENCH_IMAGE, "bench")
+        to_command, to_exit = [], []
+        try:
+            for n in range(runs):
+                with tempfile.TemporaryDirectory() as tmp:
+                    root = Path(tmp)
+                    work = root / "worker" / "work"
+                    work.mkdir(parents=True)
+                    t0 = time.time()
+                    image = asyncio.run(resolve_image(engine, BENCH_IMAGE, "never"))
+                    plan = ContainerPlan(
+                        engine=engine.name,
+                        image=image.run,
+                        name=container_name(f"bench-{os.getpid()}", 0, "worker", 0, n),
+                        user="0:0",
+                        work_dir=str(work),
+                        labels=(),
+                        memory_mb=256,
+                        cpus=1,
+                        pids=4096,
+                    )
+                    container = {
+                        "engine": engine.program,
+                        "run": run_arguments(plan),
+                        "image": image.run,
+                        "env": engine.env,
+                    }
+                    path = spec(
+                        root,
+                        "worker",
+                        ["worker"],
+                        'printf %s "$EPOCHREALTIME" > started',
+                        container=container,
+                    )
+                    proc = start(path)
+                    assert proc.wait() == 0
+                    to_exit.append(time.time() - t0)
+                    to_command.append(float((work / "started").read_text()) - t0)
+        finally:
+            remove_image(BENCH_IMAGE)
+    return to_command, to_exit
 
 
 async def forked(
@@ -219,9 +276,17 @@ def main() -> None:
         default=ROOT,
         help="a tree to take the plain `python -m runtime` from (an export of main: the figure before)",
     )
+    parser.add_argument("--engine", choices=["podman", "docker"], help="measure a task in its image")
     args = parser.parse_args()
     runs = args.runs
     PLAIN_ROOT[0] = args.plain_root.resolve()
+    if args.engine:
+        to_command, to_exit = in_image(runs, args.engine)
+        report(f"one task in its image ({args.engine}): request to the command", to_command)
+        report(f"one task in its image ({args.engine}): request to exit", to_exit)
+        to_command, to_exit, _ = spawn_to_command(runs, plain=False)
+        report("one task on the host, spawned: spawn to the command", to_command)
+        return
 
     to_command, to_exit, cpu, forked_memory = asyncio.run(forked(runs))
     report("one task, forked by the fork server: request to the command", to_command)
