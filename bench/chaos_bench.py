@@ -47,6 +47,9 @@ from nats.aio.msg import Msg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pai.embedded.platform import EmbeddedPlatform, free_port
+from services.orchestrator.adapters.engines import containers_of, detect_engine, platform_label
+from services.orchestrator.core.containers import LABEL_PLATFORM
+from tests.support.images import build_marker_image, remove_image
 
 # Their jobs name images such as python:3.11 that no machine here holds: tasks run on the host
 # unless the run asks for an engine (PAI_TASK_ENGINE).
@@ -54,19 +57,21 @@ os.environ.setdefault("PAI_TASK_ENGINE", "host")
 
 ADMIN_PASSWORD = "chaos-admin-pass"
 FINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+CHAOS_IMAGE = "localhost/pai-chaos:1"
 # One marker per execution, named by what must run once: job, role, index, job and task attempt.
 MARKER = "$PAI_JOB_NAME.$PAI_CURRENT_TASK_ROLE_NAME.$PAI_TASK_INDEX.$PAI_JOB_ATTEMPT_ID.$FC_TASK_ATTEMPT_ID"
 JOB = """protocolVersion: 2
 name: {name}
 type: job
 prerequisites:
-  - {{name: image, type: dockerimage, uri: python:3.11-slim}}
+  - {{name: image, type: dockerimage, uri: {image}}}
 taskRoles:
   work:
     instances: {instances}
     dockerImage: image
     resourcePerInstance: {{cpu: {cpu}, memoryMB: 64, gpu: 0}}
     commands:
+      - 'mkdir -p "{markers}"'
       - 'mktemp "{markers}/{marker}.XXXXXX" >/dev/null'
       - sleep {work}
 """
@@ -97,10 +102,11 @@ class Report:
     kills: list[Kill] = field(default_factory=list)
     client_errors: collections.Counter[str] = field(default_factory=collections.Counter)
     seconds: float = 0.0
+    containers_left: int = 0
 
     @property
     def ok(self) -> bool:
-        return not self.lost and not self.stuck and not self.twice
+        return not self.lost and not self.stuck and not self.twice and not self.containers_left
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -118,6 +124,7 @@ class Report:
             "client_errors": dict(self.client_errors),
             "kills": [k.__dict__ for k in self.kills],
             "seconds": round(self.seconds, 1),
+            "containers_left": self.containers_left,
         }
 
 
@@ -249,8 +256,13 @@ def why_ended(detail: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def count_markers(markers: Path) -> tuple[int, dict[str, int]]:
-    keys = collections.Counter(path.name.rsplit(".", 1)[0] for path in markers.iterdir())
+def marker_files(markers: Path, data_dir: Path, in_images: bool) -> list[Path]:
+    """Every task execution's marker: in the caller's folder, or in the tasks' work dirs."""
+    return list(data_dir.glob("**/work/chaos-markers/*")) if in_images else list(markers.iterdir())
+
+
+def count_markers(markers: list[Path]) -> tuple[int, dict[str, int]]:
+    keys = collections.Counter(path.name.rsplit(".", 1)[0] for path in markers)
     return sum(keys.values()), {key: n - 1 for key, n in keys.items() if n > 1}
 
 
@@ -264,6 +276,7 @@ async def run(
     data_dir: Path,
     kill_only: tuple[str, ...] = (),
     large: int = 0,
+    engine: str | None = None,
 ) -> Report:
     """One chaos run; `kill_only` names the processes killed each round (empty: every one);
     `large`, when above 0, adds one job of that many tasks (no CPU asked), submitted first."""
@@ -271,6 +284,14 @@ async def run(
     report = Report(jobs=jobs)
     markers = data_dir.parent / "markers"
     markers.mkdir(parents=True, exist_ok=True)
+    image, written = "python:3.11-slim", str(markers)
+    engine_env: dict[str, str] = {}
+    if engine is not None:
+        # The tasks run in a local busybox+bash image, never pulled, and write their markers in
+        # their work dirs (the caller's folder is not in their containers): counted there.
+        image, written = CHAOS_IMAGE, "chaos-markers"
+        build_marker_image(CHAOS_IMAGE, "chaos")
+        engine_env = {"PAI_TASK_ENGINE": engine, "PAI_IMAGE_PULL": "never"}
     platform = EmbeddedPlatform(
         data_dir,
         api_port=free_port(),
@@ -282,6 +303,7 @@ async def run(
             # The tasks write their markers into the caller's folder, which an unprivileged task
             # user may not enter: they run as the platform's user here.
             "PAI_TASK_USER": "none",
+            **engine_env,
         },
     )
     started = time.monotonic()
@@ -309,7 +331,13 @@ async def run(
         names = [f"chaos-{i:05d}" for i in range(jobs)]
         if large:
             text = JOB.format(
-                name="chaos-large", instances=large, cpu=0, markers=markers, marker=MARKER, work=work
+                name="chaos-large",
+                instances=large,
+                cpu=0,
+                markers=written,
+                marker=MARKER,
+                work=work,
+                image=image,
             )
             if await client.submit("chaos-large", text):
                 accepted.add("chaos-large")
@@ -321,7 +349,9 @@ async def run(
         async def submitter() -> None:
             while not queue.empty():
                 name = queue.get_nowait()
-                text = JOB.format(name=name, instances=2, cpu=1, markers=markers, marker=MARKER, work=work)
+                text = JOB.format(
+                    name=name, instances=2, cpu=1, markers=written, marker=MARKER, work=work, image=image
+                )
                 if await client.submit(name, text):
                     accepted.add(name)
                     report.expected += 2
@@ -368,7 +398,10 @@ async def run(
             if job["state"] in ("FAILED", "STOPPED"):
                 detail = await client.detail(job["username"], job["name"])
                 report.unsuccessful[job["name"]] = why_ended(detail) if detail else "(no detail)"
-        report.executions, report.twice = count_markers(markers)
+        files = await asyncio.to_thread(marker_files, markers, data_dir, engine is not None)
+        report.executions, report.twice = count_markers(files)
+        if engine is not None:
+            report.containers_left = len(await leftover_containers(data_dir))
         for kill in report.kills:
             after = [t for t in task_starts if t > kill.at]
             kill.next_running = min(after) - kill.at if after else None
@@ -378,6 +411,16 @@ async def run(
         await nc.close()
         await client.http.aclose()
         await platform.stop()
+        if engine is not None:
+            remove_image(CHAOS_IMAGE)
+
+
+async def leftover_containers(data_dir: Path) -> list[str]:
+    """Containers of this platform still there once every job is final (there must be none)."""
+    choice = detect_engine("auto", data_dir)
+    if choice.engine is None:
+        return []
+    return await containers_of(choice.engine, LABEL_PLATFORM, platform_label(data_dir))
 
 
 def print_report(report: Report) -> None:
@@ -403,6 +446,7 @@ def print_report(report: Report) -> None:
         print(f"twice: {list(report.twice.items())[:10]}")
     for name, why in sorted(report.unsuccessful.items()):
         print(f"ended unsuccessfully: {name}: {why}")
+    print(f"containers left: {report.containers_left}")
     print(f"wall time {report.seconds:.0f} s")
     print("OK" if report.ok else "FAILED: lost, stuck and twice must all be 0")
 
@@ -426,6 +470,9 @@ def main() -> int:
         "--large", type=int, default=0, metavar="TASKS", help="also one job of TASKS tasks, submitted first"
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON too")
+    parser.add_argument(
+        "--engine", choices=["podman", "docker"], help="run the tasks in a local image through this engine"
+    )
     parser.add_argument(
         "--keep",
         type=Path,
@@ -451,6 +498,7 @@ def main() -> int:
                 Path(tmp) / "data",
                 tuple(args.kill),
                 args.large,
+                args.engine,
             )
         )
     print_report(report)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import shutil
@@ -77,6 +78,11 @@ class ResolvedImage:
 
     run: str
     digest: str | None
+
+
+def platform_label(data_dir: Path) -> str:
+    """The value of the platform label on every container a platform starts (its data dir's)."""
+    return hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
 
 
 def write_containers_conf(data_dir: Path) -> Path:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import pwd
@@ -66,6 +65,7 @@ from services.orchestrator.adapters.engines import (
     Engine,
     PullPolicy,
     ResolvedImage,
+    platform_label,
     remove_container,
     resolve_image,
 )
@@ -266,7 +266,7 @@ class LocalExecutor:
         # The container engine tasks run in their images through (None: on the host).
         self.engine = engine
         self.image_pull: PullPolicy = image_pull
-        self._platform_label = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
+        self._platform_label = platform_label(data_dir)
         # The images of the attempts whose tasks start now, resolved once per attempt and image.
         self._images: OrderedDict[tuple[str, int, str], ResolvedImage] = OrderedDict()
         # The node's NVIDIA MPS control daemon, where one runs: shared tasks are its clients.
