@@ -12,7 +12,8 @@ temporary data dir, then measures:
      the CPU each process of the platform used per accepted job), and how many of them reached
      running.
 
-Command: .venv/bin/python bench/platform_bench.py [N] [C] [S]
+Command: .venv/bin/python bench/platform_bench.py [N] [C] [S] [--engine podman|docker]
+With --engine the tasks run in a local busybox+bash image through that engine (never pulled).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from runtime.processes import runtime_command
 from services.orchestrator.adapters.forking import FORK_SERVER_MODULE
 from services.orchestrator.adapters.isolation import task_environment
 from services.orchestrator.adapters.local import runtime_path
+from tests.support.images import build_marker_image, remove_image
 
 # Their jobs name images such as python:3.11 that no machine here holds: tasks run on the host
 # unless the run asks for an engine (PAI_TASK_ENGINE).
@@ -136,7 +138,26 @@ async def submit_for(
     return accepted, time.perf_counter() - started
 
 
-async def main(n: int, clients: int, seconds: float) -> None:
+BENCH_IMAGE = "localhost/pai-bench-platform:1"
+
+
+async def main(n: int, clients: int, seconds: float, engine: str | None = None) -> None:
+    global JOB, QUEUED_JOB, HOLDER_JOB
+    engine_env: dict[str, str] = {}
+    if engine is not None:
+        build_marker_image(BENCH_IMAGE, "bench")
+        JOB, QUEUED_JOB, HOLDER_JOB = (
+            t.replace("python:3.11-slim", BENCH_IMAGE) for t in (JOB, QUEUED_JOB, HOLDER_JOB)
+        )
+        engine_env = {"PAI_TASK_ENGINE": engine, "PAI_IMAGE_PULL": "never"}
+    try:
+        await _main(n, clients, seconds, engine_env)
+    finally:
+        if engine is not None:
+            remove_image(BENCH_IMAGE)
+
+
+async def _main(n: int, clients: int, seconds: float, engine_env: dict[str, str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         # A large node so that CPU never limits how many one-task jobs run at once.
         platform = EmbeddedPlatform(
@@ -144,7 +165,7 @@ async def main(n: int, clients: int, seconds: float) -> None:
             api_port=free_port(),
             admin_password="bench-pass",
             # One busy client: rate limits far above what it sends (still counted, never hit).
-            extra_env={"PAI_CPU_OVERCOMMIT": "1000", "PAI_SIMULATED_GPUS": "1", **UNTHROTTLED},
+            extra_env={"PAI_CPU_OVERCOMMIT": "1000", "PAI_SIMULATED_GPUS": "1", **UNTHROTTLED, **engine_env},
         )
         info = await platform.start()
         try:
@@ -231,6 +252,7 @@ async def main(n: int, clients: int, seconds: float) -> None:
                     except TimeoutError:
                         break
                 ran = sum(1 for j in accepted if j in completed)
+                finished = time.perf_counter() - load_started
                 run_cpu = {name: cpu - cpu_before[name] for name, cpu in cpu_seconds(processes).items()}
             await nc.close()
         finally:
@@ -263,11 +285,25 @@ async def main(n: int, clients: int, seconds: float) -> None:
         f"  {reached} of them reached running within {drained:.1f} s of the load's start: "
         f"{reached / drained:.1f} jobs/s that run"
     )
-    print(f"  {ran} of them completed; {cpu_line(run_cpu, ran)}")
+    print(
+        f"  {ran} of them completed within {finished:.1f} s of the load's start: {ran / finished:.1f} jobs/s"
+    )
+    print(f"  {cpu_line(run_cpu, ran)}")
 
 
 if __name__ == "__main__":
-    args = [int(a) for a in sys.argv[1:]]
+    argv = sys.argv[1:]
+    engine = None
+    if "--engine" in argv:
+        at = argv.index("--engine")
+        engine = argv[at + 1]
+        del argv[at : at + 2]
+    args = [int(a) for a in argv]
     asyncio.run(
-        main(args[0] if args else 50, args[1] if len(args) > 1 else 16, args[2] if len(args) > 2 else 10)
+        main(
+            args[0] if args else 50,
+            args[1] if len(args) > 1 else 16,
+            args[2] if len(args) > 2 else 10,
+            engine,
+        )
     )
