@@ -16,8 +16,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+from typer.testing import CliRunner
 
 from libs.protocol import gpu_enforcement, simulated_gpus
+from pai.cli.main import app
 from pai.embedded import mps
 from pai.embedded.mps import NodeMps
 from tests.support.fake_nvidia import FakeMps, fake_mps_control
@@ -174,3 +176,10 @@ async def test_a_daemon_that_will_not_start_leaves_shares_advisory_with_its_word
     assert "did not start" in enforcement.reason
     assert "An instance of this daemon is already running" in enforcement.reason
     assert refusing.lines() == [f"refused {tmp_path / 'data' / 'mps' / 'pipe'}"]
+
+
+def test_pai_up_refuses_an_unknown_setting_before_starting_anything(tmp_path: Path) -> None:
+    done = CliRunner().invoke(app, ["up", "--data-dir", str(tmp_path / "data")], env={"PAI_GPU_MPS": "yes"})
+    assert done.exit_code == 2, done.output
+    assert "PAI_GPU_MPS='yes': expected auto" in done.output
+    assert not (tmp_path / "data").exists()
