@@ -48,6 +48,7 @@ PIPE_ENV = "PAI_GPU_MPS_PIPE_DIRECTORY"
 MPS_DIR = "mps"
 START_TIMEOUT = 30.0  # `-d` returns once the daemon has forked: seconds, not minutes
 FIND_WITHIN = 5.0
+QUIT_GRACE = 5.0
 
 
 class MpsError(RuntimeError):
@@ -298,7 +299,8 @@ class NodeMps:
             self.enforcement = GpuShareEnforcement(False, f"the MPS control daemon did not start: {exc}")
             log.warning("GPU shares are advisory", why=self.enforcement.reason)
             return self.enforcement
-        self._supervisor = Supervisor([self.daemon])
+        # `quit` waits for the MPS servers to end: a little longer than a service gets.
+        self._supervisor = Supervisor([self.daemon], grace=QUIT_GRACE)
         await self._supervisor.start()
         self.enforcement = GpuShareEnforcement(
             True, f"NVIDIA MPS: a control daemon for this node's {real} GPU(s), pipe {self.pipe_dir}"
