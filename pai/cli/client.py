@@ -192,6 +192,10 @@ class PaiClient:
         result: dict[str, Any] = self._request("GET", job_path(user, name)).json()
         return result
 
+    def job_config(self, user: str, name: str) -> str:
+        """The job's protocol YAML as it was submitted (defaults filled in)."""
+        return self._request("GET", job_path(user, name) + "/config").text
+
     def stop(self, user: str, name: str) -> dict[str, Any]:
         response = self._request("PUT", job_path(user, name) + "/executionType", json={"value": "STOP"})
         result: dict[str, Any] = response.json()

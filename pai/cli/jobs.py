@@ -12,8 +12,11 @@ import time
 from typing import Any
 
 import typer
+import yaml
 from rich.table import Table
 
+from libs.protocol.pinning import PinningError, digests_by_role
+from libs.protocol.pinning import pin_images as pin_images_of
 from pai.cli import watching
 from pai.cli.client import (
     Login,
@@ -189,6 +192,37 @@ def stop(
     _console().print(f"stop requested for {user}~{name}", markup=False)
 
 
+def clone(
+    job: str = typer.Argument(..., help="USER~JOB, or JOB for the logged-in user"),
+    name: str | None = typer.Option(None, "--name", help="the clone's name (default: JOB-clone)"),
+    pin_images: bool = typer.Option(
+        False, "--pin-images", help="run the images by the digests the job's tasks ran (imageDigest)"
+    ),
+    submit_it: bool = typer.Option(False, "--submit", help="submit the clone instead of printing it"),
+    server: str | None = ServerOption,
+) -> None:
+    """Print a job's YAML to run it again (or submit it), its images pinned with --pin-images."""
+    client, login_ = _client(server)
+    user, original = _split_job(job, login_)
+    with _friendly_errors(), client:
+        config = yaml.safe_load(client.job_config(user, original)) or {}
+        if pin_images:
+            try:
+                config = pin_images_of(config, digests_by_role(client.job(user, original)))
+            except PinningError as exc:
+                _console().print(f"error: --pin-images: {exc}", markup=False)
+                raise typer.Exit(1) from None
+        config["name"] = name or f"{original}-clone"
+        text = yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
+        if not submit_it:
+            typer.echo(text, nl=False)
+            return
+        submitted = client.submit(text)
+    _console().print(
+        f"submitted {login_ or user}~{config['name']} (id {submitted.get('jobId')})", markup=False
+    )
+
+
 def register(app: typer.Typer, job_app: typer.Typer) -> None:
     """Add these commands to the `pai` application and its `job` group."""
     app.command(name="login")(login)
@@ -197,6 +231,7 @@ def register(app: typer.Typer, job_app: typer.Typer) -> None:
     job_app.command(name="status")(status)
     job_app.command(name="logs")(logs)
     job_app.command(name="stop")(stop)
+    job_app.command(name="clone")(clone)
 
 
 def _gpus_of(task: dict[str, Any]) -> str:

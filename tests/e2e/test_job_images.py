@@ -20,7 +20,7 @@ import pytest
 from services.orchestrator.adapters.engines import Engine, EngineError, resolve_image
 from services.orchestrator.adapters.isolation import engine_line
 from services.orchestrator.core.containers import LABEL_JOB
-from tests.e2e.platform import Platform, job_yaml, running_platform
+from tests.e2e.platform import ADMIN_PASSWORD, Cli, Platform, job_yaml, running_platform
 from tests.support.images import ImageError, build_marker_image, podman_env, remove_image
 from tests.support.waiting import eventually, polled
 
@@ -86,6 +86,22 @@ async def test_a_job_runs_in_its_image_and_records_the_digest(
         assert digest.startswith("localhost/pai-test-marker@sha256:"), digest
         assert "through podman" in str(task["executorNote"])
         assert _containers_of(job_id, tmp_path) == []  # removed once it ended
+
+        # Run again on the same bits: the clone names the image by the digest it ran.
+        cli = Cli(platform.info.api_url, tmp_path / "config")
+        code, _, err = await cli.run("login", "--user", "admin", env={"PAI_PASSWORD": ADMIN_PASSWORD})
+        assert code == 0, err
+        code, out, err = await cli.run("job", "clone", "in-image", "--pin-images", "--name", "pinned")
+        assert code == 0, err
+        assert f"uri: {digest}" in out
+        assert "name: pinned" in out
+        code, out, err = await cli.run(
+            "job", "clone", "in-image", "--pin-images", "--name", "pinned", "--submit"
+        )
+        assert code == 0, err
+        pinned = await _task_of(platform, "pinned")
+        assert pinned["taskState"] == "SUCCEEDED"
+        assert pinned["imageDigest"] == digest
 
 
 async def test_an_absent_image_fails_the_task_once_with_254(tmp_path: Path) -> None:

@@ -1,0 +1,49 @@
+"""Pinning a job's images to the digests its tasks ran."""
+
+from __future__ import annotations
+
+import pytest
+
+from libs.protocol.pinning import PinningError, digests_by_role, pin_images
+
+CONFIG = {
+    "protocolVersion": 2,
+    "name": "train",
+    "prerequisites": [
+        {"name": "img", "type": "dockerimage", "uri": "pytorch/pytorch:latest"},
+        {"name": "data", "type": "data", "uri": ["/d"]},
+    ],
+    "taskRoles": {"a": {"dockerImage": "img"}, "b": {"dockerImage": "img"}},
+}
+A = "docker.io/pytorch/pytorch@sha256:" + "a" * 64
+B = "docker.io/pytorch/pytorch@sha256:" + "b" * 64
+
+
+def _detail(**by_role: str | None) -> dict[str, object]:
+    return {
+        "taskRoles": {
+            role: {"taskStatuses": [{"taskIndex": 0, "imageDigest": digest}]}
+            for role, digest in by_role.items()
+        }
+    }
+
+
+def test_roles_sharing_an_image_get_the_digest_they_ran() -> None:
+    pinned = pin_images(CONFIG, digests_by_role(_detail(a=A, b=A)))
+    assert pinned["prerequisites"][0]["uri"] == A
+    assert pinned["prerequisites"][1] == CONFIG["prerequisites"][1]  # type: ignore[index]
+    assert CONFIG["prerequisites"][0]["uri"] == "pytorch/pytorch:latest"  # type: ignore[index]
+
+
+def test_a_tag_that_moved_between_roles_splits_the_prerequisite() -> None:
+    pinned = pin_images(CONFIG, digests_by_role(_detail(a=A, b=B)))
+    uris = {p["name"]: p.get("uri") for p in pinned["prerequisites"]}
+    assert uris["img"] == A
+    assert uris["img-b"] == B
+    assert pinned["taskRoles"]["b"]["dockerImage"] == "img-b"
+    assert pinned["taskRoles"]["a"]["dockerImage"] == "img"
+
+
+def test_a_job_that_ran_on_the_host_cannot_be_pinned() -> None:
+    with pytest.raises(PinningError, match="names no image digest"):
+        pin_images(CONFIG, digests_by_role(_detail(a=None, b=None)))
