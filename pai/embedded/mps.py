@@ -13,10 +13,11 @@ themselves.
 Where it cannot run (simulated GPUs, no GPU, no MPS binary, `PAI_GPU_MPS=off`, a daemon that
 will not start) shares are advisory, and the platform says why (libs/protocol/gpu_enforcement.py).
 
-`-d` daemonises: the daemon is not this process's child. It is found by its command line and its
-pipe directory (a process named nvidia-cuda-mps-control whose CUDA_MPS_PIPE_DIRECTORY is ours),
-and its end is awaited on a pidfd. One left running by an earlier `pai up` on the same data dir
-(killed, or stopped while tasks still used it) is adopted rather than started twice.
+`-d` daemonises: the daemon is not this process's child. It is found by the pid file it writes in
+its pipe directory, or else by its command line and environment (a process named
+nvidia-cuda-mps-control whose CUDA_MPS_PIPE_DIRECTORY is ours), and its end is awaited on a
+pidfd. One left running by an earlier `pai up` on the same data dir (killed, or stopped while
+tasks still used it) is adopted rather than started twice.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ SETTINGS = ("auto", "off")
 # The pipe directory the orchestrator gives shared tasks (services/orchestrator/app.py).
 PIPE_ENV = "PAI_GPU_MPS_PIPE_DIRECTORY"
 MPS_DIR = "mps"
+PID_FILE = "nvidia-cuda-mps-control.pid"  # the daemon's own, in its pipe directory
 START_TIMEOUT = 30.0  # `-d` returns once the daemon has forked: seconds, not minutes
 FIND_WITHIN = 5.0
 QUIT_GRACE = 5.0
@@ -84,12 +86,22 @@ def why_not(
     return None
 
 
+def _is_control(cmdline: list[str]) -> bool:
+    return "-d" in cmdline and any(Path(part).name == CONTROL for part in cmdline[:2])
+
+
 def _daemon_pids(pipe_dir: Path) -> list[int]:
-    """Control daemons serving ``pipe_dir``: named nvidia-cuda-mps-control, run with -d, ours."""
+    """Control daemons serving ``pipe_dir``: the pid the daemon writes there when it is still a
+    control daemon, else any process named nvidia-cuda-mps-control, run with -d, whose
+    CUDA_MPS_PIPE_DIRECTORY is ours."""
+    with contextlib.suppress(OSError, ValueError, psutil.Error):
+        pid = int((pipe_dir / PID_FILE).read_text().strip())
+        process = psutil.Process(pid)
+        if process.status() != psutil.STATUS_ZOMBIE and _is_control(process.cmdline()):
+            return [pid]
     found = []
     for process in psutil.process_iter(["pid", "cmdline"]):
-        cmdline = process.info.get("cmdline") or []
-        if "-d" not in cmdline or not any(Path(part).name == CONTROL for part in cmdline[:2]):
+        if not _is_control(process.info.get("cmdline") or []):
             continue
         try:
             if process.environ().get("CUDA_MPS_PIPE_DIRECTORY") == str(pipe_dir):

@@ -111,11 +111,16 @@ async def test_the_daemon_is_started_once_with_its_own_dirs_restarted_when_it_di
     assert not alive(second)
 
 
-async def test_a_platform_started_again_adopts_the_daemon_left_running(tmp_path: Path, fake: FakeMps) -> None:
+@pytest.mark.parametrize("pid_file", [True, False], ids=["by its pid file", "by its command and pipe"])
+async def test_a_platform_started_again_adopts_the_daemon_left_running(
+    tmp_path: Path, fake: FakeMps, pid_file: bool
+) -> None:
     first = node(tmp_path, fake)
     await first.start()  # then the platform is killed: nothing stops the daemon
     assert first.daemon is not None
     pid = first.daemon.pid
+    if not pid_file:
+        (first.pipe_dir / mps.PID_FILE).unlink()
     again = node(tmp_path, fake)
     assert (await again.start()).enforced
     assert again.daemon is not None

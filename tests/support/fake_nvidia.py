@@ -36,8 +36,9 @@ if sys.argv[1:] == ["-d"]:
     os.setsid()
     daemon = os.fork()
     if daemon:
-        with open(os.path.join(pipe, "fake.pid"), "w") as f:
-            f.write(str(daemon))
+        for name in ("nvidia-cuda-mps-control.pid", ".fake-daemon"):  # the real one's, the fake's own
+            with open(os.path.join(pipe, name), "w") as f:
+                f.write(str(daemon))
         note(f"start {{pipe}} {{log}} {{daemon}}")
         os._exit(0)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -50,7 +51,7 @@ elif not sys.argv[1:]:
     for line in sys.stdin:
         if line.strip() == "quit":
             note("quit " + pipe)
-            with open(os.path.join(pipe, "fake.pid")) as f:
+            with open(os.path.join(pipe, ".fake-daemon")) as f:
                 os.kill(int(f.read()), signal.SIGTERM)
 else:
     sys.exit(2)
