@@ -184,6 +184,7 @@ def summarise(
         "allocation": {arm: shared[arm]["gpu_allocation_rate"] for arm in shared},
         "fragmentation_mean": {arm: shared[arm]["fragmentation_mean"] for arm in shared},
         "preemptions": {arm: shared[arm]["preemptions"] for arm in shared},
+        "blocked_with_room": {arm: shared[arm]["blocked_with_room"] for arm in shared},
         "gang_jobs": shared["hived"]["gang_jobs"],
         "jobs": shared["hived"]["pods"],
         "wall_s": round(wall, 1),
@@ -248,7 +249,8 @@ def print_run(load: float, quota_set: str, shape: str, borrow: bool, r: dict[str
         print(
             f"{arm}: GPU allocation mean {a['mean']:.1%} max {a['max']:.1%}, "
             f"free GPUs on partly used nodes {r['fragmentation_mean'][arm]:.1%}, "
-            f"preemptions {r['preemptions'][arm]}"
+            f"preemptions {r['preemptions'][arm]}, decisions that found quota free and no place "
+            f"{r['blocked_with_room'][arm]}"
         )
 
 

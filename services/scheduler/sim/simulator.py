@@ -31,6 +31,7 @@ from services.scheduler.core.placements import (
     Preempting,
     Rejected,
     TaskDemand,
+    Waiting,
 )
 from services.scheduler.sim.capacity import QuotaPolicy
 from services.scheduler.sim.traces import SimCluster, SimError, SimPod, load_cluster, load_trace
@@ -103,6 +104,9 @@ class Simulator:
         self.running: dict[str, tuple[SimPod, float, Placed]] = {}
         self.preemptions = 0
         self.decisions = 0
+        # Decisions that found the VC within its quota (or cells) and still no place: the cost of
+        # where other jobs sit, as opposed to waiting for the VC's own jobs to end.
+        self.blocked_with_room = 0
 
     def pods_of(self, gpus: int) -> list[int]:
         """GPUs per pod: one pod up to a node's GPUs, else whole-node pods and the rest."""
@@ -141,6 +145,8 @@ class Simulator:
             if isinstance(decision, Rejected):
                 continue
             refused = False
+            if isinstance(decision, Waiting):
+                self.blocked_with_room += 1
             if isinstance(decision, Placed):
                 self.running[pod.name] = (pod, now, decision)
                 for t in decision.tasks:
@@ -350,6 +356,7 @@ def _report(
         "gang_jobs": sum(1 for p in pods if p.gpus > sim.node_size),
         "total_gpus": sim.total_gpus,
         "decisions": sim.decisions,
+        "blocked_with_room": sim.blocked_with_room,
         "queueing_delay_s": {
             **{k: v for k, v in _stats(all_delays).items() if k != "jobs"},
             "per_vc": {vc: _stats(v) for vc, v in sorted(per_vc.items())},
