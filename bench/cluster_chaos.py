@@ -82,8 +82,9 @@ DEFAULT_REPLICAS = {
     "monitor": 1,
     "alerter": 1,
 }
-# Served over HTTP: their replicas each get a port of their own.
+# Served over HTTP: their replicas each get a port of their own, and answer this path once up.
 PORTS = {"rest": "PAI_REST_PORT", "events": "PAI_EVENTS_PORT", "marketplace": "PAI_MARKETPLACE_PORT"}
+READY = {"rest": "/api/v2/info", "events": "/api/v2/events", "marketplace": "/marketplace/api/items"}
 # Each server's part of the cluster; a frozen peer is noticed within seconds, not minutes.
 CLUSTER_CONFIG = """ping_interval: "1s"
 ping_max: 3
@@ -326,8 +327,9 @@ def service_children(
         "PAI_CPU_OVERCOMMIT": "16",
         "PAI_MEMORY_OVERCOMMIT": "4",
         "PAI_SIMULATED_GPUS": str(gpus),
-        # The tasks write markers into this bench's folder: as the platform's user.
+        # The tasks write markers into this bench's folder: as the platform's user, on the host.
         "PAI_TASK_USER": "none",
+        "PAI_TASK_ENGINE": "host",
         "PAI_RATE_LIMIT_API_PER_MIN": "0",
         "PAI_RATE_LIMIT_LIST_JOB_PER_MIN": "0",
         "PAI_RATE_LIMIT_SUBMIT_JOB_PER_HOUR": "0",
@@ -693,26 +695,29 @@ async def run(
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGCONT)
                     report.killed.append(f"{holder} (frozen {SCHEDULER_PAUSE:g} s)")
+                    await asyncio.gather(*watching)
                     continue
                 pid = pid_of(name)
                 if pid is None:
                     continue
-                was_leader = name.startswith("scheduler-") and await leader("scheduler") == name
-                epoch = await scheduler_epoch() if was_leader else None
+                service, index = name.rsplit("-", 1)
+                was_leader = service in ("scheduler", "orchestrator") and await leader(service) == name
+                epoch = await scheduler_epoch() if was_leader and service == "scheduler" else None
                 at = time.monotonic()
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
                 report.killed.append(name + (" (leader)" if was_leader else ""))
-                if name.startswith("orchestrator-") and await leader("orchestrator") == name:
-                    report.killed[-1] = name + " (leader)"
-                if was_leader:
-                    watching.append(asyncio.create_task(leader_lost(at, epoch, f"{name} killed")))
-                if name.startswith("nats-"):
-                    # One NATS server down at a time: back, and its replicas current, before the next.
-                    child = cluster.children[int(name.split("-")[1])]
-                    while child.pid is None or child.pid == pid:  # noqa: ASYNC110 - a restart has no event
-                        await asyncio.sleep(0.1)
+                # One replica of a service, and one NATS server, away at a time (what the
+                # PodDisruptionBudgets allow): the next kill waits until this one is back.
+                child = cluster.children[int(index)] if service == "nats" else by_name[name]
+                while child.pid is None or child.pid == pid:  # noqa: ASYNC110 - a restart has no event
+                    await asyncio.sleep(0.1)
+                if service == "nats":
                     await until_caught_up(nc)
+                elif service in urls:
+                    await until_answers(urls[service][int(index)], READY[service])
+                if was_leader and service == "scheduler":
+                    await leader_lost(at, epoch, f"{name} killed")
 
         await asyncio.gather(*submitting)
         report.accepted = len(accepted)
@@ -746,7 +751,7 @@ async def run(
             if job["state"] in ("FAILED", "STOPPED"):
                 detail = await api.detail(job["username"], job["name"])
                 report.unsuccessful[job["name"]] = why_ended(detail) if detail else "(no detail)"
-        _, report.twice = count_markers(markers)
+        _, report.twice = count_markers(list(markers.iterdir()))
         fences = await js.key_value(FENCES_BUCKET)
         raw = None
         with contextlib.suppress(Exception):
