@@ -281,7 +281,7 @@ async def test_a_waiting_job_shows_its_reason_and_the_list_updates_live(
     await row.wait_for(timeout=15_000)
     assert navigations == [], "the new job appeared without a reload"
     await page.screenshot(path=str(artifacts / "job-list.png"), full_page=True)
-    await row.locator("a").click()
+    await row.locator("a[href*=job-detail]").click()
     await page.wait_for_selector("#pending:not(.hidden)", timeout=15_000)
     reason = await page.text_content("#pending") or ""
     assert reason.startswith("Waiting:")
@@ -767,6 +767,65 @@ async def test_a_user_sees_links_only_to_the_jobs_they_may_open(
     await page.wait_for_selector('tr[data-job="admin~admins-listed"]')
     assert await page.locator('tr[data-job="admin~admins-listed"] a').count() == 0
     assert await page.locator('tr[data-job^="admin~"] a[href*="job-detail"]').count() == 0
+    await page.context.close()
+
+
+async def test_admin_pages_list_every_service_add_a_user_with_the_default_vc_and_search_users(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    page = await signed_in(browser, platform, "admin", ADMIN_PASSWORD)
+    await page.goto(platform.url + "/cluster-view/services.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    shown = {
+        name: await page.get_attribute(f'[data-service="{name}"]', "data-up")
+        for name in (
+            "rest",
+            "scheduler",
+            "orchestrator",
+            "monitor",
+            "alerter",
+            "events",
+            "marketplace",
+            "portal",
+        )
+    }
+    expected = dict.fromkeys(shown, "true")
+    if "events" not in SERVICES:
+        expected["events"] = "absent"
+    assert shown == expected
+    await page.screenshot(path=str(artifacts / "services.png"), full_page=True)
+
+    await page.goto(platform.url + "/user-view.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.fill("#u-name", "blank-vc")
+    await page.fill("#u-password", "blank-vc-password")
+    await page.click("#add-user button[type=submit]")
+    await page.wait_for_function(
+        "() => document.querySelector('#add-status').textContent.startsWith('User blank-vc added')"
+    )
+    stored = (await platform.admin.get("/api/v2/users/blank-vc")).json()
+    assert stored["virtualCluster"] == ["default"], "a blank VC field means what its placeholder says"
+    await page.fill("#user-search", "blank")
+    visible = page.locator("#users tr[data-user]:not(.hidden)")
+    assert [await row.get_attribute("data-user") for row in await visible.all()] == ["blank-vc"]
+    await page.context.close()
+
+
+async def test_the_job_list_has_clone_and_stop_on_each_own_row(
+    platform: PortalPlatform, browser: Any
+) -> None:
+    await submit_as(platform, USER, USER_PASSWORD, "row-actions", command="sleep 300")
+    page = await signed_in(browser, platform, USER, USER_PASSWORD)
+    await page.goto(platform.url + "/job-list.html")
+    row = page.locator('tr[data-job="alice~row-actions"]')
+    await row.wait_for()
+    assert "clone=alice%7Erow-actions" in (
+        await row.locator("a", has_text="Clone").get_attribute("href") or ""
+    )
+    page.on("dialog", lambda dialog: dialog.accept())
+    await row.locator("button[data-stop]").click()
+    await page.wait_for_selector('tr[data-job="alice~row-actions"] [data-state=STOPPED]', timeout=30_000)
+    assert await row.locator("button[data-stop]").count() == 0
     await page.context.close()
 
 

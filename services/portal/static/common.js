@@ -20,7 +20,9 @@ export function session() {
 // A message for people: the API's pointers to its own routes ("; `GET /x` lists them.") are for
 // scripts, and the page has its own ways to show the same.
 export function forPeople(message) {
-  return String(message).replace(/;\s*`(?:GET|POST|PUT|PATCH|DELETE) [^`]*`[^.;]*\./g, ".");
+  return String(message)
+    .replace(/;\s*`(?:GET|POST|PUT|PATCH|DELETE) [^`]*`[^.;]*\./g, ".")
+    .replace(/\s*\(`?(?:GET|POST|PUT|PATCH|DELETE) \/[^)]*\)/g, "");
 }
 
 export class ApiError extends Error {
@@ -314,6 +316,24 @@ export function lineChart(series, { title, from, to, max = 100, unit = "%", empt
   }
   return el("figure", { class: "chart line-chart", "data-series-count": String(series.length) },
     title ? el("figcaption", {}, title) : "", root);
+}
+
+// The heading of a chart of the last `hours`: says so only when the history reaches that far
+// back; a younger history is named by when it starts (a chart drawn from its first sample).
+/**
+ * @param {string} what
+ * @param {number[][][]} pointLists
+ * @param {number} hours
+ */
+export function spanTitle(what, pointLists, hours) {
+  const times = pointLists.flat().map((p) => p[0]);
+  const now = Date.now() / 1000;
+  if (!times.length) return `${what} (no samples yet)`;
+  const first = Math.min(...times);
+  if (first <= now - hours * 3600 + 600) return `${what} over the last ${hours} hours`;
+  const minutes = Math.max(1, Math.round((now - first) / 60));
+  const span = minutes < 120 ? `${minutes} minute${minutes === 1 ? "" : "s"}` : `${Math.round(minutes / 60)} hours`;
+  return `${what} over the last ${span} (all the history kept so far)`;
 }
 
 // The chart of one metric from a metrics history answer: one line per node or per task.

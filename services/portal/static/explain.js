@@ -29,12 +29,22 @@ function tasksOf(detail) {
 export function successDespiteFailures(detail) {
   const s = detail.jobStatus || {};
   if (s.state !== "SUCCEEDED") return null;
-  const failed = tasksOf(detail).filter((t) => t.taskState === "FAILED");
-  if (!failed.length) return null;
-  const names = failed.slice(0, 5).map((t) => `${t.role}[${t.taskIndex}]`).join(", ") + (failed.length > 5 ? ", …" : "");
-  return `This job succeeded although ${failed.length} task${failed.length === 1 ? "" : "s"} failed (${names}): ` +
-    "enough of its tasks succeeded for its completion rule (a task role's completion.minSucceededInstances), " +
-    "so the job ended as succeeded without waiting for the others to succeed.";
+  const tasks = tasksOf(detail);
+  const named = (/** @type {any[]} */ some) =>
+    some.slice(0, 5).map((t) => `${t.role}[${t.taskIndex}]`).join(", ") + (some.length > 5 ? ", …" : "");
+  const plural = (/** @type {number} */ n) => `${n} task${n === 1 ? "" : "s"}`;
+  const failed = tasks.filter((t) => t.taskState === "FAILED");
+  const stopped = tasks.filter((t) => t.taskState === "STOPPED");
+  const rule = "enough of its tasks succeeded for its completion rule (a task role's completion.minSucceededInstances)";
+  if (failed.length) {
+    return `This job succeeded although ${plural(failed.length)} failed (${named(failed)}): ${rule}, ` +
+      "so the job ended as succeeded without waiting for the others.";
+  }
+  if (stopped.length) {
+    return `This job succeeded with ${plural(stopped.length)} stopped (${named(stopped)}): ${rule}, ` +
+      "so the job ended and its other tasks were stopped.";
+  }
+  return null;
 }
 
 // A waiting job that asks more GPUs than the cluster has: it can never start as it is.

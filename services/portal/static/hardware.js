@@ -1,6 +1,6 @@
 // @ts-check
 // Hardware (admin): every node with its CPU, memory and GPU, and what the running tasks take.
-import { $, api, barChart, el, fill, historyChart, live, showError } from "./common.js";
+import { $, api, barChart, el, fill, historyChart, live, showError, spanTitle } from "./common.js";
 
 const HOURS = 6;
 
@@ -58,6 +58,7 @@ async function history() {
   catch (error) { showError($("#use-error"), error); return; }
   fill($("#use-error"));
   const key = (r) => r.node;
+  $("#use-title").textContent = spanTitle("Use", answer.nodes.map((r) => r.points), HOURS);
   fill($("#gpu-history"), historyChart(answer, "gpu", { title: "GPU utilisation per node (mean of its GPUs)", sinceSeconds: since, key,
     empty: "no GPU utilisation reported (no node has a GPU the monitor can read)" }));
   fill($("#cpu-history"), historyChart(answer, "cpu", { title: "CPU use per node", sinceSeconds: since, key }));

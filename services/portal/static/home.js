@@ -1,6 +1,6 @@
 // @ts-check
 // Home: my jobs by state, my recent jobs, my VCs' GPUs, and for admins the jobs that need a look.
-import { $, api, barChart, showError, el, fill, fmtDuration, fmtTime, jobLink, lineChart, live, session, stateBadge } from "./common.js";
+import { $, api, barChart, showError, el, fill, fmtDuration, fmtTime, jobLink, lineChart, live, session, spanTitle, stateBadge } from "./common.js";
 
 const STATES = ["WAITING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"];
 const LONG_WAIT_MS = 60 * 60 * 1000;
@@ -20,6 +20,7 @@ async function clusterUse() {
     }
     return [...at.entries()].sort((a, b) => a[0] - b[0]).map(([t, [sum, n]]) => [t, sum / n]);
   };
+  $("#use-title").textContent = spanTitle("Cluster use", answer.nodes.map((r) => r.points), HOURS);
   fill($("#use"), lineChart([{ label: "GPU", points: mean("gpu") }, { label: "CPU", points: mean("cpu") }],
     { title: "Mean GPU and CPU use of the cluster's nodes", from: since, to: answer.now }));
   document.body.dataset.history = "true";

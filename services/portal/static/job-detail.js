@@ -24,6 +24,10 @@ const page = {
   useTimer: null,
   /** @type {number | null} the GPUs of the whole cluster, once known */
   clusterGpus: null,
+  // what the task tables show now (their data), so an update that changes nothing builds nothing
+  tasksKey: "",
+  // the job's config asks for the ssh plugin
+  ssh: false,
 };
 
 function term(label, value) {
@@ -101,16 +105,23 @@ function taskRows(role, statuses) {
     `<td><button type="button" class="secondary" data-log="${esc(role)}/${esc(t.taskIndex)}">Log</button></td></tr>`).join("");
 }
 
+// The task tables are built again only when the tasks changed: a page of a thousand tasks costs
+// its browser far more to lay out again than to compare (a live update often changes nothing
+// the tables show, e.g. the connection's first event).
 function showTasks() {
+  const roles = Object.entries(page.detail.taskRoles || {});
+  const key = JSON.stringify(roles.map(([role, status]) => [role, status.taskStatuses || []]));
+  if (key === page.tasksKey) return;
+  page.tasksKey = key;
   const boxes = [];
   const options = [];
-  for (const [role, status] of Object.entries(page.detail.taskRoles || {})) {
+  for (const [role, status] of roles) {
     const statuses = status.taskStatuses || [];
     for (const t of statuses) options.push(`<option value="${esc(role)}/${esc(t.taskIndex)}">${esc(role)}[${esc(t.taskIndex)}] (${esc(t.taskState)})</option>`);
     const tbody = el("tbody");
     tbody.innerHTML = taskRows(role, statuses);
     boxes.push(el("h3", {}, role),
-      el("div", { class: "table-wrap" }, el("table", { "aria-label": `Tasks of ${role}` },
+      el("div", { class: "table-wrap" }, el("table", { class: "tasks", "aria-label": `Tasks of ${role}` },
         el("thead", {}, el("tr", {}, HEAD.map((h) => el("th", { scope: "col" }, h)))), tbody)));
   }
   fill($("#roles"), boxes);
@@ -176,11 +187,29 @@ async function refresh() {
   performance.mark("job-fetched");
   show();
   performance.mark("job-shown");
+  requestAnimationFrame(() => setTimeout(() => performance.mark("job-painted"), 0));
+}
+
+// The ssh plugin's connection for each running task: its address and the port named ssh.
+function showSsh() {
+  const box = $("#ssh");
+  if (!page.ssh || !page.detail) { box.classList.add("hidden"); return; }
+  const lines = [];
+  for (const [role, status] of Object.entries(page.detail.taskRoles || {})) {
+    for (const t of (status.taskStatuses || [])) {
+      const port = t.containerPorts && t.containerPorts.ssh;
+      if (t.taskState === "RUNNING" && t.containerIp && port) lines.push(`${role}[${t.taskIndex}]: ssh -p ${port} root@${t.containerIp}`);
+    }
+  }
+  fill($("#ssh-lines"), lines.length ? el("pre", { class: "config", tabindex: "0" }, lines.slice(0, 50).join("\n") + (lines.length > 50 ? `\n… ${lines.length - 50} more` : "")) :
+    el("p", { class: "muted" }, "No task runs now: connections show here while tasks run."));
+  box.classList.remove("hidden");
 }
 
 function show() {
   showSummary();
   showTasks();
+  showSsh();
   followLog();
   document.body.dataset.state = page.detail.jobStatus.state;
 }
@@ -217,7 +246,11 @@ async function start() {
   await refresh();
   learnCluster();
   showAttempts();
-  api(`${base}/config`, { raw: true }).then((text) => { $("#config").textContent = text; }).catch((e) => { $("#config").textContent = e.message; });
+  api(`${base}/config`, { raw: true }).then((text) => {
+    $("#config").textContent = text;
+    page.ssh = /^\s*-?\s*plugin:\s*['"]?ssh['"]?\s*$/m.test(String(text));
+    showSsh();
+  }).catch((e) => { $("#config").textContent = e.message; });
   $("#clone").after(saveAsTemplate($("#job-error"), () => api(`${base}/config`, { raw: true }), () => name));
   $("#attempt").addEventListener("change", (e) => { page.chosenAttempt = e.target.value === "" ? null : Number(e.target.value); refresh(); });
   $("#log-task").addEventListener("change", followLog);

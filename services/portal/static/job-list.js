@@ -64,7 +64,8 @@ function showHead() {
       const sorted = key === field;
       return el("th", { scope: "col", "aria-sort": sorted ? (dir === "ASC" ? "ascending" : "descending") : "none" },
         el("button", { type: "button", "data-order": key }, label, sorted ? (dir === "ASC" ? " ▲" : " ▼") : ""));
-    }));
+    }),
+    el("th", { scope: "col" }, "Actions"));
 }
 
 function query() {
@@ -91,11 +92,12 @@ async function refresh() {
   if (answer && !Array.isArray(answer) && Array.isArray(answer.data)) { total = answer.totalCount ?? null; answer = answer.data; }
   state.items = answer || [];
   const selected = new Set([...document.querySelectorAll("#rows input:checked")].map((c) => /** @type {HTMLInputElement} */ (c).value));
-  fill($("#rows"), state.items.length === 0 ? [el("tr", {}, el("td", { colspan: String(COLUMNS.length + 1), class: "muted" }, "No jobs match."))] :
+  fill($("#rows"), state.items.length === 0 ? [el("tr", {}, el("td", { colspan: String(COLUMNS.length + 2), class: "muted" }, "No jobs match."))] :
     state.items.map((job) => {
       const key = `${job.username}~${job.name}`;
+      const mine = admin || job.username === me;
       return el("tr", { "data-job": key },
-        el("td", {}, el("input", { type: "checkbox", value: key, checked: selected.has(key), "aria-label": `Select ${job.name}`, disabled: FINAL.has(job.state) })),
+        el("td", {}, el("input", { type: "checkbox", value: key, checked: selected.has(key), "aria-label": `Select ${job.name}`, disabled: FINAL.has(job.state) || !mine })),
         // A job's page is its owner's and the admins': others see its name, not a link to a refusal.
         el("td", {}, admin || job.username === me ? jobLink(job.username, job.name) : el("span", { class: "other-job" }, job.name)),
         el("td", {}, fmtTime(job.submissionTime)),
@@ -106,7 +108,11 @@ async function refresh() {
         el("td", { class: "num" }, String(job.totalTaskNumber ?? "–")),
         el("td", { class: "num" }, String(job.totalGpuNumber ?? 0)),
         el("td", {}, job.jobPriority || "–"),
-        el("td", {}, stateBadge(job.state)));
+        el("td", {}, stateBadge(job.state)),
+        el("td", { class: "row-actions" }, mine ? [
+          el("a", { class: "button secondary small", href: "/submit.html?" + new URLSearchParams({ clone: key }), "aria-label": `Clone ${job.name}` }, "Clone"),
+          FINAL.has(job.state) ? null : el("button", { type: "button", class: "danger small", "data-stop": key, "aria-label": `Stop ${job.name}` }, "Stop"),
+        ] : null));
     }));
   $("#prev").disabled = state.offset === 0;
   updateStop();
@@ -189,21 +195,29 @@ function start() {
     }
   });
   $("#rows").addEventListener("change", updateStop);
+  $("#rows").addEventListener("click", (e) => {
+    const key = e.target.closest("button")?.dataset.stop;
+    if (key) stopJobs([key]);
+  });
   $("#prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - state.limit); reload(); });
   $("#next").addEventListener("click", () => { state.offset += state.limit; reload(); });
   $("#page-size").addEventListener("change", (e) => { state.limit = Number(e.target.value); state.offset = 0; reload(); });
-  $("#stop-selected").addEventListener("click", async () => {
-    const keys = [...document.querySelectorAll("#rows input:checked")].map((c) => /** @type {HTMLInputElement} */ (c).value);
-    if (!keys.length || !confirm(`Stop ${keys.length} job(s)?`)) return;
-    const results = await Promise.allSettled(keys.map((key) => {
-      const [user, ...name] = key.split("~");
-      return api(`/jobs/${encodeURIComponent(user)}~${encodeURIComponent(name.join("~"))}/executionType`, { method: "PUT", body: { value: "STOP" } });
-    }));
-    const failed = results.filter((r) => r.status === "rejected");
-    if (failed.length) showError($("#list-error"), new Error(`${failed.length} job(s) could not be stopped: ${failed[0].reason.message}`));
-    reads.now();
+  $("#stop-selected").addEventListener("click", () => {
+    stopJobs([...document.querySelectorAll("#rows input:checked")].map((c) => /** @type {HTMLInputElement} */ (c).value));
   });
   reload();
+}
+
+/** @param {string[]} keys */
+async function stopJobs(keys) {
+  if (!keys.length || !confirm(keys.length === 1 ? `Stop ${keys[0].split("~").slice(1).join("~")}?` : `Stop ${keys.length} job(s)?`)) return;
+  const results = await Promise.allSettled(keys.map((key) => {
+    const [user, ...name] = key.split("~");
+    return api(`/jobs/${encodeURIComponent(user)}~${encodeURIComponent(name.join("~"))}/executionType`, { method: "PUT", body: { value: "STOP" } });
+  }));
+  const failed = results.filter((r) => r.status === "rejected");
+  if (failed.length) showError($("#list-error"), new Error(`${failed.length} job(s) could not be stopped: ${/** @type {PromiseRejectedResult} */ (failed[0]).reason.message}`));
+  reads.now();
 }
 
 start();

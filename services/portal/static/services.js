@@ -1,11 +1,16 @@
 // @ts-check
 // Platform services (admin): up or down, from the monitor's heartbeat alerts and the API's answers.
-import { $, api, el, fill, showError } from "./common.js";
+import { $, api, el, fill, market, showError } from "./common.js";
 
-const SERVICES = ["rest", "scheduler", "orchestrator", "monitor", "alerter", "portal"];
+// Every service of the platform (pai up's and the images'), each shown once.
+const SERVICES = ["rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "marketplace", "portal"];
 
-async function probe(path) {
-  try { await api(path); return true; } catch (error) { return error.status && error.status < 500 && error.status !== 503; }
+// true: it answered; false: it did not; null: this platform does not run it (REST has no route to it).
+async function probe(ask) {
+  try { await ask(); return true; } catch (error) {
+    if (error.status === 404) return null;
+    return Boolean(error.status && error.status < 500 && error.status !== 503);
+  }
 }
 
 async function refresh() {
@@ -17,9 +22,20 @@ async function refresh() {
     const labels = a.labels || {};
     if (labels.alertname === "PaiServiceDown" && labels.service) down.set(labels.service, (a.annotations || {}).summary || "no heartbeat");
   }
-  const checks = { rest: true, portal: true, scheduler: await probe("/virtual-clusters"), alerter: alerterUp };
+  const [scheduler, events, marketplace] = await Promise.all([
+    probe(() => api("/virtual-clusters")),
+    // The events gateway answers its webhooks through REST; without one REST answers 404.
+    probe(() => api("/webhooks")),
+    probe(() => market("/items?limit=1")),
+  ]);
+  const checks = { rest: true, portal: true, scheduler, alerter: alerterUp, events, marketplace };
   fill($("#services"), SERVICES.map((name) => {
     const known = name in checks ? checks[name] : undefined;
+    if (known === null) {
+      return el("div", { class: "card", "data-service": name, "data-up": "absent" },
+        el("div", { class: "n muted" }, "Not run"), el("div", {}, el("strong", {}, name)),
+        el("div", { class: "l" }, "this platform does not run it"));
+    }
     const up = !down.has(name) && known !== false;
     const why = down.get(name) || (known === false ? "the API could not reach it" : known ? "answering" : "heartbeats on time");
     return el("div", { class: "card", "data-service": name, "data-up": String(up) },

@@ -1,7 +1,7 @@
 // @ts-check
 // The submit page: a form and a YAML editor kept in sync both ways, checked by the API's own
 // validator (through /portal/validate) before anything is submitted.
-import { $, ApiError, api, el, fill, market, portal } from "./common.js";
+import { $, ApiError, api, el, fill, forPeople, market, portal } from "./common.js";
 import { saveAsTemplate } from "./market-share.js";
 
 const RUNTIME_PLUGINS = "com.microsoft.pai.runtimeplugin";
@@ -355,7 +355,7 @@ async function platformCheck() {
     const body = error.body || {};
     const refusals = Array.isArray(body.refusals) ? body.refusals : [body];
     problems = refusals.flatMap((r) => Array.isArray(r.problems) && r.problems.length ?
-      r.problems.map(withLine) : [{ path: r.path || "", message: r.message, hint: r.hint, line: null }]);
+      r.problems.map(withLine) : [{ path: r.path || "", message: r.message, hint: r.hint && forPeople(r.hint), line: null }]);
   }
   if (mine !== state.checksStarted) return null;
   state.problems = problems;

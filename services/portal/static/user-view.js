@@ -9,7 +9,8 @@ async function refresh() {
   fill($("#users"), users.map((u) => {
     const vcs = el("input", { type: "text", value: u.virtualCluster.join(", "), "aria-label": `Virtual clusters of ${u.username}` });
     const admin = el("input", { type: "checkbox", checked: u.admin, "aria-label": `${u.username} is an administrator` });
-    return el("tr", { "data-user": u.username },
+    const words = [u.username, u.email || "", ...u.virtualCluster, ...u.grouplist].join(" ").toLowerCase();
+    return el("tr", { "data-user": u.username, "data-words": words },
       el("th", { scope: "row" }, u.username),
       el("td", {}, u.email || "–"),
       el("td", {}, admin),
@@ -19,8 +20,24 @@ async function refresh() {
         el("button", { type: "button", class: "secondary", onclick: () => save(u.username, admin.checked, list(vcs.value)) }, "Save"),
         el("button", { type: "button", class: "danger", onclick: () => remove(u.username) }, "Delete")));
   }));
+  search();
   document.body.dataset.ready = "true";
 }
+
+// Rows whose name, e-mail, VCs or groups hold every word typed.
+function search() {
+  const words = $("#user-search").value.toLowerCase().split(/\s+/).filter(Boolean);
+  let shown = 0;
+  const rows = /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll("#users tr[data-user]"));
+  for (const row of rows) {
+    const hit = words.every((w) => (row.dataset.words || "").includes(w));
+    row.classList.toggle("hidden", !hit);
+    if (hit) shown += 1;
+  }
+  $("#user-count").textContent = words.length ? `${shown} of ${rows.length} users` : `${rows.length} users`;
+}
+
+$("#user-search").addEventListener("input", search);
 
 async function act(work) {
   try { await work(); fill($("#user-error")); await refresh(); } catch (error) { showError($("#user-error"), error); }

@@ -23,6 +23,7 @@ test("a success with failed tasks names them and the completion rule", () => {
   assert.match(said, /1 task failed \(worker\[1\]\)/);
   assert.match(said, /minSucceededInstances/);
   assert.equal(successDespiteFailures(job("SUCCEEDED", ["SUCCEEDED"])), null);
+  assert.match(successDespiteFailures(job("SUCCEEDED", ["SUCCEEDED", "STOPPED", "STOPPED"])), /2 tasks stopped \(worker\[1\], worker\[2\]\)/);
   assert.equal(successDespiteFailures(job("FAILED", ["FAILED"])), null);
 });
 

@@ -36,7 +36,7 @@ globalThis.document = {
 };
 
 const { render, safeHref } = await import("../../../services/portal/static/markdown.js");
-const { fmtDuration, forPeople } = await import("../../../services/portal/static/common.js");
+const { fmtDuration, forPeople, spanTitle } = await import("../../../services/portal/static/common.js");
 
 const html = (source) => render(source).map((node) => node.html).join("");
 
@@ -93,4 +93,13 @@ test("durations read as the largest two units", () => {
 test("the API's pointers to its own routes stay out of what people read", () => {
   assert.equal(forPeople("No item 7 you may see; `GET /marketplace/api/items` lists them."), "No item 7 you may see.");
   assert.equal(forPeople("Job x is not found."), "Job x is not found.");
+  assert.equal(forPeople("Name a storage your groups grant (GET /api/v2/storages), or ask an admin."),
+    "Name a storage your groups grant, or ask an admin.");
+});
+
+test("a chart's heading says the last 6 hours only when the history reaches that far", () => {
+  const now = Date.now() / 1000;
+  assert.equal(spanTitle("Use", [[[now - 7 * 3600, 1], [now, 2]]], 6), "Use over the last 6 hours");
+  assert.equal(spanTitle("Use", [[[now - 600, 1], [now, 2]]], 6), "Use over the last 10 minutes (all the history kept so far)");
+  assert.equal(spanTitle("Use", [], 6), "Use (no samples yet)");
 });
