@@ -8,8 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import structlog
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeoutError
+from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.errors import APIError, KeyNotFoundError
 from nats.js.kv import KeyValue
@@ -62,7 +61,7 @@ async def _patiently(attempt: Callable[[], Awaitable[T]], within: float = 60.0) 
     while True:
         try:
             return await attempt()
-        except (TimeoutError, NatsTimeoutError, NoRespondersError):
+        except (TimeoutError, NatsError):  # a timeout, no responders, no stream response
             if asyncio.get_running_loop().time() > deadline:
                 raise
             await asyncio.sleep(0.2)

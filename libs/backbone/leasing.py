@@ -17,8 +17,8 @@ import contextlib
 from collections.abc import Callable
 
 import structlog
-from nats.errors import NoRespondersError
-from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.errors import Error as NatsError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 log = structlog.get_logger(__name__)
@@ -77,7 +77,7 @@ class Lease:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), self.poll)
                     continue
-            except (APIError, TimeoutError, NoRespondersError) as exc:  # a race, or the bus is away
+            except (NatsError, TimeoutError) as exc:  # a race (APIError), or the bus is away
                 log.info("lease race; looking again", key=self.key, error=str(exc) or type(exc).__name__)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 0.2)
@@ -98,7 +98,7 @@ class Lease:
                 self.revision = await self.kv.update(self.key, self.holder.encode(), last=self.revision)
             except KeyWrongLastSequenceError as exc:
                 raise LeaseLost(f"the lease {self.key!r} was taken over") from exc
-            except (APIError, TimeoutError, NoRespondersError) as exc:
+            except (NatsError, TimeoutError) as exc:
                 # The bus is away for now: renew at the next turn; if the TTL passes meanwhile the
                 # key is gone and the update above fails as a takeover.
                 log.warning(
