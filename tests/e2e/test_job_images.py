@@ -195,3 +195,18 @@ async def test_an_engine_gone_is_a_platform_failure_that_names_it(tmp_path: Path
     with pytest.raises(EngineError, match="the container engine podman cannot be run") as failed:
         await resolve_image(gone, "localhost/anything:1", "never")
     assert failed.value.exit_code == 245  # RuntimeConfineFailed: transient, retried without counting
+
+
+async def test_a_container_past_its_memory_ends_with_openpais_oom_code(
+    tmp_path: Path, marker_image: tuple[str, str]
+) -> None:
+    image, _ = marker_image
+    # 400 MB held by bash in a task of 128 MB: the task's group, the container's parent, kills it.
+    command = "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo survived ${#x}"
+    async with running_platform(tmp_path / "data", env=ENGINE_ENV, task_user="auto") as platform:
+        job_id = await platform.submit(_image_job("hungry", image, command))
+        assert (await platform.completed(job_id)).state == "FAILED"
+        task = await _task_of(platform, "hungry")
+        assert task["containerExitCode"] == -1200
+        assert "memory limit of 128 MiB" in str(task["containerExitDiagnostics"])
+        assert "survived" not in await platform.log("hungry", "main", 0)

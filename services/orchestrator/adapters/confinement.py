@@ -53,6 +53,9 @@ class MemoryOutcome:
     oom_kills: int
     peak_bytes: int
     limit_bytes: int
+    limit_hits: int = 0
+    """Times the group's usage met its limit, its children's included (a container nested under
+    it is OOM-killed in a group of its own, whose count goes with it: this one stays)."""
 
 
 @dataclass(frozen=True)
@@ -233,6 +236,7 @@ class TaskGroups:
                         control.get("oom_kill", 0),
                         int((directory / "memory.max_usage_in_bytes").read_text()),
                         int((directory / "memory.limit_in_bytes").read_text()),
+                        int((directory / "memory.failcnt").read_text()),
                     )
                 if (directory / "memory.events").exists():  # v2
                     events = _fields((directory / "memory.events").read_text())
@@ -242,6 +246,7 @@ class TaskGroups:
                         events.get("oom_kill", 0),
                         int(peak.read_text()) if peak.exists() else 0,
                         int(limit) if limit.isdigit() else 0,
+                        events.get("max", 0),
                     )
             except (OSError, ValueError):
                 continue

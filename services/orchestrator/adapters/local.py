@@ -56,6 +56,7 @@ from runtime.exitcodes import from_returncode
 from runtime.processes import find_runtimes, runtime_command
 from runtime.spec_model import Confine, Container, RunAs, TaskSpec
 from services.orchestrator.adapters.confinement import (
+    CGROUP_ROOT,
     Confinement,
     ConfinementError,
     MemoryOutcome,
@@ -118,6 +119,7 @@ log = structlog.get_logger(__name__)
 
 _REPO_ROOT = Path(runtime.__file__).resolve().parents[1]
 PEERS_KEPT = 16
+SIGKILLED = 128 + signal.SIGKILL
 OOM_EXIT_CODE = -1200
 """OpenPAI's UserContainerDockerOOMKilled: the task went past its memoryMB and was killed."""
 PRIVATE_DIR = "private"
@@ -183,6 +185,33 @@ def _container_of(directory: Path) -> str | None:
         return None
 
 
+def _cgroup_parent_of(directory: Path) -> str | None:
+    """The cgroup parent the task's containers were given (from its spec)."""
+    try:
+        data = json.loads((directory / SPEC_FILE).read_bytes())
+        run = (data.get("container") or {}).get("run") or []
+        return str(run[run.index("--cgroup-parent") + 1]) if "--cgroup-parent" in run else None
+    except (OSError, ValueError, TypeError, AttributeError, IndexError):
+        return None
+
+
+def remove_engine_groups(parent: str, own: set[Path]) -> None:
+    """The groups an engine made at ``parent`` in each hierarchy for a task's containers (and its
+    monitor's ``conmon`` below them), once they are empty; the task's own groups are left to
+    the executor (only what the engine made inside them goes)."""
+    relative = parent.strip("/")
+    hierarchies = (
+        {h.resolve() for h in CGROUP_ROOT.iterdir() if h.is_dir()} if CGROUP_ROOT.is_dir() else set()
+    )
+    for hierarchy in [*hierarchies, CGROUP_ROOT]:
+        made = hierarchy / relative
+        for directory in (made / "conmon", made):
+            if directory in own or not directory.is_dir():
+                continue
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+
+
 def _cgroups_of(directory: Path) -> list[Path]:
     """The cgroups the task's spec names (a restarted executor finds them there too)."""
     try:
@@ -195,7 +224,13 @@ def _cgroups_of(directory: Path) -> list[Path]:
 def out_of_memory(exit_: TaskExit, memory: MemoryOutcome | None, rules: RuleSet) -> TaskExit:
     """A failed task whose memory group killed a process for going past its limit ended by
     running out of memory: OpenPAI's -1200, whatever the command's own exit code said."""
-    if memory is None or memory.oom_kills == 0 or exit_.exit_code in (0, OOM_EXIT_CODE):
+    if memory is None or exit_.exit_code in (0, OOM_EXIT_CODE):
+        return exit_
+    # A kill in a container nested under the task's group is counted in the container's group,
+    # gone with it: a SIGKILL'd task whose group met its limit was killed for its memory.
+    at_limit = memory.limit_hits > 0 or 0 < memory.limit_bytes <= memory.peak_bytes
+    killed_at_limit = at_limit and exit_.exit_code == SIGKILLED
+    if memory.oom_kills == 0 and not killed_at_limit:
         return exit_
     mib = 1024 * 1024
     why = (
@@ -439,8 +474,7 @@ class LocalExecutor:
         """The spec with the container its commands run in."""
         assert self.engine is not None
         resources = spec.role_info(spec.role).resources
-        cgroups = spec.confine.cgroups if spec.confine else []
-        parent = self._cgroup_parent(cgroups[0]) if cgroups else None
+        parent = self._cgroup_parent(spec.confine.cgroups if spec.confine else [])
         uid, gid = (user.uid, user.gid) if user is not None else (os.geteuid(), os.getegid())
         mounts: tuple[tuple[str, str, bool], ...] = ()
         if spec.mps_pipe_dir is not None:
@@ -473,11 +507,16 @@ class LocalExecutor:
         )
         return spec.model_copy(update={"container": container})
 
-    def _cgroup_parent(self, group: Path) -> str | None:
-        """The task's group as the engine names a parent: its path below its hierarchy's root."""
-        for base in self.groups.confinement.bases.values():
-            if group.parent == base:
-                return "/" + str(group.relative_to(base.parent))
+    def _cgroup_parent(self, groups: list[Path]) -> str | None:
+        """The task's memory group as the engine names a cgroup parent: its path from its
+        hierarchy's root. The engine makes the same path in every other hierarchy it uses (the
+        task's own CPU and process groups may sit elsewhere): the container's CPU and processes
+        are limited on the container itself, its memory by the task's group above it."""
+        for controller, root in (("memory", CGROUP_ROOT / "memory"), ("unified", CGROUP_ROOT)):
+            base = self.groups.confinement.bases.get(controller)
+            group = next((g for g in groups if base is not None and g.parent == base), None)
+            if group is not None:
+                return "/" + str(group.relative_to(root))
         return None
 
     def _notice(
@@ -593,12 +632,22 @@ class LocalExecutor:
 
     async def _remove_container(self, directory: Path, exit_: TaskExit) -> None:
         """A container the task's runtime did not see end (the task was stopped, or its runtime
-        killed) is removed: none is left behind once the task is over."""
+        killed) is removed: none is left behind once the task is over; nor are the cgroups the
+        engine made for its containers under the task's parent path."""
         if self.engine is None:
             return
         name = _container_of(directory)
         if name is None:
             return
+        try:
+            await self._remove_exited(directory, exit_, name)
+        finally:
+            parent = _cgroup_parent_of(directory)
+            if parent:
+                await asyncio.to_thread(remove_engine_groups, parent, set(_cgroups_of(directory)))
+
+    async def _remove_exited(self, directory: Path, exit_: TaskExit, name: str) -> None:
+        assert self.engine is not None
         result = read_result(directory)
         if result is not None and not result.stopped_by and exit_.exit_code != OOM_EXIT_CODE:
             return  # the runtime saw its container end, and the engine removed it (--rm)
