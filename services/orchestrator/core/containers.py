@@ -16,9 +16,10 @@ What a container gets (OpenPAI's pods, as closely as one machine allows):
   a container as root could write root-owned files into the shared work directory. An image that
   needs root at run time is not supported on this executor (Kubernetes runs it as its securityContext
   says);
-- its cgroup nested under the task's (``--cgroup-parent``), so the task's memory, CPU and
-  processes limits hold for everything in the container and an OOM kill is the task's; CPU and
-  processes are also set on the container itself, and memory where the task has no cgroup;
+- its cgroup nested under the task's memory group (``--cgroup-parent``, the group's path in the
+  memory hierarchy), so the task's memory limit holds for everything in the container and an OOM
+  kill is the task's; CPU and processes are set on the container itself, and memory too where
+  the task has no cgroup;
 - ``/dev/shm`` sized for PyTorch's data loaders (half the task's memory, at least 64 MiB);
 - its GPUs by index: CDI names (``nvidia.com/gpu=N``) where the engine has NVIDIA's CDI spec,
   Docker's ``--gpus device=N`` where the engine is Docker, else the device nodes themselves;
