@@ -49,8 +49,11 @@ extras:
 """
 SEEN = (
     'echo "pipe=[$CUDA_MPS_PIPE_DIRECTORY] threads=[$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE]'
-    ' memory=[$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT]" > {m}/$PAI_CURRENT_TASK_ROLE_NAME'
+    ' memory=[$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT]" > {m}/$PAI_CURRENT_TASK_ROLE_NAME.tmp'
+    " && mv {m}/$PAI_CURRENT_TASK_ROLE_NAME.tmp {m}/$PAI_CURRENT_TASK_ROLE_NAME"  # whole once seen
 )
+WAIT = "i=0; while [ ! -e {m}/shared ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done"
+TASK_LOG = "/attempts/0/taskRoles/{role}/taskIndex/0/attempts/0/logs/all"
 
 
 async def test_a_node_with_gpus_runs_mps_for_shared_tasks_and_says_shares_are_enforced(
@@ -80,8 +83,11 @@ async def test_a_node_with_gpus_runs_mps_for_shared_tasks_and_says_shares_are_en
                 "/api/v2/authn/basic/login", json={"username": "admin", "password": "up-admin-pass"}
             )
             api.headers["Authorization"] = f"Bearer {login.json()['token']}"
-            command = json.dumps([SEEN.format(m=markers)])
-            job = JOB.format(shared=command, whole=command)
+            shared = json.dumps([SEEN.format(m=markers)])
+            # A job whose one role has succeeded is over (its other tasks are stopped): the whole-GPU
+            # task waits (at most 60 s) until the shared one has written what it saw.
+            whole = json.dumps([SEEN.format(m=markers), WAIT.format(m=markers)])
+            job = JOB.format(shared=shared, whole=whole)
             submitted = await api.post("/api/v2/jobs", content=job, headers={"Content-Type": "text/yaml"})
             assert submitted.status_code == 202, submitted.text
 
@@ -91,9 +97,16 @@ async def test_a_node_with_gpus_runs_mps_for_shared_tasks_and_says_shares_are_en
             final = await eventually(
                 detail, lambda d: d.get("jobStatus", {}).get("state") in ("SUCCEEDED", "FAILED"), within=120
             )
-            assert final["jobStatus"]["state"] == "SUCCEEDED", final
+            logs = {
+                role: (await api.get(f"/api/v2/jobs/admin~mixed{TASK_LOG.format(role=role)}")).json()
+                for role in ("shared", "whole")
+            }
+            assert final["jobStatus"]["state"] == "SUCCEEDED", (final, logs)
             assert final["gpuShareEnforced"] is True
             assert "NVIDIA MPS" in final["gpuShareEnforcement"]
+
+        seen = {role: markers / role for role in ("shared", "whole")}
+        assert all(path.exists() for path in seen.values()), json.dumps(logs)
 
         assert (markers / "shared").read_text().strip() == f"pipe=[{pipe}] threads=[50] memory=[0=2048M]"
         assert (markers / "whole").read_text().strip() == "pipe=[] threads=[] memory=[]"
