@@ -829,6 +829,36 @@ async def test_the_job_list_has_clone_and_stop_on_each_own_row(
     await page.context.close()
 
 
+async def test_a_retried_tasks_tries_are_listed_from_its_row(platform: PortalPlatform, browser: Any) -> None:
+    login = await platform.admin.post(
+        "/api/v2/authn/basic/login", json={"username": USER, "password": USER_PASSWORD}
+    )
+    text = (ROOT / "examples" / "hello.yaml").read_text().replace("hello-pai", "task-retried")
+    text = text.replace("    instances: 1\n", "    instances: 1\n    taskRetryCount: 2\n")
+    # Tasks retry one by one where the job's tasks are not placed as one gang.
+    text = (
+        text.split("    commands:")[0] + "    commands:\n      - exit 3\nextras:\n  gangAllocation: false\n"
+    )
+    answer = await platform.admin.post(
+        "/api/v2/jobs",
+        content=text,
+        headers={"Content-Type": "text/yaml", "Authorization": f"Bearer {login.json()['token']}"},
+    )
+    assert answer.status_code == 202, answer.text
+    page = await signed_in(browser, platform, USER, USER_PASSWORD)
+    await page.goto(platform.url + "/job-detail.html?username=alice&jobName=task-retried")
+    await page.wait_for_selector("body[data-state=FAILED]", timeout=60_000)
+    await page.click('button[data-tries="main/0"]')
+    await page.wait_for_selector("#tries:not(.hidden) tr[data-try]")
+    tries = await page.eval_on_selector_all(
+        "#tries tr[data-try]", "(rows) => rows.map((r) => [...r.cells].map((c) => c.textContent))"
+    )
+    assert [row[0] for row in tries] == ["#0", "#1", "#2"]
+    assert [row[1] for row in tries] == ["FAILED"] * 3
+    assert [row[2] for row in tries] == ["3"] * 3
+    await page.context.close()
+
+
 async def test_an_older_checks_late_answer_never_overwrites_a_newer_one(
     platform: PortalPlatform, browser: Any
 ) -> None:

@@ -98,7 +98,7 @@ const HEAD = ["Index", "State", "Retries", "IP", "Ports", "Exit code", "Node", "
 // browser builds far faster than one element at a time.
 function taskRows(role, statuses) {
   return statuses.map((t) => `<tr data-task="${esc(role)}-${esc(t.taskIndex)}">` +
-    `<td class="num">${esc(t.taskIndex)}</td><td>${badge(t.taskState)}</td><td class="num">${esc(t.retries ?? 0)}</td>` +
+    `<td class="num">${esc(t.taskIndex)}</td><td>${badge(t.taskState)}</td><td class="num">${t.retries ? `<button type="button" class="secondary small" data-tries="${esc(role)}/${esc(t.taskIndex)}" aria-label="Tries of ${esc(role)}[${esc(t.taskIndex)}]">${esc(t.retries)}</button>` : "0"}</td>` +
     `<td>${esc(t.containerIp || "–")}</td><td>${esc(ports(t.containerPorts))}</td><td class="num">${esc(t.containerExitCode)}</td>` +
     `<td>${esc(t.containerNodeName || "–")}</td><td>${esc(fmtTime(t.launchedTime))}</td>` +
     `<td>${esc(fmtDuration(t.launchedTime, t.completedTime))}</td>` +
@@ -144,9 +144,31 @@ async function showAttempts() {
   if ([...select.options].some((o) => o.value === current)) select.value = current;
 }
 
+function taskOf(role, index) {
+  return ((page.detail.taskRoles[role] || {}).taskStatuses || []).find((x) => String(x.taskIndex) === String(index));
+}
+
 function taskState(role, index) {
-  const t = ((page.detail.taskRoles[role] || {}).taskStatuses || []).find((x) => String(x.taskIndex) === String(index));
+  const t = taskOf(role, index);
   return t ? t.taskState : "WAITING";
+}
+
+// A task's tries within the attempt shown (its retries), from OpenPAI's task route.
+async function showTries(role, index) {
+  const attempt = page.detail.jobStatus.attemptId ?? 0;
+  const box = $("#tries");
+  try {
+    const task = await api(`${base}/attempts/${attempt}/taskRoles/${encodeURIComponent(role)}/taskIndex/${index}/attempts`);
+    $("#tries-title").textContent = `Tries of ${role}[${index}] in attempt #${attempt}`;
+    fill($("#tries-table"), el("thead", {}, el("tr", {}, ["Try", "State", "Exit code", "Node", "Started", "Duration"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, (task.attempts || []).map((/** @type {any} */ a) => el("tr", { "data-try": String(a.attemptId) },
+        el("td", { class: "num" }, `#${a.attemptId}`), el("td", {}, stateBadge(a.attemptState)),
+        el("td", { class: "num" }, a.containerExitCode ?? "–"), el("td", {}, a.containerNodeName || "–"),
+        el("td", {}, fmtTime(a.currentAttemptLaunchedTime)),
+        el("td", {}, fmtDuration(a.currentAttemptLaunchedTime, a.currentAttemptCompletedTime))))));
+    box.classList.remove("hidden");
+    box.focus();
+  } catch (error) { showError($("#job-error"), error); }
 }
 
 async function followLog() {
@@ -156,12 +178,14 @@ async function followLog() {
   const [role, index] = value.split("/");
   const file = $("#log-file").value;
   const attempt = page.detail.jobStatus.attemptId ?? 0;
-  const key = `${attempt}/${role}/${index}/${file}`;
+  const key = `${attempt}/${role}/${index}/${(taskOf(role, index) || {}).attemptId ?? 0}/${file}`;
   if (key !== page.logKey) { page.logKey = key; page.logOffset = 0; $("#log").textContent = ""; }
   const state = taskState(role, index);
   if (state !== "WAITING") {
     try {
-      const path = `${base}/attempts/${attempt}/taskRoles/${encodeURIComponent(role)}/taskIndex/${index}/attempts/0/logs/${file}?offset=${page.logOffset}`;
+      // The log of the task's latest try (a retried task's earlier tries have their own).
+      const tried = (taskOf(role, index) || {}).attemptId ?? 0;
+      const path = `${base}/attempts/${attempt}/taskRoles/${encodeURIComponent(role)}/taskIndex/${index}/attempts/${tried}/logs/${file}?offset=${page.logOffset}`;
       const piece = await api(path);
       if (key === page.logKey && piece && piece.content) {
         $("#log").textContent += piece.content;
@@ -252,10 +276,13 @@ async function start() {
     showSsh();
   }).catch((e) => { $("#config").textContent = e.message; });
   $("#clone").after(saveAsTemplate($("#job-error"), () => api(`${base}/config`, { raw: true }), () => name));
+  $("#close-tries").addEventListener("click", () => $("#tries").classList.add("hidden"));
   $("#attempt").addEventListener("change", (e) => { page.chosenAttempt = e.target.value === "" ? null : Number(e.target.value); refresh(); });
   $("#log-task").addEventListener("change", followLog);
   $("#log-file").addEventListener("change", followLog);
   $("#roles").addEventListener("click", (e) => {
+    const tries = e.target.dataset && e.target.dataset.tries;
+    if (tries) { const [role, index] = tries.split("/"); showTries(role, index); return; }
     const key = e.target.dataset && e.target.dataset.log;
     if (!key) return;
     $("#log-task").value = key;
