@@ -141,8 +141,15 @@ class MpsDaemon:
             return None
 
     def environment(self) -> dict[str, str]:
+        """The daemon's environment: its directories and the few host variables a program needs,
+        none of the platform's settings (its MPS servers start with it)."""
+        host = {
+            name: value
+            for name, value in os.environ.items()
+            if name in ("PATH", "HOME", "LANG", "TZ", "LD_LIBRARY_PATH") or name.startswith("LC_")
+        }
         return {
-            **os.environ,
+            **host,
             "CUDA_MPS_PIPE_DIRECTORY": str(self.pipe_dir),
             "CUDA_MPS_LOG_DIRECTORY": str(self.log_dir),
         }
@@ -171,22 +178,26 @@ class MpsDaemon:
             self._started.notify_all()
 
     async def _launch(self) -> int:
-        process = await asyncio.create_subprocess_exec(
-            self.control,
-            "-d",
-            env=self.environment(),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # a Ctrl-C on the terminal reaches the platform only
-        )
+        # What `-d` says goes to a file, not a pipe: a daemon that kept the pipe open would hold
+        # a reader waiting for its end for as long as it runs.
+        said_path = self.log_dir / "control-start.out"
+        with said_path.open("wb") as said_file:
+            process = await asyncio.create_subprocess_exec(
+                self.control,
+                "-d",
+                env=self.environment(),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=said_file,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C on the terminal reaches the platform only
+            )
         try:
-            out, _ = await asyncio.wait_for(process.communicate(), START_TIMEOUT)
+            await asyncio.wait_for(process.wait(), START_TIMEOUT)
         except TimeoutError:
             process.kill()
             await process.wait()
             raise MpsError(f"{self.control} -d did not return within {START_TIMEOUT:g}s") from None
-        said = out.decode(errors="replace").strip()[-500:]
+        said = said_path.read_text(errors="replace").strip()[-500:]
         if process.returncode != 0:
             root = "" if os.geteuid() == 0 else " (the platform does not run as root)"
             raise MpsError(f"{self.control} -d exited {process.returncode}{root}: {said or 'no output'}")

@@ -188,3 +188,17 @@ def test_pai_up_refuses_an_unknown_setting_before_starting_anything(tmp_path: Pa
     assert done.exit_code == 2, done.output
     assert "PAI_GPU_MPS='yes': expected auto" in done.output
     assert not (tmp_path / "data").exists()
+
+
+async def test_a_daemon_keeping_the_output_it_was_given_does_not_hold_up_the_start(tmp_path: Path) -> None:
+    keeping = fake_mps_control(tmp_path / "bin", holds_output=True)
+    mps_node = node(tmp_path, keeping)
+    try:
+        enforcement = await asyncio.wait_for(mps_node.start(), 10)  # well before START_TIMEOUT
+        assert enforcement.enforced, enforcement
+    finally:
+        await mps_node.stop()
+        for line in keeping.starts():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(line.split()[-1]), signal.SIGKILL)
+    assert len(keeping.quits()) == 1

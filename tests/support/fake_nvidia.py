@@ -18,6 +18,7 @@ MPS_CONTROL = r"""#!{python}
 import os, signal, sys
 RECORD = {record!r}
 FAIL = {fail!r}
+HOLDS_OUTPUT = {holds_output!r}
 
 def note(line):
     with open(RECORD, "a") as f:
@@ -42,7 +43,7 @@ if sys.argv[1:] == ["-d"]:
         note(f"start {{pipe}} {{log}} {{daemon}}")
         os._exit(0)
     devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
+    for fd in (0,) if HOLDS_OUTPUT else (0, 1, 2):  # a daemon may keep what it was given
         os.dup2(devnull, fd)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     while True:
@@ -88,10 +89,10 @@ def _executable(path: Path, text: str) -> None:
     path.chmod(0o755)
 
 
-def fake_mps_control(bin_dir: Path, *, fail: bool = False) -> FakeMps:
+def fake_mps_control(bin_dir: Path, *, fail: bool = False, holds_output: bool = False) -> FakeMps:
     bin_dir.mkdir(parents=True, exist_ok=True)
     record = bin_dir.parent / "mps-calls.txt"
-    text = MPS_CONTROL.format(python=sys.executable, record=str(record), fail=fail)
+    text = MPS_CONTROL.format(python=sys.executable, record=str(record), fail=fail, holds_output=holds_output)
     _executable(bin_dir / "nvidia-cuda-mps-control", text)
     return FakeMps(bin_dir, record)
 
