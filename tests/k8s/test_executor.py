@@ -176,7 +176,8 @@ async def test_a_stuck_image_pull_fails_the_task_with_its_reason_after_the_timeo
     )
     done = await exits.next()
     assert done.failure is not None
-    assert (done.exit_code, done.failure.phrase, done.failure.type) == (254, "ContainerImageNotExists", "permanent")
+    failure = (done.exit_code, done.failure.phrase, done.failure.type)
+    assert failure == (254, "ContainerImageNotExists", "permanent")
     assert "ImagePullBackOff" in done.diagnostics
     await eventually(lambda: _async(NAME in cluster.fake.pods(NS)), lambda present: not present)
     assert exits.queue.empty()  # the deletion that follows is not a second exit
