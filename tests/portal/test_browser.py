@@ -859,6 +859,28 @@ async def test_a_retried_tasks_tries_are_listed_from_its_row(platform: PortalPla
     await page.context.close()
 
 
+async def test_a_nodes_page_shows_its_size_and_the_tasks_it_runs(
+    platform: PortalPlatform, browser: Any
+) -> None:
+    await submit_as(platform, USER, USER_PASSWORD, "on-a-node", command="sleep 300")
+
+    async def pods() -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = (await platform.admin.get("/api/v2/kubernetes/pods")).json()["items"]
+        return [pod for pod in items if pod["metadata"]["labels"]["jobName"] == "on-a-node"]
+
+    pod = (await eventually(pods, lambda found: bool(found) and found[0]["status"]["phase"] == "Running"))[0]
+    node = pod["spec"]["nodeName"]
+    page = await signed_in(browser, platform, "admin", ADMIN_PASSWORD)
+    await page.goto(platform.url + "/cluster-view/hardware.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.click(f'#nodes tr[data-node="{node}"] a')
+    await page.wait_for_selector("#node-detail:not(.hidden) a[href*='jobName=on-a-node']")
+    assert await page.text_content("#node-title") == f"Node {node}"
+    assert "cores" in (await page.text_content("#node-body") or "")
+    await platform.admin.put("/api/v2/jobs/alice~on-a-node/executionType", json={"value": "STOP"})
+    await page.context.close()
+
+
 async def test_an_older_checks_late_answer_never_overwrites_a_newer_one(
     platform: PortalPlatform, browser: Any
 ) -> None:

@@ -39,15 +39,48 @@ async function refresh() {
   });
   fill($("#gpu-chart"), barChart(rows.map((r) => ({ label: r.name, value: r.use.gpu, max: r.gpu })), { title: "GPUs in use per node", unit: " GPU" }));
   fill($("#cpu-chart"), barChart(rows.map((r) => ({ label: r.name, value: Math.round(r.use.cpu * 10) / 10, max: r.cpu })), { title: "CPU cores allocated per node", unit: " cores" }));
-  fill($("#nodes"), rows.map((r) => el("tr", { "data-node": r.name },
-    el("th", { scope: "row" }, r.name),
+  fill($("#nodes"), rows.map((r) => el("tr", { "data-node": r.name, class: r.name === chosen ? "chosen" : null },
+    el("th", { scope: "row" }, el("a", { href: "?" + new URLSearchParams({ node: r.name }) }, r.name)),
     el("td", { class: r.ready ? "ok" : "bad" }, r.ready ? "ready" : "not ready"),
     el("td", {}, r.addr),
     el("td", { class: "num" }, `${Math.round(r.use.cpu * 10) / 10} / ${r.cpu}`),
     el("td", { class: "num" }, `${Math.round(r.use.memory)} / ${r.memory} MB`),
     el("td", { class: "num" }, `${r.use.gpu} / ${r.gpu}`),
     el("td", { class: "num" }, String(r.use.tasks)))));
+  showNode(rows.find((r) => r.name === chosen), (pods.items || []).filter((pod) => pod.spec && pod.spec.nodeName === chosen));
   document.body.dataset.ready = "true";
+}
+
+// One node's page (?node=NAME): what it has, and every task it runs with its job.
+const chosen = new URLSearchParams(location.search).get("node");
+
+function showNode(row, pods) {
+  const box = $("#node-detail");
+  if (!chosen) { box.classList.add("hidden"); return; }
+  box.classList.remove("hidden");
+  $("#node-title").textContent = `Node ${chosen}`;
+  if (!row) { fill($("#node-body"), el("p", { class: "bad" }, `No node ${chosen} is known now.`)); return; }
+  const link = (labels) => {
+    const q = new URLSearchParams({ username: labels.userName || "", jobName: labels.jobName || "" });
+    return el("a", { href: "/job-detail.html?" + q }, `${labels.userName}~${labels.jobName}`);
+  };
+  fill($("#node-body"),
+    el("dl", { class: "kv" },
+      el("dt", {}, "State"), el("dd", { class: row.ready ? "ok" : "bad" }, row.ready ? "ready" : "not ready"),
+      el("dt", {}, "Address"), el("dd", {}, row.addr),
+      el("dt", {}, "CPU allocated"), el("dd", {}, `${Math.round(row.use.cpu * 10) / 10} of ${row.cpu} cores`),
+      el("dt", {}, "Memory allocated"), el("dd", {}, `${Math.round(row.use.memory)} of ${row.memory} MB`),
+      el("dt", {}, "GPUs in use"), el("dd", {}, `${row.use.gpu} of ${row.gpu}`)),
+    pods.length === 0 ? el("p", { class: "muted" }, "No task runs on this node now.") :
+      el("div", { class: "table-wrap" }, el("table", { "aria-label": `Tasks on ${chosen}` },
+        el("thead", {}, el("tr", {}, ["Job", "Task", "Virtual cluster", "State", "Since"].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, pods.map((pod) => {
+          const labels = pod.metadata.labels || {};
+          return el("tr", { "data-pod": pod.metadata.name },
+            el("td", {}, link(labels)), el("td", {}, `${labels.FC_TASKROLE_NAME}[${labels.FC_TASK_INDEX}]`),
+            el("td", {}, labels.virtualCluster || "–"), el("td", {}, (pod.status || {}).phase || "–"),
+            el("td", {}, (pod.status || {}).startTime || "–"));
+        })))));
 }
 
 // GPU, CPU and memory use per node over the last hours, from the monitors' history.
@@ -57,6 +90,7 @@ async function history() {
   try { answer = await api("/cluster/metrics?" + new URLSearchParams({ since: String(since) })); }
   catch (error) { showError($("#use-error"), error); return; }
   fill($("#use-error"));
+  if (chosen) answer = { ...answer, nodes: (answer.nodes || []).filter((r) => r.node === chosen) };
   const key = (r) => r.node;
   $("#use-title").textContent = spanTitle("Use", answer.nodes.map((r) => r.points), HOURS);
   fill($("#gpu-history"), historyChart(answer, "gpu", { title: "GPU utilisation per node (mean of its GPUs)", sinceSeconds: since, key,
