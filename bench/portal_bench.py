@@ -4,10 +4,10 @@ Fills the REST service's read model (SQLite, the embedded default) with N jobs a
 rest_list_bench, adds one running job of 1,000 tasks, serves REST and the portal on ports of
 this machine, signs in with Debian's Chromium (Playwright) and times, from the start of the
 navigation to the moment the page shows it:
-  - /job-list.html with its first page of 20 jobs (target < 500 ms),
-  - /job-detail.html of the 1,000-task job with every task row (target < 1 s),
+  - /job-list.html with its first page of 20 jobs (target: p50 < 400 ms),
+  - /job-detail.html of the 1,000-task job with every task row (target: p50 < 1 s),
   - on an open job page, a state change written to the read model until the page shows it
-    (target < 1 s; live updates as the portal gives them without the event gateway: it asks REST
+    (target: p50 < 1 s; live updates as the portal gives them without the event gateway: it asks REST
     every PAI_PORTAL_POLL_SECONDS, 0.5 s by default).
 
 Command: .venv/bin/python bench/portal_bench.py [--jobs N] [--rounds R]
@@ -214,6 +214,8 @@ async def main(total: int, rounds: int) -> None:
                         "['domContentLoaded', Math.round(performance.getEntriesByType('navigation')[0]"
                         ".domContentLoadedEventEnd)]])"
                     )
+                    # job-fetched: the detail arrived; job-shown: every task row is in the page;
+                    # job-painted: the first frame after (layout and paint of the rows).
                     print(f"job page, ms after the navigation started: {marks}")
 
                     changes = []
@@ -251,14 +253,14 @@ async def main(total: int, rounds: int) -> None:
         print(f"{label:44} {len(values):3d} {statistics.median(values):8.0f} {max(values):8.0f}")
     print(f"{'measure':44} {'n':>3} {'p50 ms':>8} {'max ms':>8}  target")
     for label, values, target in (
-        (f"job list, first page of {total:,} jobs", lists, 500),
+        (f"job list, first page of {total:,} jobs", lists, 400),
         (f"job page of {TASKS:,} tasks", pages, 1000),
         ("state change shown on an open job page", changes, 1000),
     ):
-        verdict = "met" if max(values) < target else "NOT met"
+        verdict = "met" if statistics.median(values) < target else "NOT met"
         print(
             f"{label:44} {len(values):3d} {statistics.median(values):8.0f} {max(values):8.0f}  "
-            f"< {target} ms: {verdict}"
+            f"p50 < {target} ms: {verdict}"
         )
     print(f"load average {load}")
 
