@@ -249,7 +249,8 @@ def test_hived_serves_a_vc_as_its_private_cluster_would_where_the_quota_baseline
         pod("a2", "a", 2.0, 4, 1000.0),  # then a2 takes half of the other node
         pod("b2", "b", 20.0, 8, 10.0),  # b has 8 GPUs of quota free, on no single node
     ]
-    b_delay = {}
+    b_delay: dict[str, float] = {}
+    blocked: dict[str, int] = {}
     for name, cluster, policy in (
         ("private", private_cluster("b", split["b"]), "hived"),
         ("hived", shared_cluster(nodes, split), "hived"),
@@ -259,7 +260,9 @@ def test_hived_serves_a_vc_as_its_private_cluster_would_where_the_quota_baseline
         report = simulate(cluster, trace, {}, policy)
         assert report["never_started"] == 0
         b_delay[name] = report["queueing_delay_s"]["per_vc_size"]["b"]["8"]["mean"]
+        blocked[name] = report["blocked_with_room"]
     assert b_delay == {"private": 0.0, "hived": 0.0, "quota": 980.0}
+    assert blocked == {"private": 0, "hived": 0, "quota": 1}  # b2, with b's quota free, at t=20
 
 
 def test_the_replay_drives_the_schedulers_own_policy() -> None:
