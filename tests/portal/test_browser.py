@@ -808,6 +808,32 @@ async def test_admin_pages_list_every_service_add_a_user_with_the_default_vc_and
     await page.fill("#user-search", "blank")
     visible = page.locator("#users tr[data-user]:not(.hidden)")
     assert [await row.get_attribute("data-user") for row in await visible.all()] == ["blank-vc"]
+
+    # A change made to every selected user at once.
+    for name in ("batch-a", "batch-b"):
+        made = await platform.admin.post(
+            "/api/v2/users",
+            json={"username": name, "password": f"{name}-password", "admin": False, "virtualCluster": []},
+        )
+        assert made.status_code == 201, made.text
+    await page.fill("#user-search", "")
+    await page.reload()
+    await page.wait_for_selector("body[data-ready=true]")
+    for name in ("batch-a", "batch-b"):
+        await page.check(f'#users tr[data-user="{name}"] input.pick')
+    assert await page.text_content("#batch-count") == "2 selected"
+    await page.fill("#batch-vc-list", "default")
+    await page.click("#batch-vcs")
+    await page.wait_for_function(
+        "() => document.querySelector('#batch-status').textContent.startsWith('Virtual')"
+    )
+    await page.click("#batch-admin")
+    await page.wait_for_function(
+        "() => document.querySelector('#batch-status').textContent.startsWith('Made')"
+    )
+    for name in ("batch-a", "batch-b"):
+        stored = (await platform.admin.get(f"/api/v2/users/{name}")).json()
+        assert (stored["virtualCluster"], stored["admin"]) == (["default"], True), stored
     await page.context.close()
 
 

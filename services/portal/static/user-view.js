@@ -1,8 +1,11 @@
 // @ts-check
-// Users (admin): add, edit admin right and VCs, delete, batch add from CSV.
+// Users (admin): add, search, edit admin right and VCs one by one or for the selected users,
+// delete, batch add from CSV.
 import { $, api, el, fill, showError } from "./common.js";
 
 const list = (text) => text.split(/[;,]/).map((s) => s.trim()).filter(Boolean);
+// the users ticked for a change made to all of them at once (kept across a refresh)
+const picked = new Set();
 
 async function refresh() {
   const users = await api("/users");
@@ -11,6 +14,7 @@ async function refresh() {
     const admin = el("input", { type: "checkbox", checked: u.admin, "aria-label": `${u.username} is an administrator` });
     const words = [u.username, u.email || "", ...u.virtualCluster, ...u.grouplist].join(" ").toLowerCase();
     return el("tr", { "data-user": u.username, "data-words": words },
+      el("td", {}, el("input", { type: "checkbox", class: "pick", value: u.username, checked: picked.has(u.username), "aria-label": `Select ${u.username}` })),
       el("th", { scope: "row" }, u.username),
       el("td", {}, u.email || "–"),
       el("td", {}, admin),
@@ -38,6 +42,36 @@ function search() {
 }
 
 $("#user-search").addEventListener("input", search);
+
+function showPicked() {
+  $("#batch-count").textContent = picked.size ? `${picked.size} selected` : "none selected";
+  for (const button of document.querySelectorAll("#batch button")) /** @type {HTMLButtonElement} */ (button).disabled = picked.size === 0;
+}
+
+$("#users").addEventListener("change", (e) => {
+  const box = /** @type {HTMLInputElement} */ (e.target);
+  if (!box.classList.contains("pick")) return;
+  if (box.checked) picked.add(box.value); else picked.delete(box.value);
+  showPicked();
+});
+
+// One change for every selected user: each is its own PUT; what failed is named.
+async function batch(data, done) {
+  const names = [...picked];
+  const results = await Promise.allSettled(names.map((username) =>
+    api("/users", { method: "PUT", body: { data: { username, ...data }, patch: true } })));
+  const failed = names.filter((_, i) => results[i].status === "rejected");
+  $("#batch-status").textContent = failed.length ? `Not changed: ${failed.join(", ")}.` : `${done} for ${names.join(", ")}.`;
+  await refresh().catch((error) => showError($("#user-error"), error));
+}
+
+$("#batch-vcs").addEventListener("click", () => {
+  const vcs = list($("#batch-vc-list").value);
+  batch({ virtualCluster: vcs }, `Virtual clusters set to ${vcs.join(", ") || "none"}`);
+});
+$("#batch-admin").addEventListener("click", () => batch({ admin: true }, "Made administrators"));
+$("#batch-user").addEventListener("click", () => batch({ admin: false }, "Made normal users"));
+showPicked();
 
 async function act(work) {
   try { await work(); fill($("#user-error")); await refresh(); } catch (error) { showError($("#user-error"), error); }
