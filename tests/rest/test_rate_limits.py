@@ -127,6 +127,18 @@ async def test_job_submissions_trip_at_the_figure_per_user(rest_settings: RestSe
         assert refused.status == 404  # the refused submission left no job behind
 
 
+async def test_dry_runs_use_none_of_the_submissions_figure(rest_settings: RestSettings) -> None:
+    async with serving(rest_settings, rate_limit_submit_job_per_hour=1) as api:
+        alice = await login(api, "alice")
+        for _ in range(3):
+            checked = await api.post(
+                "/api/v2/jobs?dryRun=true", data=job_yaml("checked", gpu=0), headers={**alice, **YAML}
+            )
+            assert checked.status == 200, await checked.text()
+        assert await submit(api, alice, "checked") == 202
+        assert await submit(api, alice, "second") == 429
+
+
 async def test_the_job_list_trips_at_the_figure_per_user_and_says_what_remains(
     rest_settings: RestSettings,
 ) -> None:
