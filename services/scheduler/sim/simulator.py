@@ -7,11 +7,14 @@ run for their duration and end. Time is virtual: events jump from one arrival or
 the next, so months of a trace replay in minutes and results are repeatable.
 
 A job of more GPUs than a node holds is a gang of whole-node pods (the last takes the rest),
-placed at once or not at all. After each completion every waiting job is considered again, in
-priority and arrival order, however many wait ahead of it; what makes that cheap is that jobs of
-one VC and priority are tried size by size, and once a job of some size cannot be placed, none
-of that size or larger in that VC can be in the same instant (a policy places a larger request
-only where a smaller one would fit), so the rest of them are skipped without a decision.
+placed at once or not at all. A job's queueing delay runs from its arrival to its first start;
+a job preempted and started again keeps that figure (preemptions are counted apart).
+
+After each completion every waiting job is considered again, in priority and arrival order,
+however many wait ahead of it. What makes that cheap is that jobs of one VC and priority are
+tried size by size, and once a job of some size cannot be placed, none of that size or larger
+in that VC can be in the same instant (a policy places a larger request only where a smaller
+one would fit), so the rest of them are skipped without a decision.
 """
 
 from __future__ import annotations
