@@ -42,7 +42,7 @@ SEALER = web.AppKey("sealer", Sealer)
 REST = web.AppKey("rest", RestClient)
 VERSION = web.AppKey("version", str)
 TEMPLATES = web.AppKey("templates", Templates)
-SESSION = "portal.session"
+SESSION: web.RequestKey[Session | None] = web.RequestKey("portal.session")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -55,8 +55,7 @@ async def session_middleware(request: web.Request, handler: Handler) -> web.Stre
 
 
 def session_of(request: web.Request) -> Session | None:
-    value: Session | None = request[SESSION]
-    return value
+    return request[SESSION]
 
 
 def require_csrf(request: web.Request, presented: str | None) -> None:
