@@ -907,6 +907,33 @@ async def test_a_nodes_page_shows_its_size_and_the_tasks_it_runs(
     await page.context.close()
 
 
+async def test_an_admin_changes_the_virtual_clusters_and_hears_the_schedulers_checks(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    user = await signed_in(browser, platform, USER, USER_PASSWORD)
+    await user.goto(platform.url + "/virtual-clusters.html")
+    await user.wait_for_selector("body[data-ready=true]")
+    assert await user.locator("#vc-admin.hidden").count() == 1, "the editor is for admins"
+    await user.context.close()
+    page = await signed_in(browser, platform, "admin", ADMIN_PASSWORD)
+    await page.goto(platform.url + "/virtual-clusters.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.wait_for_function("() => document.querySelector('#vc-config').value.includes('default:')")
+    await page.fill(
+        "#vc-config",
+        "virtualClusters:\n  research:\n    virtualCells:\n"
+        "      - cellType: NO-SUCH-CELL\n        cellNumber: 1\n",
+    )
+    await page.click("#vc-config-form button[type=submit]")
+    await page.wait_for_selector("#vc-config-answer .bad")
+    said = await page.text_content("#vc-config-answer") or ""
+    assert said.startswith("Not applied: virtualClusters.research.virtualCells[0].cellType"), said
+    assert "NO-SUCH-CELL" in said
+    assert "research" not in (await platform.admin.get("/api/v2/virtual-clusters")).json()
+    await page.screenshot(path=str(artifacts / "vc-admin-refused.png"), full_page=True)
+    await page.context.close()
+
+
 async def test_an_older_checks_late_answer_never_overwrites_a_newer_one(
     platform: PortalPlatform, browser: Any
 ) -> None:

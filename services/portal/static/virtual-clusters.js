@@ -51,5 +51,40 @@ async function refresh() {
   document.body.dataset.ready = "true";
 }
 
+// Admins: the scheduler's HiveD config, applied through PUT /api/v2/virtual-clusters/config, whose
+// checks (the scheduler's) answer here: what is wrong, or which running jobs a change would harm.
+function skeleton(vcs) {
+  return "# Each virtual cluster with the cells it is guaranteed (cell types of the physicalCluster).\n" +
+    "virtualClusters:\n" + Object.keys(vcs).sort().map((name) =>
+      `  ${name}:\n    virtualCells:\n      - cellType: CELL-TYPE\n        cellNumber: 1\n`).join("");
+}
+
+/** @param {any} answer */
+function harmed(answer) {
+  const jobs = [...Object.keys(answer.killed || {}), ...Object.keys(answer.downgraded || {})];
+  return jobs.length ? el("p", {}, `Running jobs it ${answer.code ? "would harm" : "harmed"}: ${jobs.join(", ")}.`) : null;
+}
+
+async function adminEditor() {
+  if (document.body.dataset.role !== "admin") return;
+  $("#vc-admin").classList.remove("hidden");
+  const vcs = await api("/virtual-clusters").catch(() => ({}));
+  if (!$("#vc-config").value) $("#vc-config").value = skeleton(vcs || {});
+  $("#vc-config-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const force = /** @type {HTMLInputElement} */ ($("#vc-force")).checked;
+    if (force && !confirm("Force the change: running jobs it harms are stopped or downgraded. Go on?")) return;
+    const out = $("#vc-config-answer");
+    try {
+      const answer = await api("/virtual-clusters/config" + (force ? "?force=true" : ""), { method: "PUT", body: $("#vc-config").value, type: "text/yaml" });
+      fill(out, el("p", { class: "ok" }, answer.message), harmed(answer));
+      refresh();
+    } catch (error) {
+      fill(out, el("p", { class: "bad" }, `Not applied: ${error.message}`), harmed(error.body || {}));
+    }
+  });
+}
+
 refresh();
+adminEditor();
 live({}, refresh);
