@@ -58,6 +58,7 @@ import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
+from nats.js.errors import KeyNotFoundError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -609,10 +610,16 @@ async def run(
         leases = await js.key_value(LEASES.bucket)
 
         async def leader(service: str) -> str | None:
-            with contextlib.suppress(Exception):
-                entry = await leases.get(service)
-                if entry.value:
-                    return str(entry.value.decode())
+            """Who holds the service's lease (asked again while the bench's server is away)."""
+            for _ in range(20):
+                try:
+                    entry = await leases.get(service)
+                except KeyNotFoundError:
+                    return None
+                except Exception:
+                    await asyncio.sleep(0.25)
+                    continue
+                return str(entry.value.decode()) if entry.value else None
             return None
 
         async def scheduler_epoch() -> int | None:

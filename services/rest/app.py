@@ -44,6 +44,7 @@ from services.rest.keys import (
     SETTINGS,
     TOKENS,
 )
+from services.rest.leading import project_while_leading
 from services.rest.logins import LoginBackoff, Passwords
 from services.rest.node_sizes import node_sizes_ctx
 from services.rest.projection import MAX_BATCH, Projector, projection_handler
@@ -189,16 +190,22 @@ async def projection_ctx(app: web.Application) -> AsyncIterator[None]:
     handler = projection_handler(projector)
     # Keyed by job: one job's events apply in order, different jobs' events concurrently; a job's
     # queued events are handed over together (pipeline), so they share a commit in stream order.
+    # One replica projects at a time (services/rest/leading.py); the others serve the API.
     task = asyncio.create_task(
-        consume(
-            app[BUS].bus.js,
-            JOBS_STREAM,
-            PROJECTION_DURABLE,
-            handler,
-            stop=stop,
-            key=by_job_id,
-            batch=64,
-            pipeline=MAX_BATCH,
+        project_while_leading(
+            app[BUS].bus,
+            app[SETTINGS].instance,
+            lambda turn: consume(
+                app[BUS].bus.js,
+                JOBS_STREAM,
+                PROJECTION_DURABLE,
+                handler,
+                stop=turn,
+                key=by_job_id,
+                batch=64,
+                pipeline=MAX_BATCH,
+            ),
+            stop,
         )
     )
     app[PROJECTION_KEY] = task

@@ -7,6 +7,7 @@ absent one is generated at first start and written next to the database for the 
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from limits.aio.storage import Storage
@@ -45,6 +46,9 @@ class RestSettings(BackboneSettings):
     """Settings of the REST service (environment prefix ``PAI_``)."""
 
     service_name: str = "rest"
+    # This replica's name for the projection's lease (services/rest/leading.py): a replica
+    # restarted under the same name takes it back at once.
+    instance: str = socket.gethostname()
     # The events gateway (services/events): when set, /api/v2/events and /api/v2/webhooks are
     # passed to it, so the API's one address serves them (the embedded platform, compose).
     # http(s)://host:port, or unix:///path.sock for a gateway on this machine (libs/web/addresses.py).
