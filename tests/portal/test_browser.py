@@ -519,6 +519,8 @@ async def test_the_ssh_box_and_storages_write_openpais_plugin_key_and_an_import_
     await page.wait_for_function("() => document.querySelector('#f-name').value === 'CPU_500Task_MNIST'")
     assert await page.is_checked("#f-ssh")
     assert await page.input_value("#f-storage") == "confignfs"
+    await page.click("#env-vars summary")
+    assert "PAI_TASK_INDEX" in (await page.text_content("#env-vars") or "")
     await page.screenshot(path=str(artifacts / "submit-plugins.png"), full_page=True)
     await page.context.close()
 
