@@ -23,8 +23,13 @@ ANCHOR_JOB = (
 REAL_OPENPAI_JOB = ANCHOR_JOB / "examples" / "hello-world-job.yaml"
 
 
-async def signed_in(browser: Any, platform: PortalPlatform, user: str, password: str) -> Any:
-    context = await browser.new_context()
+DESKTOP = {"width": 1440, "height": 900}
+
+
+async def signed_in(
+    browser: Any, platform: PortalPlatform, user: str, password: str, viewport: dict[str, int] | None = None
+) -> Any:
+    context = await browser.new_context(viewport=viewport) if viewport else await browser.new_context()
     page = await context.new_page()
     await page.goto(platform.url + "/")
     await page.fill("#username", user)
@@ -408,7 +413,7 @@ async def test_no_serious_accessibility_violation_on_any_page(
     if not AXE.exists():
         pytest.skip(f"axe-core is not installed ({AXE}); `make setup` runs npm ci in services/portal")
     axe = AXE.read_text()
-    page = await signed_in(browser, platform, "admin", ADMIN_PASSWORD)
+    page = await signed_in(browser, platform, "admin", ADMIN_PASSWORD, viewport=DESKTOP)
     found: dict[str, list[str]] = {}
     for path in (*PAGES, *ADMIN_PAGES, "/job-detail.html?username=admin&jobName=portal-hello"):
         await page.goto(platform.url + path)
@@ -444,6 +449,7 @@ PHONE = {"width": 390, "height": 844}
 async def test_on_a_phone_the_menu_opens_from_a_button_and_no_page_is_wider_than_the_screen(
     platform: PortalPlatform, browser: Any, artifacts: Path
 ) -> None:
+    await submit_as(platform, "admin", ADMIN_PASSWORD, "on-a-phone")
     context = await browser.new_context(viewport=PHONE)
     page = await context.new_page()
     await page.goto(platform.url + "/")
@@ -468,7 +474,7 @@ async def test_on_a_phone_the_menu_opens_from_a_button_and_no_page_is_wider_than
     axe = AXE.read_text() if AXE.exists() else None
     wide: dict[str, int] = {}
     found: dict[str, list[str]] = {}
-    for path in (*PAGES, *ADMIN_PAGES):
+    for path in (*PAGES, *ADMIN_PAGES, "/job-detail.html?username=admin&jobName=on-a-phone"):
         await page.goto(platform.url + path)
         await page.wait_for_selector("body[data-ready=true]", timeout=15_000)
         width = await page.evaluate("() => document.documentElement.scrollWidth")
@@ -480,7 +486,7 @@ async def test_on_a_phone_the_menu_opens_from_a_button_and_no_page_is_wider_than
             bad = [v["id"] for v in result["violations"] if v["impact"] in ("serious", "critical")]
             if bad:
                 found[path] = bad
-        name = path.strip("/").replace("/", "-").replace(".html", "")
+        name = path.strip("/").split("?")[0].replace("/", "-").replace(".html", "")
         await page.screenshot(path=str(artifacts / f"phone-{name}.png"), full_page=True)
     await context.close()
     assert wide == {}, "pages wider than a phone's screen"
