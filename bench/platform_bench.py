@@ -40,6 +40,9 @@ from runtime.processes import runtime_command
 from services.orchestrator.adapters.forking import FORK_SERVER_MODULE
 from services.orchestrator.adapters.isolation import task_environment
 from services.orchestrator.adapters.local import runtime_path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' image builder
+
 from tests.support.images import build_marker_image, remove_image
 
 # Their jobs name images such as python:3.11 that no machine here holds: tasks run on the host
