@@ -93,6 +93,7 @@ COVERING: tuple[Covering, ...] = (
     Covering(
         "services/orchestrator/core/*",
         (
+            "tests/orchestrator/test_core_containers.py",
             "tests/orchestrator/test_core_deciders.py",
             "tests/orchestrator/test_core_policies.py",
             "tests/orchestrator/test_core_property.py",

@@ -92,3 +92,32 @@ def test_an_image_that_is_not_a_reference_is_refused_naming_its_field(uri: str) 
     [problem] = [p for p in refused.value.problems if p.path == "prerequisites[0].uri"]
     assert "docker image reference" in problem.message
     assert "name[:tag]" in problem.hint
+
+
+def test_cpus_labels_mounts_logs_and_gpus_reach_the_run_arguments() -> None:
+    args = run_arguments(
+        _plan(
+            cpus=1.5,
+            labels=(("ai.pai.job", "job-1"), ("ai.pai.task", "0.worker-2.1")),
+            mounts=(("/data/set", "/mnt/set", True), ("/mps", "/mps", False)),
+            gpus=(3,),
+            cdi=True,
+        )
+    )
+    assert _option(args, "--cpus") == ["1.5"]
+    assert _option(args, "--log-driver") == ["none"]  # the runtime captures the output, not the engine
+    assert _option(args, "--label") == ["ai.pai.job=job-1", "ai.pai.task=0.worker-2.1"]
+    assert _option(args, "--volume")[1:] == ["/data/set:/mnt/set:ro", "/mps:/mps"]
+    assert _option(args, "--device") == ["nvidia.com/gpu=3"]
+    docker = run_arguments(_plan(engine="docker", gpus=(0, 1)))
+    assert _option(docker, "--gpus") == ["device=0,1"]
+    assert _option(docker, "--pull") == []  # docker run has no --pull never before 20.10: not asked
+
+
+def test_without_cdi_every_node_a_cuda_process_opens_is_given() -> None:
+    nodes = _option(gpu_arguments("podman", (1,), cdi=False), "--device")
+    assert nodes == ["/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+
+
+def test_a_container_name_is_at_most_250_characters() -> None:
+    assert len(container_name("u" * 300, 0, "r", 0, 0)) == 250

@@ -31,6 +31,8 @@ def _detail(**by_role: str | None) -> dict[str, object]:
 def test_roles_sharing_an_image_get_the_digest_they_ran() -> None:
     pinned = pin_images(CONFIG, digests_by_role(_detail(a=A, b=A)))
     assert pinned["prerequisites"][0]["uri"] == A
+    assert len(pinned["prerequisites"]) == 2  # one image prerequisite still, not one per role
+    assert pinned["taskRoles"]["b"]["dockerImage"] == "img"
     assert pinned["prerequisites"][1] == CONFIG["prerequisites"][1]  # type: ignore[index]
     assert CONFIG["prerequisites"][0]["uri"] == "pytorch/pytorch:latest"  # type: ignore[index]
 
@@ -44,6 +46,12 @@ def test_a_tag_that_moved_between_roles_splits_the_prerequisite() -> None:
     assert pinned["taskRoles"]["a"]["dockerImage"] == "img"
 
 
+def test_a_role_that_ran_no_container_keeps_its_image_and_the_others_are_pinned() -> None:
+    config = {**CONFIG, "taskRoles": {"a": {"dockerImage": "other"}, "b": {"dockerImage": "img"}}}
+    pinned = pin_images(config, digests_by_role(_detail(a=A, b=B)))
+    assert pinned["prerequisites"][0]["uri"] == B  # a names no image prerequisite: skipped, b pinned
+
+
 def test_a_job_that_ran_on_the_host_cannot_be_pinned() -> None:
-    with pytest.raises(PinningError, match="names no image digest"):
+    with pytest.raises(PinningError, match="^the job's detail names no image digest"):
         pin_images(CONFIG, digests_by_role(_detail(a=None, b=None)))
