@@ -28,8 +28,10 @@ $(STAMP): requirements.lock pyproject.toml services/portal/package-lock.json
 	@! command -v npm >/dev/null || npm ci --prefix services/portal --no-audit --no-fund --silent
 	@touch $(STAMP)
 
+# Tasks as host processes unless PAI_TASK_ENGINE says otherwise (`pai up` itself defaults to
+# auto: in their images where Podman or Docker works), so the examples run at once anywhere.
 up: setup
-	$(BIN)/pai up $(ARGS)
+	PAI_TASK_ENGINE=$${PAI_TASK_ENGINE:-host} $(BIN)/pai up $(ARGS)
 
 lint: setup
 	$(BIN)/ruff check .
