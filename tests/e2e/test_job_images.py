@@ -21,6 +21,7 @@ from services.orchestrator.adapters.engines import Engine, EngineError, resolve_
 from services.orchestrator.adapters.isolation import engine_line
 from services.orchestrator.core.containers import LABEL_JOB
 from tests.e2e.platform import ADMIN_PASSWORD, Cli, Platform, job_yaml, running_platform
+from tests.portal.conftest import CHROMIUM_ARGS, chromium_or_skip
 from tests.support.images import ImageError, build_marker_image, podman_env, remove_image
 from tests.support.waiting import eventually, polled
 
@@ -102,6 +103,32 @@ async def test_a_job_runs_in_its_image_and_records_the_digest(
         pinned = await _task_of(platform, "pinned")
         assert pinned["taskState"] == "SUCCEEDED"
         assert pinned["imageDigest"] == digest
+        await _portal_clone_is_pinned(platform, "in-image", digest)
+
+
+async def _portal_clone_is_pinned(platform: Platform, name: str, digest: str) -> None:
+    """The job's page offers a clone on the same images; the submit page it opens names the digest."""
+    executable = chromium_or_skip()
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as driver:
+        browser = await driver.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page()
+            base = platform.info.portal_url.rstrip("/")
+            await page.goto(base + "/")
+            await page.fill("#username", "admin")
+            await page.fill("#password", ADMIN_PASSWORD)
+            await page.click("button[type=submit]")
+            await page.wait_for_url("**/home.html")
+            await page.goto(f"{base}/job-detail.html?username=admin&jobName={name}")
+            await page.click("#clone-pinned")
+            await page.wait_for_selector("body[data-ready=true]")
+            text = await page.input_value("#yaml")
+            assert f"uri: {digest}" in text
+            assert "Images pinned to the digests the job ran" in await page.inner_text("#submit-status")
+        finally:
+            await browser.close()
 
 
 async def test_an_absent_image_fails_the_task_once_with_254(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 import { $, api, el, fill, fmtDuration, fmtTime, historyChart, live, showError, stateBadge } from "./common.js";
 import { neverFits, solutionText, stoppedNotice, successDespiteFailures } from "./explain.js";
 import { saveAsTemplate } from "./market-share.js";
+import { digestsByRole } from "./pinning.js";
 
 const params = new URLSearchParams(location.search);
 const user = params.get("username");
@@ -84,6 +85,10 @@ function showSummary() {
   } else failure.classList.add("hidden");
   $("#stop").disabled = FINAL.has(s.state) || s.executionType === "STOP";
   $("#clone").href = "/submit.html?" + new URLSearchParams({ clone: `${user}~${name}` });
+  // Where an engine ran the tasks in their images: a clone pinned to the digests they ran.
+  const pinned = $("#clone-pinned");
+  pinned.classList.toggle("hidden", Object.keys(digestsByRole(page.detail)).length === 0);
+  pinned.href = "/submit.html?" + new URLSearchParams({ clone: `${user}~${name}`, pin: "images" });
 }
 
 function ports(p) {

@@ -3,6 +3,7 @@
 // validator (through /portal/validate) before anything is submitted.
 import { $, ApiError, api, el, fill, forPeople, market, portal } from "./common.js";
 import { saveAsTemplate } from "./market-share.js";
+import { digestsByRole, pinEdits } from "./pinning.js";
 
 const RUNTIME_PLUGINS = "com.microsoft.pai.runtimeplugin";
 const DEFAULT_JOB = `protocolVersion: 2
@@ -464,8 +465,20 @@ async function start() {
     editor.value = text;
     await check();
     state.config.name = `${state.config.name}-clone-${Date.now().toString(36)}`;
-    editor.value = await edited(editor.value, [{ parts: ["name"], value: state.config.name }]);
+    /** @type {{ parts: (string | number)[], value: string }[]} */
+    let pins = [];
+    let said = "";
+    if (given.get("pin") === "images") {
+      // The images its tasks ran, by digest: the clone runs the same bits.
+      const detail = await api(`/jobs/${encodeURIComponent(user)}~${encodeURIComponent(rest.join("~"))}`);
+      const { edits, unpinned } = pinEdits(state.config, digestsByRole(detail));
+      pins = edits;
+      said = edits.length ? `Images pinned to the digests the job ran (${edits.length}).` : "The job names no image digest to pin: its tasks ran on the host.";
+      if (unpinned.length) said += ` Not pinned, its roles ran different digests: ${unpinned.join(", ")}.`;
+    }
+    editor.value = await edited(editor.value, [{ parts: ["name"], value: state.config.name }, ...pins]);
     await check();
+    if (said) $("#submit-status").textContent = said;
   } else {
     editor.value = DEFAULT_JOB;
     await check();
