@@ -21,6 +21,7 @@ from services.orchestrator.adapters.engines import Engine, EngineError, resolve_
 from services.orchestrator.adapters.isolation import engine_line
 from services.orchestrator.core.containers import LABEL_JOB
 from tests.e2e.platform import ADMIN_PASSWORD, Cli, Platform, job_yaml, running_platform
+from tests.e2e.test_storage import storages_file
 from tests.portal.conftest import CHROMIUM_ARGS, chromium_or_skip
 from tests.support.images import ImageError, build_marker_image, podman_env, remove_image
 from tests.support.waiting import eventually, polled
@@ -237,3 +238,23 @@ async def test_a_container_past_its_memory_ends_with_openpais_oom_code(
         assert task["containerExitCode"] == -1200
         assert "memory limit of 128 MiB" in str(task["containerExitDiagnostics"])
         assert "survived" not in await platform.log("hungry", "main", 0)
+
+
+async def test_a_granted_storage_is_mounted_in_the_container_at_its_mount_path(
+    tmp_path: Path, marker_image: tuple[str, str]
+) -> None:
+    image, _ = marker_image
+    env = {**ENGINE_ENV, "PAI_STORAGES_FILE": str(storages_file(tmp_path))}
+    async with running_platform(tmp_path / "data", env=env) as platform:
+        plugin = {
+            "plugin": "teamwise_storage",
+            "parameters": {"storages": [{"name": "team", "mountPath": "/mnt/team"}]},
+        }
+        text = _image_job(
+            "mounted",
+            image,
+            "cat /mnt/team/sets/hello.txt",
+            extras={"com.microsoft.pai.runtimeplugin": [plugin]},
+        )
+        assert (await platform.completed(await platform.submit(text))).state == "SUCCEEDED"
+        assert "from the storage" in await platform.log("mounted", "main", 0)
