@@ -134,7 +134,14 @@ COVERING: tuple[Covering, ...] = (
         ("tests/marketplace/test_rights.py", "tests/marketplace/test_items.py"),
         SQLITE_ONLY,
     ),
-    Covering("services/events/core/*", ("tests/events/test_core.py",)),
+    Covering(
+        "services/events/core/*",
+        (
+            "tests/events/test_core.py",
+            "tests/events/test_core_rules.py",
+            "tests/events/test_core_webhooks.py",
+        ),
+    ),
     Covering(
         "services/rest/core/*",
         (
