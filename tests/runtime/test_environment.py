@@ -148,3 +148,98 @@ def test_a_task_sharing_its_gpu_sees_that_gpu_and_its_share(spec: TaskSpec) -> N
     assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
     assert env["PAI_GPU_MEMORY_MIB"] == "8192"
     assert "PAI_GPU_SHARE_MILLI" not in build_environment(spec)
+
+
+def test_every_alias_of_a_job_level_variable_carries_the_same_value(tmp_path: Path) -> None:
+    raw = spec_for(tmp_path, "worker", 1, ROLES, "true", ports=_ports())
+    raw["job"] |= {"uid": "job-7", "attempt_id": 2, "task_attempt_id": 4}
+    env = build_environment(parse_spec(raw))
+    assert env["PAI_USERNAME"] == env["PAI_USER_NAME"] == "alice"
+    assert env["PAI_JOB_UID"] == "job-7"
+    assert env["PAI_JOB_ATTEMPT_ID"] == env["FC_FRAMEWORK_ATTEMPT_ID"] == "2"
+    assert env["FC_TASK_ATTEMPT_ID"] == "4"
+    assert env["FC_FRAMEWORK_NAME"] == "alice~demo"
+    assert env["FC_TASKROLE_NAME"] == "worker"
+    assert env["FC_TASK_INDEX"] == "1"
+    assert env["PAI_JOB_TASK_ROLE_COUNT"] == env["PAI_TASK_ROLES_NUM"] == "3"
+    assert env["PAI_JOB_TASK_ROLE_LIST"] == "ps,worker,chief"
+    assert env["PAI_TASKS_NUM"] == "6"
+
+
+def test_a_role_s_own_succeeded_count_is_kept_below_its_instances(tmp_path: Path) -> None:
+    roles = [{**role("worker", 3), "min_succeeded_instances": 2}]
+    env = build_environment(parse_spec(spec_for(tmp_path, "worker", 0, roles, "true")))
+    assert env["PAI_MIN_SUCCEEDED_TASK_COUNT_worker"] == "2"
+
+
+def test_this_task_s_http_port_and_gpus_have_every_documented_name(spec: TaskSpec) -> None:
+    env = build_environment(spec.replace(gpu_indices=[3, 5]))
+    http = str(spec.placement("worker", 1).ports["http"][0])
+    assert env["PAI_CURRENT_CONTAINER_PORT"] == env["PAI_CONTAINER_HOST_PORT"] == http
+    assert env["CUDA_VISIBLE_DEVICES"] == env["NVIDIA_VISIBLE_DEVICES"] == "3,5"
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in env
+
+
+def test_a_task_without_gpus_hides_every_gpu_and_names_no_nvidia_devices(spec: TaskSpec) -> None:
+    env = build_environment(spec.replace(gpu_indices=[], gpu_milli=500))
+    assert env["CUDA_VISIBLE_DEVICES"] == ""
+    assert not any(name.startswith("NVIDIA_") or "GPU_SHARE" in name for name in env)
+
+
+def test_a_gpu_share_on_a_node_running_mps_makes_the_task_its_client(spec: TaskSpec, tmp_path: Path) -> None:
+    pipes = tmp_path / "mps"
+    env = build_environment(spec.replace(gpu_milli=250, mps_pipe_dir=pipes))
+    assert env["CUDA_MPS_PIPE_DIRECTORY"] == str(pipes)
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in build_environment(spec.replace(mps_pipe_dir=pipes))
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in build_environment(spec.replace(gpu_milli=250))
+
+
+@pytest.mark.parametrize(
+    ("milli", "memory", "expected"),
+    [
+        pytest.param(
+            500,
+            8192,
+            {
+                "PAI_GPU_SHARE_MILLI": "500",
+                "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50",
+                "CUDA_DEVICE_SM_LIMIT": "50",
+                "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.500",
+                "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+                "PAI_GPU_MEMORY_MIB": "8192",
+                "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=8192M",
+                "CUDA_DEVICE_MEMORY_LIMIT": "8192m",
+            },
+            id="half-with-a-memory-cap",
+        ),
+        pytest.param(
+            999,
+            None,
+            {
+                "PAI_GPU_SHARE_MILLI": "999",
+                "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "100",
+                "CUDA_DEVICE_SM_LIMIT": "100",
+                "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.999",
+                "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+            },
+            id="nearly-all-no-cap",
+        ),
+        pytest.param(
+            4,
+            None,
+            {
+                "PAI_GPU_SHARE_MILLI": "4",
+                "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "1",
+                "CUDA_DEVICE_SM_LIMIT": "1",
+                "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.004",
+                "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+            },
+            id="a-sliver-keeps-one-percent",
+        ),
+    ],
+)
+def test_a_gpu_share_is_told_to_cuda_mps_hami_and_the_frameworks(
+    spec: TaskSpec, milli: int, memory: int | None, expected: dict[str, str]
+) -> None:
+    env = build_environment(spec.replace(gpu_milli=milli, gpu_memory_mib=memory))
+    assert {name: env[name] for name in env if name not in build_environment(spec)} == expected
