@@ -383,3 +383,10 @@ def test_an_item_first_known_from_a_later_event_has_its_author_and_no_audience()
 
 def test_an_sse_message_drops_carriage_returns() -> None:
     assert sse.message("1-2", "x", b"a\r\nb\r") == b"id: 1-2\nevent: x\ndata: a\ndata: b\n\n"
+
+
+def test_an_item_first_seen_at_an_unknown_sequence_takes_the_next_numbered_event() -> None:
+    directory = JobDirectory()
+    item_event(directory, "created", 0, author="alice", visibility="public", status="pending")
+    item_event(directory, "approved", 1)
+    assert directory.item("i1") == ItemInfo("alice", public=True)
