@@ -390,3 +390,9 @@ def test_an_item_first_seen_at_an_unknown_sequence_takes_the_next_numbered_event
     item_event(directory, "created", 0, author="alice", visibility="public", status="pending")
     item_event(directory, "approved", 1)
     assert directory.item("i1") == ItemInfo("alice", public=True)
+
+
+def test_a_username_filter_passes_only_that_user_s_jobs_and_text_may_hold_any_letter() -> None:
+    assert wanted(ADMIN, parse_filter({"username": "bob"}), "job.completed", ALICES_JOB) is False
+    assert wanted(ADMIN, parse_filter({"username": "alice"}), "job.completed", ALICES_JOB) is True
+    assert parse_filter({"vc": "XL"}).vc == "XL"
