@@ -90,6 +90,18 @@ COVERING: tuple[Covering, ...] = (
         ("tests/protocol", "tests/contracts", "tests/marketplace/test_starter_templates.py"),
         ("--ignore=tests/protocol/test_cli_validate.py",),
     ),
+    # Deciders without test_core_property.py: its hypothesis cases (300 examples) take about 10 s
+    # a mutant, some 2.5 h for the module's 927; its own example tests state the same rules.
+    Covering(
+        "services/orchestrator/core/deciders.py",
+        (
+            "tests/orchestrator/test_core_deciders.py",
+            "tests/orchestrator/test_core_policies.py",
+            "tests/orchestrator/test_core_recovery.py",
+            "tests/orchestrator/test_core_states.py",
+            "tests/orchestrator/test_large_job_state.py",
+        ),
+    ),
     Covering(
         "services/orchestrator/core/*",
         (
@@ -97,6 +109,7 @@ COVERING: tuple[Covering, ...] = (
             "tests/orchestrator/test_core_deciders.py",
             "tests/orchestrator/test_core_policies.py",
             "tests/orchestrator/test_core_property.py",
+            "tests/orchestrator/test_core_recovery.py",
             "tests/orchestrator/test_core_states.py",
             "tests/orchestrator/test_large_job_state.py",
         ),
