@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from libs.protocol.events import JobStopRequested, TaskStarted
+from datetime import timedelta
+
+from libs.protocol.events import JobScheduled, JobStopRequested, TaskPlacement, TaskStarted
 from services.orchestrator.core.effects import (
     AdoptTask,
     Probe,
@@ -16,7 +18,7 @@ from services.orchestrator.core.effects import (
 )
 from services.orchestrator.core.frameworks import Framework, TaskAttempt, TaskKey
 from services.orchestrator.core.states import AttemptState
-from tests.orchestrator.sim import JOB, World, config, decide_untouched, scheduled, submitted
+from tests.orchestrator.sim import JOB, T0, World, config, decide_untouched, scheduled, submitted
 
 TWO_WORKERS = config({"worker": {"instances": 2}})
 
@@ -113,3 +115,53 @@ def test_a_stop_requested_while_down_stops_what_is_alive_and_ends_what_never_beg
         AdoptTask(JOB, second.key, 51, "/d1"),
         StopTask(JOB, second.key, "stopped by alice", -210),
     ]
+
+
+def test_task_started_says_where_when_and_what_the_task_runs() -> None:
+    world = World()
+    world.feed(submitted(TWO_WORKERS))
+    placements = tuple(
+        TaskPlacement(role="worker", index=i, node=f"node-{i}", node_address=f"10.0.0.{i + 1}")
+        for i in range(2)
+    )
+    starts = world.feed(JobScheduled(job_id=JOB, attempt=0, placements=placements), apply_effects=False)
+    assert [s.placement for s in starts if isinstance(s, StartTask)] == list(placements)
+    key = TaskKey(0, "worker", 1, 0)
+    launched = TaskLaunched(
+        JOB,
+        key,
+        51,
+        "/tasks/1",
+        {"http": [30001]},
+        note="image ubuntu:22.04",
+        image_digest="ubuntu@sha256:" + "a" * 64,
+    )
+    effects = world.feed(launched, apply_effects=False)
+    (published,) = [e.event for e in effects if isinstance(e, Publish)]
+    assert isinstance(published, TaskStarted)
+    assert published.model_dump(exclude={"version"}) == {
+        "event_id": f"{JOB}.0.worker.1.0.started",
+        "occurred_at": T0 + timedelta(seconds=world.tick),
+        "type": "task.started",
+        "job_id": JOB,
+        "attempt": 0,
+        "role": "worker",
+        "index": 1,
+        "task_attempt": 0,
+        "node": "node-1",
+        "pid": 51,
+        "address": "10.0.0.2",
+        "ports": {"http": [30001]},
+        "note": "image ubuntu:22.04",
+        "image_digest": "ubuntu@sha256:" + "a" * 64,
+    }
+    assert world.framework is not None
+    assert attempt_of(world.framework, key).state is AttemptState.RUNNING
+
+
+def test_a_launch_heard_after_the_stop_was_sent_is_not_announced() -> None:
+    world, (first, _) = requested()
+    world.feed(JobStopRequested(job_id=JOB, by="alice"), apply_effects=False)
+    assert world.feed(TaskLaunched(JOB, first.key, 50, "/tasks/0"), apply_effects=False) == []
+    assert world.framework is not None
+    assert attempt_of(world.framework, first.key).state is AttemptState.DELETION_REQUESTED
