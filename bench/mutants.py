@@ -90,6 +90,8 @@ COVERING: tuple[Covering, ...] = (
         ("tests/protocol", "tests/contracts", "tests/marketplace/test_starter_templates.py"),
         ("--ignore=tests/protocol/test_cli_validate.py",),
     ),
+    # The limits' pure tests; the service tests that apply them (tests/security) need root.
+    Covering("services/orchestrator/core/limits.py", ("tests/orchestrator/test_core_limits.py",)),
     # Deciders without test_core_property.py: its hypothesis cases (300 examples) take about 10 s
     # a mutant, some 2.5 h for the module's 927; its own example tests state the same rules.
     Covering(
