@@ -109,6 +109,7 @@ COVERING: tuple[Covering, ...] = (
         (
             "tests/orchestrator/test_core_containers.py",
             "tests/orchestrator/test_core_deciders.py",
+            "tests/orchestrator/test_core_frameworks.py",
             "tests/orchestrator/test_core_policies.py",
             "tests/orchestrator/test_core_property.py",
             "tests/orchestrator/test_core_recovery.py",
