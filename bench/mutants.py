@@ -98,6 +98,7 @@ COVERING: tuple[Covering, ...] = (
         "services/orchestrator/core/deciders.py",
         (
             "tests/orchestrator/test_core_deciders.py",
+            "tests/orchestrator/test_core_inputs.py",
             "tests/orchestrator/test_core_policies.py",
             "tests/orchestrator/test_core_recovery.py",
             "tests/orchestrator/test_core_states.py",
@@ -110,6 +111,7 @@ COVERING: tuple[Covering, ...] = (
             "tests/orchestrator/test_core_containers.py",
             "tests/orchestrator/test_core_deciders.py",
             "tests/orchestrator/test_core_frameworks.py",
+            "tests/orchestrator/test_core_inputs.py",
             "tests/orchestrator/test_core_policies.py",
             "tests/orchestrator/test_core_property.py",
             "tests/orchestrator/test_core_recovery.py",

@@ -1,0 +1,46 @@
+"""Inputs folded in a batch (``decide_all``): a job is known from its submission, recorded once;
+a redelivered event changes nothing, and neither stops the inputs after it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from libs.protocol.events import JobSubmitted
+from services.orchestrator.core.deciders import decide_all
+from services.orchestrator.core.effects import Context, StartTask
+from services.orchestrator.core.frameworks import TaskKey
+from services.orchestrator.core.states import AttemptState
+from tests.orchestrator.sim import JOB, T0, completed, config, scheduled, submitted
+
+ROLES = config({"worker": {"instances": 2}})
+CTX = Context(now=T0 + timedelta(seconds=5), random=0.25)
+
+
+def test_a_job_is_recorded_from_its_submission_with_its_time_and_only_once() -> None:
+    first = submitted(ROLES)
+    again = JobSubmitted(job_id=JOB, user="mallory", name="other", virtual_cluster="x", config=ROLES)
+    decision = decide_all(None, [(first, CTX), (again, CTX), (scheduled(ROLES), CTX)])
+    framework = decision.framework
+    assert framework is not None
+    assert (framework.user, framework.name, framework.submitted_at) == ("alice", "j", first.occurred_at)
+    # The second submission was skipped, and the scheduling after it still folded in.
+    assert [type(e) for e in decision.effects] == [StartTask, StartTask]
+    assert framework.seen[0] == first.event_id
+
+
+def test_inputs_before_the_submission_change_nothing_and_do_not_stop_the_rest() -> None:
+    decision = decide_all(None, [(scheduled(ROLES), CTX), (submitted(ROLES), CTX), (scheduled(ROLES), CTX)])
+    assert decision.framework is not None
+    assert len([e for e in decision.effects if isinstance(e, StartTask)]) == 2
+
+
+def test_a_redelivered_event_is_skipped_and_the_next_one_still_folds_in() -> None:
+    start = decide_all(None, [(submitted(ROLES), CTX), (scheduled(ROLES), CTX)])
+    first, second = TaskKey(0, "worker", 0, 0), TaskKey(0, "worker", 1, 0)
+    done = completed(first, 0)
+    once = decide_all(start.framework, [(done, CTX)])
+    twice = decide_all(once.framework, [(done, CTX), (completed(second, 0), CTX)])
+    assert twice.framework is not None
+    attempt = twice.framework.attempts[-1]
+    assert attempt.completed_tasks == 2
+    assert twice.framework.state is AttemptState.COMPLETED
