@@ -53,5 +53,5 @@ def test_a_role_that_ran_no_container_keeps_its_image_and_the_others_are_pinned(
 
 
 def test_a_job_that_ran_on_the_host_cannot_be_pinned() -> None:
-    with pytest.raises(PinningError, match="^the job's detail names no image digest"):
+    with pytest.raises(PinningError, match=r"^the job's detail names no image digest"):
         pin_images(CONFIG, digests_by_role(_detail(a=None, b=None)))
