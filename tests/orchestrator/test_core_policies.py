@@ -6,10 +6,14 @@ import pytest
 
 from libs.protocol.events import FailureInfo
 from services.orchestrator.core.policies import (
+    CompletionDecision,
     JobSpec,
+    RetryDecision,
+    RoleCounts,
     RoleSpec,
     TaskTally,
     decide_completion,
+    decide_completion_counted,
     decide_retry,
     failure_type,
     spec_from_config,
@@ -174,3 +178,77 @@ def test_a_success_without_a_completion_condition_says_why_it_succeeded(
     assert decision.outcome == "succeeded"
     assert decision.diagnostics == wording
     assert "no completion condition" not in decision.diagnostics
+
+
+@pytest.mark.parametrize(
+    ("kind", "used", "limit", "random", "expected"),
+    [
+        ("succeeded", 0, 5, 0.5, RetryDecision(False, False, "user", 0.0, "succeeded: never retried")),
+        (
+            "permanent",
+            0,
+            5,
+            0.5,
+            RetryDecision(False, False, "user", 0.0, "permanent failure: never retried"),
+        ),
+        (
+            "transient",
+            9,
+            0,
+            0.5,
+            RetryDecision(True, False, "platform", 0.0, "transient failure: retried without counting"),
+        ),
+        (
+            "conflict",
+            0,
+            0,
+            0.5,
+            RetryDecision(True, False, "resource", 35.0, "resource conflict: retried after a random delay"),
+        ),
+        ("unknown", 2, 5, 0.5, RetryDecision(True, True, "user", 0.0, "retry 3 of 5")),
+        ("unknown", 5, 5, 0.5, RetryDecision(False, False, "user", 0.0, "retry limit 5 reached")),
+        ("unknown", 7, -2, 0.5, RetryDecision(True, True, "user", 0.0, "retry 8 of -2")),
+    ],
+    ids=[
+        "succeeded",
+        "permanent",
+        "transient",
+        "conflict-halfway-from-10-to-60-s",
+        "counted",
+        "limit",
+        "unlimited",
+    ],
+)
+def test_each_retry_decision_in_full_with_the_reason_the_job_shows(
+    kind: str, used: int, limit: int, random: float, expected: RetryDecision
+) -> None:
+    assert decide_retry(kind, used, limit, random) == expected  # type: ignore[arg-type]
+
+
+def test_a_conflict_is_known_by_the_verdict_s_code_or_the_exit_code() -> None:
+    assert failure_type(1, info("transient", 251)) == "conflict"
+    assert failure_type(251, info("permanent", 1)) == "conflict"
+
+
+def test_completion_thresholds_and_instances_come_from_the_config() -> None:
+    spec = spec_from_config(
+        {
+            "taskRoles": {
+                "a": {"completion": {"minFailedInstances": 2, "minSucceededInstances": -1}},
+                "b": {"instances": 3, "completion": {"minFailedInstances": -1}},
+            }
+        }
+    )
+    assert spec.role("a") == RoleSpec(name="a", instances=1, min_failed=2, min_succeeded=-1)
+    assert spec.role("b") == RoleSpec(name="b", instances=3, min_failed=-1, min_succeeded=3)
+    with pytest.raises(KeyError, match="'c'"):
+        spec.role("c")
+
+
+def test_a_role_reaching_its_failure_threshold_says_so() -> None:
+    spec = spec_from_config({"taskRoles": {"w": {"instances": 4, "completion": {"minFailedInstances": 2}}}})
+    failed_twice = {"w": RoleCounts(failed=2)}
+    assert decide_completion_counted(spec, failed_twice, 4, "w", 3, False) == CompletionDecision(
+        "failed", "w", 3, "2 task(s) of role w failed, reaching minFailedInstances 2"
+    )
+    assert decide_completion_counted(spec, {}, 4, "w", 0, True) is None
