@@ -124,3 +124,20 @@ def test_task_states_read_as_openpai_reports_them(
     state: AttemptState, exit_code: int | None, expected: JobState
 ) -> None:
     assert openpai_task_state(state, exit_code) is expected
+
+
+def test_an_attempt_completed_without_a_retry_ahead_still_reads_running() -> None:
+    assert openpai_state(S.ATTEMPT_COMPLETED, stopping=False, outcome=None) is JobState.RUNNING
+    assert openpai_state(S.RUNNING, stopping=False, outcome=None, retrying=True) is JobState.RUNNING
+
+
+def test_a_completed_attempt_without_its_outcome_is_a_bug_said_plainly() -> None:
+    with pytest.raises(ValueError, match=r"^a Completed attempt needs its outcome$"):
+        openpai_state(S.COMPLETED, stopping=False, outcome=None)
+
+
+def test_a_refused_move_names_its_state_and_trigger() -> None:
+    with pytest.raises(InvalidTransition) as caught:
+        transition(S.COMPLETED, T.EXITED)
+    assert (caught.value.state, caught.value.trigger) == (S.COMPLETED, T.EXITED)
+    assert str(caught.value) == f"no transition from {S.COMPLETED.value} on {T.EXITED.value}"
