@@ -83,10 +83,6 @@ def transition(state: AttemptState, trigger: Trigger) -> AttemptState:
         raise InvalidTransition(state, trigger) from None
 
 
-def can(state: AttemptState, trigger: Trigger) -> bool:
-    return (state, trigger) in TRANSITIONS
-
-
 def walk(state: AttemptState, *triggers: Trigger) -> AttemptState:
     """Apply several triggers in order (e.g. launched then started in one observation)."""
     for trigger in triggers:
