@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from libs.protocol.events import JobSubmitted
+from libs.protocol.events import JobCompleted, JobState, JobStopRequested, JobSubmitted
 from services.orchestrator.core.deciders import decide_all
-from services.orchestrator.core.effects import Context, StartTask
+from services.orchestrator.core.effects import Context, Publish, StartTask
 from services.orchestrator.core.frameworks import TaskKey
 from services.orchestrator.core.states import AttemptState
 from tests.orchestrator.sim import JOB, T0, completed, config, scheduled, submitted
@@ -44,3 +44,24 @@ def test_a_redelivered_event_is_skipped_and_the_next_one_still_folds_in() -> Non
     attempt = twice.framework.attempts[-1]
     assert attempt.completed_tasks == 2
     assert twice.framework.state is AttemptState.COMPLETED
+
+
+def test_a_job_with_no_task_succeeds_as_soon_as_it_is_scheduled() -> None:
+    empty = config({})
+    decision = decide_all(None, [(submitted(empty), CTX), (scheduled(empty), CTX)])
+    assert decision.framework is not None
+    assert decision.framework.outcome is JobState.SUCCEEDED
+    (done,) = [
+        e.event for e in decision.effects if isinstance(e, Publish) and isinstance(e.event, JobCompleted)
+    ]
+    assert (done.state, done.exit_code, done.diagnostics) == (JobState.SUCCEEDED, 0, "the job has no task")
+
+
+def test_a_placement_for_another_attempt_or_a_stopped_job_starts_nothing() -> None:
+    start = decide_all(None, [(submitted(ROLES), CTX)])
+    assert decide_all(start.framework, [(scheduled(ROLES, attempt=1), CTX)]).effects == []
+    stop = JobStopRequested(job_id=JOB, by="alice")
+    stopped = decide_all(start.framework, [(stop, CTX), (scheduled(ROLES), CTX)])
+    assert not [e for e in stopped.effects if isinstance(e, StartTask)]
+    once = decide_all(start.framework, [(scheduled(ROLES), CTX)])
+    assert decide_all(once.framework, [(scheduled(ROLES), CTX)]).effects == []
