@@ -64,6 +64,7 @@ class _Outcome:
         self.runtime_exit: dict[str, Any] | None = None
         self.plugins: list[dict[str, Any]] = []
         self.stopped_by: str | None = None
+        self.image_digest: str | None = None
 
 
 class RuntimeLog:
@@ -86,6 +87,13 @@ class RuntimeLog:
 def label_of(path: Path) -> str:
     """What a script's $0 reads: its name, as when bash ran the file itself."""
     return path.name
+
+
+def _repository(reference: str) -> str:
+    """``registry/repo`` of an image reference, without its tag or digest."""
+    name = reference.split("@", 1)[0]
+    slash, colon = name.rfind("/"), name.rfind(":")
+    return name[:colon] if colon > slash else name
 
 
 def _leave_groups(procs_files: list[str]) -> None:
@@ -125,6 +133,7 @@ class TaskRun:
         # mounts (host path, mount path, read-only) the storage plugin asked for.
         self._task_vars: list[str] = []
         self._mounts: list[tuple[str, str, bool]] = []
+        self._image: str | None = None  # the id of the image the runtime pulled
 
     # -- signals ---------------------------------------------------------------------------
 
@@ -239,7 +248,7 @@ class TaskRun:
             argv += ["--env", name]
         for source, target, read_only in self._mounts:
             argv += ["--volume", f"{source}:{target}" + (":ro" if read_only else "")]
-        argv += [container.image, *shell_command(label)]
+        argv += [self._image or container.image, *shell_command(label)]
         # The client sees the task's variables (passed on by name, never by value in its
         # arguments) and what it needs itself; not the host's PATH or HOME for the container.
         env = {name: self.env[name] for name in self._task_vars}
@@ -257,6 +266,69 @@ class TaskRun:
             # task's groups (the container itself is nested under them, --cgroup-parent).
             preexec_fn=(lambda: _leave_groups(groups)) if groups else None,
         )
+
+    def _pull(self) -> None:
+        """The task's image, pulled now (it was not on the node): the task's log says so, a stop
+        ends the pull, and an image that cannot be pulled ends the task with 254. The image then
+        runs by the id the pull gave, its digest recorded in the result."""
+        container = self.spec.container
+        assert container is not None
+        reference = container.image
+        self.log(f"pulling the docker image {reference}")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **container.env}
+        args = [container.engine, "pull", "--quiet"]
+        auth = container.auth_file
+        if auth is not None:
+            if "docker" in Path(container.engine).name:
+                env["DOCKER_CONFIG"] = str(auth.parent)
+            else:
+                args += ["--authfile", str(auth)]
+        try:
+            proc = subprocess.Popen(
+                [*args, reference],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            self._child = proc
+            code = self._wait(proc)
+            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            if proc.stderr:
+                proc.stderr.close()
+        finally:
+            self._child = None
+            if auth is not None:
+                auth.unlink(missing_ok=True)
+        if self.stopping:
+            raise _RuntimeExit(exitcodes.TERMINATED, f"stopped while pulling the image {reference}")
+        if code != 0:
+            last = (err.strip().splitlines() or ["no message"])[-1]
+            raise _RuntimeExit(
+                exitcodes.IMAGE_NOT_EXISTS, f"the image {reference} could not be pulled: {last[-300:]}"
+            )
+        found = subprocess.run(
+            [container.engine, "image", "inspect", "--format", "{{.Id}} {{json .RepoDigests}}", reference],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        ident, _, listed = found.stdout.strip().partition(" ")
+        if found.returncode != 0 or not ident:
+            raise _RuntimeExit(
+                exitcodes.IMAGE_NOT_EXISTS, f"the image {reference} was pulled but cannot be found"
+            )
+        try:
+            digests = [str(d) for d in json.loads(listed or "[]") or []]
+        except ValueError:
+            digests = []
+        repository = _repository(reference)
+        digest = next((d for d in digests if d.split("@", 1)[0].endswith(repository)), None)
+        digest = digest or (digests[0] if digests else None)
+        self._image = ident
+        self.outcome.image_digest = digest
+        self.log(f"pulled the docker image {reference}: {digest or ident}")
 
     def _check_container_started(self, code: int) -> None:
         """The engine's words, not the user's command: the container never ran its shell (the
@@ -408,6 +480,8 @@ class TaskRun:
                 f"task {spec.role}-{spec.index} of job {spec.job.framework_name}"
                 f" attempt {spec.job.attempt_id}"
             )
+            if spec.container is not None and spec.container.pull:
+                self._pull()
             self._check_ports()
             if spec.gang:
                 self._barrier()
@@ -447,6 +521,7 @@ class TaskRun:
             stopped_by=self.outcome.stopped_by,
             plugins=self.outcome.plugins,
             user_log_tail=tail,
+            image_digest=self.outcome.image_digest,
             failure=analyze_exit(
                 exit_code,
                 tail,

@@ -173,6 +173,8 @@ class Container(Record):
     image: str
     env: dict[str, str] = {}  # noqa: RUF012 - a new dict per record
     digest: str | None = None
+    pull: bool = False
+    auth_file: Path | None = None
 
 
 class LogRotation(Record):
@@ -200,6 +202,7 @@ class RuntimeResult(Record):
     plugins: list[dict[str, Any]] = []  # noqa: RUF012 - a new list per record
     user_log_tail: str = ""
     failure: dict[str, Any] | None = None
+    image_digest: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The file's JSON object: each field under its camelCase name."""
@@ -491,6 +494,8 @@ def _container(data: Any, where: str) -> Container | None:
         image=f.text("image", min_length=1),
         env={str(k): _Fields._check_text(v, f"{at}.{k}") for k, v in raw.items()},
         digest=f.optional_text("digest"),
+        pull=f.flag("pull", False),
+        auth_file=f.path("auth_file", None),
     )
     f.done()
     return container

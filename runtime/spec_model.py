@@ -134,6 +134,14 @@ class Container(_Model):
         default_factory=dict, description="the engine's own environment (CONTAINERS_CONF)"
     )
     digest: str | None = Field(default=None, description="the image as repository@sha256:..., for the record")
+    pull: bool = Field(
+        default=False,
+        description="the runtime pulls the image first (it is not on the node); `image` is then the "
+        "reference to pull, run by the id the pull gives",
+    )
+    auth_file: Path | None = Field(
+        default=None, description="registry credentials for the pull (root-only; removed after it)"
+    )
 
 
 class LogRotation(_Model):
@@ -247,3 +255,6 @@ class RuntimeResult(BaseModel):
     plugins: list[dict[str, Any]] = Field(default_factory=list)
     user_log_tail: str = Field(default="", alias="userLogTail")
     failure: dict[str, Any] | None = None
+    image_digest: str | None = Field(
+        default=None, alias="imageDigest", description="the image the runtime pulled, repository@sha256:..."
+    )

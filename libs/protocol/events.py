@@ -203,6 +203,12 @@ class TaskCompleted(EventBase):
     exit_code: int
     failure: FailureInfo | None = None
     diagnostics: str = ""
+    image_digest: str | None = Field(
+        default=None,
+        exclude_if=_is_none,
+        description="the docker image the task's runtime pulled and ran, repository@sha256:... "
+        "(a task whose image was on the node names it in task.started)",
+    )
 
 
 class JobRetrying(EventBase):

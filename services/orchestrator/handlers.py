@@ -306,6 +306,7 @@ class Orchestrator:
             exit_code=exit_.exit_code,
             failure=exit_.failure,
             diagnostics=exit_.diagnostics,
+            image_digest=exit_.image_digest,
         )
         await self._publish_until_sent(event)
 

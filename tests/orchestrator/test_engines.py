@@ -13,6 +13,7 @@ from services.orchestrator.adapters.engines import (
     Engine,
     ImageMissingError,
     detect_engine,
+    find_image,
     resolve_image,
 )
 
@@ -89,3 +90,22 @@ def test_an_engine_named_outright_that_does_not_work_stops_the_start(
     choice = detect_engine("auto", tmp_path)
     assert choice.engine is None
     assert choice.describe() == "tasks run on the host: no container engine works (no podman; no docker)"
+
+
+async def test_an_image_not_on_the_node_is_left_to_the_tasks_runtime_to_pull(
+    fake: Engine, tmp_path: Path
+) -> None:
+    missing = await find_image(fake, "registry.example/team/app:1", "missing")
+    assert (missing.run, missing.digest, missing.pull) == ("registry.example/team/app:1", None, True)
+    always = await find_image(fake, "app:1", "always")
+    assert always.pull
+    assert "image inspect app:1" not in (tmp_path / "calls").read_text()  # always: not even looked at
+    with pytest.raises(ImageMissingError, match="PAI_IMAGE_PULL=never"):
+        await find_image(fake, "app:1", "never")
+    (tmp_path / "pulled").touch()
+    here = await find_image(fake, "registry.example/team/app:1", "missing")
+    assert (here.run, here.digest, here.pull) == (
+        "sha256:1234",
+        "registry.example/team/app@sha256:abcd",
+        False,
+    )

@@ -78,6 +78,8 @@ class ResolvedImage:
 
     run: str
     digest: str | None
+    pull: bool = False
+    """Not on the node: the task's runtime pulls ``run`` (a reference) first."""
 
 
 def platform_label(data_dir: Path) -> str:
@@ -265,6 +267,29 @@ async def resolve_image(
     if found is None:
         raise ImageMissingError(f"the image {image} was pulled but is not on this machine")
     return found
+
+
+async def find_image(engine: Engine, image: str, policy: PullPolicy) -> ResolvedImage:
+    """The image as it will run when it is on the node; else, where the policy allows a pull, a
+    reference the task's runtime pulls first (so the task shows it pulls, in its note and log);
+    ImageMissingError (254) where it does not."""
+    if policy == "always":
+        return ResolvedImage(image, None, pull=True)
+    found = await _inspect(engine, image)
+    if found is not None:
+        return found
+    if policy == "never":
+        raise ImageMissingError(
+            f"the image {image} is not on this machine and images are not pulled (PAI_IMAGE_PULL=never)"
+        )
+    return ResolvedImage(image, None, pull=True)
+
+
+def write_auth_file(directory: Path, auth: Mapping[str, str]) -> Path:
+    """A task's registry credentials for its runtime's pull (root-only; the runtime removes it)."""
+    return _auth_file(
+        directory, auth.get("registryuri", ""), auth.get("username", ""), auth.get("password", "")
+    )
 
 
 async def remove_container(engine: Engine, name: str) -> None:

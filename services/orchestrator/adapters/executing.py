@@ -30,6 +30,8 @@ class TaskExit:
     exit_code: int
     failure: FailureInfo | None
     diagnostics: str
+    image_digest: str | None = None
+    """The docker image the task's runtime pulled and ran, repository@sha256:... (where it did)."""
 
 
 ExitCallback = Callable[[TaskExit], Awaitable[None]]

@@ -66,9 +66,10 @@ from services.orchestrator.adapters.engines import (
     Engine,
     PullPolicy,
     ResolvedImage,
+    find_image,
     platform_label,
     remove_container,
-    resolve_image,
+    write_auth_file,
 )
 from services.orchestrator.adapters.executing import (
     AlreadyRunningError,
@@ -381,7 +382,7 @@ class LocalExecutor:
             if spec.gpu_milli and self.mps_pipe_dir is not None:
                 spec = spec.model_copy(update={"mps_pipe_dir": self.mps_pipe_dir})
             if image is not None:
-                spec = self._in_image(spec, key, user, image)
+                spec = self._in_image(spec, framework, key, user, image)
             (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
             share_with_task(directory / SPEC_FILE, user)
             out = os.open(directory / RUNTIME_OUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -456,20 +457,14 @@ class LocalExecutor:
         ident = (framework.job_id, key.job_attempt, reference)
         found = self._images.get(ident)
         if found is None:
-            name = config.task_roles[key.role].docker_image
-            prerequisite = config.prerequisite("dockerimage", name)
-            auth = getattr(prerequisite, "auth", None)
-            credentials = auth.model_dump(exclude_none=True) if auth is not None else None
-            found = await resolve_image(
-                self.engine, reference, self.image_pull, auth=credentials, scratch=directory / PRIVATE_DIR
-            )
+            found = await find_image(self.engine, reference, self.image_pull)
             self._images[ident] = found
             while len(self._images) > PEERS_KEPT:
                 self._images.popitem(last=False)
         return found
 
     def _in_image(
-        self, spec: TaskSpec, key: TaskKey, user: TaskUser | None, image: ResolvedImage
+        self, spec: TaskSpec, framework: Framework, key: TaskKey, user: TaskUser | None, image: ResolvedImage
     ) -> TaskSpec:
         """The spec with the container its commands run in."""
         assert self.engine is not None
@@ -504,8 +499,20 @@ class LocalExecutor:
             image=image.run,
             env=dict(self.engine.env),
             digest=image.digest,
+            pull=image.pull,
+            auth_file=self._auth_file(spec, framework, key) if image.pull else None,
         )
         return spec.model_copy(update={"container": container})
+
+    def _auth_file(self, spec: TaskSpec, framework: Framework, key: TaskKey) -> Path | None:
+        """The role's registry credentials (its image prerequisite's auth) in a root-only file in
+        the runtime's private folder, for the pull; None without credentials."""
+        config = JobConfig.model_validate(framework.config)
+        prerequisite = config.prerequisite("dockerimage", config.task_roles[key.role].docker_image)
+        auth = getattr(prerequisite, "auth", None)
+        if auth is None or not auth.username or spec.dirs.private_dir is None:
+            return None
+        return write_auth_file(spec.dirs.private_dir, auth.model_dump(exclude_none=True))
 
     def _cgroup_parent(self, groups: list[Path]) -> str | None:
         """The task's memory group as the engine names a cgroup parent: its path from its
@@ -531,6 +538,12 @@ class LocalExecutor:
         else:
             who = f"user {user.name}"
         work = self.task_dir(framework.job_id, key) / "work"
+        if resolved is not None and self.engine is not None and resolved.pull:
+            return (
+                f"the docker image {image} is pulled first (PAI_IMAGE_PULL={self.image_pull}), then the "
+                f"commands run in it through {self.engine.name}, as {who}, in directory {work} "
+                "(mounted at the same path)"
+            )
         if resolved is not None and self.engine is not None:
             pinned = resolved.digest or resolved.run
             return (
@@ -687,7 +700,7 @@ class LocalExecutor:
             else:
                 info = None
             why = result.runtime_exit.reason if result.runtime_exit is not None else ""
-            return TaskExit(job_id, key, code, info, why)
+            return TaskExit(job_id, key, code, info, why, result.image_digest)
         if returncode is not None:
             code = from_returncode(returncode)
             why = f"the task process ended with {code} without writing a result"

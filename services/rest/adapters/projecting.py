@@ -280,7 +280,9 @@ def _started_values(event: TaskStarted, at: int) -> dict[str, Any]:
 
 
 def _completed_values(event: TaskCompleted, at: int) -> dict[str, Any]:
+    pulled = {"image_digest": event.image_digest} if event.image_digest else {}
     return {
+        **pulled,
         "state": states.state_for_exit(event.exit_code),
         "exit_code": event.exit_code,
         "exit_spec": states.exit_spec(event.exit_code, event.failure),
