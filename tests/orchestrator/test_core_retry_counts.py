@@ -53,8 +53,9 @@ def test_each_preemption_stops_the_tasks_as_preempted_and_counts_a_resource_retr
         effects = world.feed(
             JobPreempting(job_id=JOB, by_job_id="vip", reason="higher priority"), apply_effects=False
         )
-        assert world.framework is not None
-        assert world.framework.preempting is True
+        framework = world.framework
+        assert framework is not None
+        assert framework.preempting is True
         stops = [e for e in effects if isinstance(e, StopTask)]
         assert stops == [
             StopTask(JOB, TaskKey(attempt, "worker", index, 0), stops[0].reason, PREEMPTED_EXIT_CODE)
@@ -63,9 +64,10 @@ def test_each_preemption_stops_the_tasks_as_preempted_and_counts_a_resource_retr
         assert stops[0].reason
         world.apply(effects)
         world.drain()
-        assert world.framework.preempting is False
-        assert world.framework.job_state() is JobState.WAITING
-    assert world.framework.retries == RetryCounters(user=0, platform=0, resource=2)
+        after = world.framework
+        assert after is not None
+        assert (after.preempting, after.job_state()) == (False, JobState.WAITING)
+        assert after.retries == RetryCounters(user=0, platform=0, resource=attempt + 1)
 
 
 def test_a_role_reaching_its_threshold_stops_the_others_with_the_attempt_s_reason() -> None:
