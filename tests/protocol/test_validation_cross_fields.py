@@ -152,3 +152,20 @@ def test_the_commands_a_task_runs_are_one_template_with_its_deployment_s(
     assert problems(job(taskRoles={"worker": worker(commands=["echo <% $x"])})) == [
         ("taskRoles.worker.commands", UNCLOSED, NOT_A_TEMPLATE)
     ]
+
+
+def test_an_image_reference_is_at_most_463_characters_long() -> None:
+    """255 for the name, 128 for the tag, 80 for the rest (registry, ':' and '@sha256:...')."""
+
+    def uri_problems(uri: str) -> list[tuple[str, str, str]]:
+        return problems(job(prerequisites=[{"name": "image", "type": "dockerimage", "uri": uri}, PRE[1]]))
+
+    assert uri_problems("a" * 463) == []
+    assert [p[:2] for p in uri_problems("a" * 464)] == [
+        ("prerequisites[0].uri", "is too long to be a docker image reference")
+    ]
+
+
+def test_a_prerequisite_of_an_unknown_type_does_not_hide_the_ones_after_it() -> None:
+    data = job(prerequisites=[{"name": "other", "type": "container", "uri": "x:1"}, *PRE])
+    assert [p[0] for p in problems(data)] == ["prerequisites[0]"]
