@@ -146,6 +146,7 @@ COVERING: tuple[Covering, ...] = (
         (
             "tests/marketplace/test_core.py",
             "tests/marketplace/test_core_fields.py",
+            "tests/marketplace/test_core_jobs.py",
             "tests/marketplace/test_starter_templates.py",
         ),
     ),
