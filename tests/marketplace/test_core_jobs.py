@@ -76,3 +76,9 @@ def test_a_template_is_its_protocol_marked_with_the_item_s_id() -> None:
     for odd in ("name: t\nextras: [1]\n", "- 1\n"):
         doc = yaml.safe_load(job_for(Item(id="t2", name="t", author="alice", type="template", protocol=odd)))
         assert doc["extras"] == {"submitFrom": "t2"}
+
+
+def test_names_and_paths_ending_in_an_x_keep_it() -> None:
+    doc = yaml.safe_load(job_for(data_item("d5", "Box", "storage", "nfs/X")))
+    assert doc["name"] == "box-data"
+    assert doc["taskRoles"]["main"]["commands"] == ["ls -la /mnt/data/X 2>/dev/null || ls -la ./mnt/data/X"]
