@@ -79,6 +79,6 @@ def test_a_template_is_its_protocol_marked_with_the_item_s_id() -> None:
 
 
 def test_names_and_paths_ending_in_an_x_keep_it() -> None:
-    doc = yaml.safe_load(job_for(data_item("d5", "Box", "storage", "nfs/X")))
+    doc = yaml.safe_load(job_for(data_item("d5", "BOX", "storage", "nfs/X")))
     assert doc["name"] == "box-data"
     assert doc["taskRoles"]["main"]["commands"] == ["ls -la /mnt/data/X 2>/dev/null || ls -la ./mnt/data/X"]
