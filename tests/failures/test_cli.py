@@ -16,7 +16,9 @@ SHIPPED = Path(__file__).resolve().parents[2] / "libs" / "failures" / "rules.yam
 def test_check_says_ok_for_the_shipped_rules() -> None:
     result = CliRunner().invoke(app, ["failure-rules", "check", str(SHIPPED)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("OK: 28 rules, version 1")
+    rules = sum(1 for line in SHIPPED.read_text().splitlines() if line.startswith("- code: "))
+    assert rules >= 30  # OpenPAI's codes this platform explains, its own 245-248 included
+    assert result.stdout.startswith(f"OK: {rules} rules, version 1")
 
 
 @needs("openpai", "exit-spec", "k8s-job-exit-spec.yaml")
