@@ -668,6 +668,8 @@ async def run(
         submitting = [asyncio.create_task(submitter()) for _ in range(concurrency)]
         watching: list[asyncio.Task[None]] = []
 
+        leaders_taken: set[str] = set()
+        swapped: dict[str, str] = {}
         for round_ in range(rounds):
             order = [child.name for child in cluster.children] + [child.name for child in children]
             if round_ == 0:
@@ -704,6 +706,17 @@ async def run(
                     report.killed.append(f"{holder} (frozen {SCHEDULER_PAUSE:g} s)")
                     await asyncio.gather(*watching)
                     continue
+                name = swapped.pop(name, name)
+                service = name.rsplit("-", 1)[0]
+                if service in ("scheduler", "orchestrator") and service not in leaders_taken:
+                    # The first replica of a leading service to go is its leader, whoever that is
+                    # then (the other's turn comes at the leader's place in the order).
+                    holder = await leader(service)
+                    if holder in by_name:
+                        leaders_taken.add(service)
+                        if holder != name:
+                            swapped[holder] = name
+                            name = holder
                 pid = pid_of(name)
                 if pid is None:
                     continue
