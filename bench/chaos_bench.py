@@ -258,7 +258,7 @@ def why_ended(detail: dict[str, Any]) -> str:
 
 def marker_files(markers: Path, data_dir: Path, in_images: bool) -> list[Path]:
     """Every task execution's marker: in the caller's folder, or in the tasks' work dirs."""
-    return list(data_dir.glob("**/work/chaos-markers/*")) if in_images else list(markers.iterdir())
+    return list(data_dir.glob("**/chaos-markers/*")) if in_images else list(markers.iterdir())
 
 
 def count_markers(markers: list[Path]) -> tuple[int, dict[str, int]]:

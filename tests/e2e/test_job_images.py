@@ -173,7 +173,7 @@ async def test_the_orchestrator_killed_mid_task_adopts_it_and_reports_its_end_on
         job_id = await platform.submit(_image_job("adopted", image, command))
         await platform.watcher.wait_for("task.started", job_id)
         ran = await eventually(
-            polled(lambda: next((tmp_path / "data").glob("**/work/ran.log"), None)), bool, within=30
+            polled(lambda: next((tmp_path / "data").glob("**/ran.log"), None)), bool, within=30
         )
         assert ran is not None
         orchestrator = platform.child("orchestrator")
