@@ -80,6 +80,7 @@ class Covering:
 
 
 SQLITE_ONLY = ("-k", "not postgresql")
+NO_RANDOM_SEQUENCES = ("-k", "not random_sequences")
 
 # First match wins. A pure core is held to its own tests (they run in milliseconds); the service
 # tests that reach the same rules through HTTP and the bus take a second each, which would make a
@@ -129,6 +130,49 @@ COVERING: tuple[Covering, ...] = (
             "tests/security/test_task_limits.py",
             "tests/security/test_task_user.py",
         ),
+    ),
+    # The scheduler core, each module against the pure tests that reach it; the random
+    # schedule/release sequences (hypothesis, 100 examples and more) are left out: seconds a
+    # mutant, for rules the example tests state. No simulator or trace replay either.
+    Covering(
+        "services/scheduler/core/hived/policy.py",
+        (
+            "tests/scheduler/test_hived_policy.py",
+            "tests/scheduler/test_hived_shares.py",
+            "tests/scheduler/test_reconfigure.py",
+            "tests/unit/test_scheduler_queueing.py",
+            "tests/unit/test_scheduler_refusals.py",
+        ),
+        NO_RANDOM_SEQUENCES,
+    ),
+    Covering(
+        "services/scheduler/core/hived/*",
+        (
+            "tests/scheduler/test_hived_core.py",
+            "tests/scheduler/test_cell_list.py",
+            "tests/scheduler/test_hived_policy.py",
+            "tests/scheduler/test_hived_shares.py",
+            "tests/scheduler/test_reconfigure.py",
+        ),
+        NO_RANDOM_SEQUENCES,
+    ),
+    Covering(
+        "services/scheduler/core/gpu_share.py",
+        ("tests/scheduler/test_gpu_share.py", "tests/scheduler/test_hived_shares.py"),
+        NO_RANDOM_SEQUENCES,
+    ),
+    Covering(
+        "services/scheduler/core/queueing.py",
+        (
+            "tests/unit/test_scheduler_queueing.py",
+            "tests/unit/test_scheduler_refusals.py",
+            "tests/unit/test_scheduler_status_while_rebuilding.py",
+        ),
+    ),
+    Covering(
+        "services/scheduler/core/[pru]*.py",  # placements.py, reconfigure.py, user_limits.py
+        ("tests/scheduler/test_reconfigure.py", "tests/scheduler/test_hived_shares.py"),
+        NO_RANDOM_SEQUENCES,
     ),
     Covering(
         "services/scheduler/core/*",
