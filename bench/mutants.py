@@ -86,6 +86,17 @@ NO_RANDOM_SEQUENCES = ("-k", "not random_sequences")
 # tests that reach the same rules through HTTP and the bus take a second each, which would make a
 # module of 600 mutants an hour's run. Service tests only where no pure test reaches the rule.
 COVERING: tuple[Covering, ...] = (
+    # The protocol's small modules, each against its own pure tests: the whole of tests/protocol
+    # reaches some of them from hundreds of cases (every job parsed), minutes a mutant.
+    Covering("libs/protocol/wording.py", ("tests/protocol/test_wording_and_errors.py",)),
+    Covering("libs/protocol/errors.py", ("tests/protocol/test_wording_and_errors.py",)),
+    Covering("libs/protocol/jsvalues.py", ("tests/protocol/test_jsvalues.py",)),
+    Covering("libs/protocol/gpu_enforcement.py", ("tests/protocol/test_declarations.py",)),
+    Covering("libs/protocol/simulated_gpus.py", ("tests/protocol/test_declarations.py",)),
+    Covering("libs/protocol/subjects.py", ("tests/protocol/test_subjects.py",)),
+    Covering("libs/protocol/telemetry.py", ("tests/protocol/test_subjects.py",)),
+    Covering("libs/protocol/fencing.py", ("tests/protocol/test_fencing.py",)),
+    Covering("services/marketplace/core/starters.py", ("tests/marketplace/test_core_starters.py",)),
     Covering(
         "libs/protocol/*",
         ("tests/protocol", "tests/contracts", "tests/marketplace/test_starter_templates.py"),
