@@ -36,6 +36,32 @@ _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 STOP_WITHIN = float(os.environ.get("PAI_STOP_WITHIN_SECONDS", "1.5"))
 
 
+async def process_ended(pid: int) -> bool:
+    """Until process ``pid`` ends, awaited on its pidfd (readable once it has ended, Linux 5.3 and
+    later) without a thread or a poll. True once it has ended, or when it was already gone;
+    False at once where no pidfd can be opened for it (no pidfd support): the caller polls."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    except (AttributeError, OSError):
+        return False
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    loop.add_reader(pidfd, readable)
+    try:
+        await ended
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+    return True
+
+
 def _exit_now() -> None:
     # Plain write: the logger's lock may be held by the very thing that hangs.
     with contextlib.suppress(OSError):

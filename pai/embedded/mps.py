@@ -34,6 +34,7 @@ from pathlib import Path
 import psutil
 import structlog
 
+from libs.backbone.running import process_ended
 from libs.protocol import simulated_gpus
 from libs.protocol.gpu_enforcement import ENV as ENFORCEMENT_ENV
 from libs.protocol.gpu_enforcement import GpuShareEnforcement
@@ -222,23 +223,10 @@ class MpsDaemon:
         pid = self._pid
         if pid is None:
             return 0
-        try:
-            pidfd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            return 0
-        loop = asyncio.get_running_loop()
-        ended: asyncio.Future[None] = loop.create_future()
-
-        def readable() -> None:
-            if not ended.done():
-                ended.set_result(None)
-
-        loop.add_reader(pidfd, readable)
-        try:
-            await ended
-        finally:
-            loop.remove_reader(pidfd)
-            os.close(pidfd)
+        while not await process_ended(pid):  # no pidfds here: its table is polled
+            if not psutil.pid_exists(pid):
+                break
+            await asyncio.sleep(0.5)
         return 0
 
     async def stop(self, grace: float) -> None:

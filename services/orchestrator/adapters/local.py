@@ -49,6 +49,7 @@ from typing import Any
 import structlog
 
 import runtime
+from libs.backbone.running import process_ended
 from libs.failures import ContainerStatus, PodStatus, RuleSet, analyze, default_rules
 from libs.protocol import JobConfig
 from libs.protocol.events import FailureInfo
@@ -256,28 +257,13 @@ class TaskProcess(subprocess.Popen[bytes]):
 
 
 async def child_exit(proc: subprocess.Popen[bytes], poll_seconds: float) -> int:
-    """The return code of a child of this process, awaited without a thread: its pidfd becomes
-    readable when it ends (Linux 5.3 and later; elsewhere its state is polled)."""
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        while (code := proc.poll()) is None:  # noqa: ASYNC110 - no pidfd: nothing to wait on
-            await asyncio.sleep(poll_seconds)
-        return code
-    loop = asyncio.get_running_loop()
-    ended: asyncio.Future[None] = loop.create_future()
-
-    def readable() -> None:
-        if not ended.done():
-            ended.set_result(None)
-
-    loop.add_reader(pidfd, readable)
-    try:
-        await ended
-    finally:
-        loop.remove_reader(pidfd)
-        os.close(pidfd)
-    return proc.wait()  # ended: reaps it at once
+    """The return code of a child of this process, awaited without a thread on its pidfd
+    (process_ended); where there are no pidfds its state is polled."""
+    if await process_ended(proc.pid):
+        return proc.wait()  # ended: reaps it at once
+    while (code := proc.poll()) is None:  # noqa: ASYNC110 - no pidfd: nothing to wait on
+        await asyncio.sleep(poll_seconds)
+    return code
 
 
 class LocalExecutor:
