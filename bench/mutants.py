@@ -96,6 +96,28 @@ COVERING: tuple[Covering, ...] = (
     Covering("libs/protocol/subjects.py", ("tests/protocol/test_subjects.py",)),
     Covering("libs/protocol/telemetry.py", ("tests/protocol/test_subjects.py",)),
     Covering("libs/protocol/fencing.py", ("tests/protocol/test_fencing.py",)),
+    Covering("libs/protocol/gpu_share.py", ("tests/protocol/test_gpu_share.py",)),
+    Covering("libs/protocol/pinning.py", ("tests/protocol/test_pinning.py",)),
+    Covering("libs/protocol/rendering.py", ("tests/protocol/test_rendering.py",)),
+    Covering(
+        "libs/protocol/templating.py",
+        ("tests/protocol/test_rendering.py", "tests/protocol/test_templating.py"),
+    ),
+    Covering(
+        "libs/protocol/yamlsource.py",
+        ("tests/protocol/test_yaml_depth.py", "tests/protocol/test_validation.py"),
+    ),
+    Covering(
+        "libs/protocol/jobs.py",
+        (
+            "tests/protocol/test_validation.py",
+            "tests/protocol/test_validation_cross_fields.py",
+            "tests/protocol/test_gpu_share.py",
+            "tests/protocol/test_limits.py",
+        ),
+    ),
+    Covering("libs/protocol/events.py", ("tests/contracts/test_events.py",)),
+    Covering("libs/protocol/catalog/*", ("tests/contracts/test_events.py",)),
     Covering("services/marketplace/core/starters.py", ("tests/marketplace/test_core_starters.py",)),
     Covering(
         "libs/protocol/*",
