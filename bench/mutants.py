@@ -258,7 +258,7 @@ COVERING: tuple[Covering, ...] = (
             "tests/alerter/test_core_restart.py",
         ),
     ),
-    Covering("services/portal/core/*", ("tests/portal/test_core.py",)),
+    Covering("services/portal/core/*", ("tests/portal/test_core.py", "tests/portal/test_core_rules.py")),
 )
 
 KILLED = {"killed", "timeout", "segfault"}
