@@ -248,6 +248,7 @@ COVERING: tuple[Covering, ...] = (
             "tests/rest/test_task_table.py",
             "tests/rest/test_storages.py",
             "tests/rest/test_node_sizes.py",
+            "tests/rest/test_core_rules.py",
         ),
     ),
     Covering(
