@@ -8,13 +8,19 @@ that might not be the only one must not act.
 Every acquisition has an epoch: the KV revision the acquiring write got. Revisions of a bucket
 only grow, so a later holder always has a larger epoch than any earlier one, whoever they were;
 the scheduler stamps its decisions with it (libs/backbone/fencing.py).
+
+`lead` runs a service that leads once and stops with its lease (the scheduler, the
+orchestrator); `while_leading` runs a turn of work whenever the lease is this instance's and
+stands by again after a loss (REST's projection, the monitor's cluster view, the alerter).
+`Lease.confirm` renews on demand: an action that must not be taken by two instances (an alert
+notified) is taken after it, while no other instance can hold the lease for a TTL.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import structlog
 from nats.errors import Error as NatsError
@@ -52,6 +58,8 @@ class Lease:
         self.epoch: int | None = None
         self.renew_every = renew_every
         self.poll = poll
+        # One renewal at a time: two updates from one revision would fail each other as a takeover.
+        self._renewing = asyncio.Lock()
 
     async def acquire(self, stop: asyncio.Event) -> bool:
         """Wait until this instance holds the lease; False if `stop` was set first."""
@@ -87,6 +95,18 @@ class Lease:
             return True
         return False
 
+    async def confirm(self) -> None:
+        """Renew now: once this returns, no other instance can hold the lease for the bucket's TTL.
+
+        Raises LeaseLost if another instance holds it (or it expired); the bus's own errors
+        (NatsError, TimeoutError) as they come: then nothing is confirmed.
+        """
+        async with self._renewing:
+            try:
+                self.revision = await self.kv.update(self.key, self.holder.encode(), last=self.revision)
+            except KeyWrongLastSequenceError as exc:
+                raise LeaseLost(f"the lease {self.key!r} was taken over") from exc
+
     async def keep(self, stop: asyncio.Event) -> None:
         """Renew until `stop`; raise LeaseLost if someone else took it."""
         while not stop.is_set():
@@ -95,9 +115,7 @@ class Lease:
             if stop.is_set():
                 break
             try:
-                self.revision = await self.kv.update(self.key, self.holder.encode(), last=self.revision)
-            except KeyWrongLastSequenceError as exc:
-                raise LeaseLost(f"the lease {self.key!r} was taken over") from exc
+                await self.confirm()
             except (NatsError, TimeoutError) as exc:
                 # The bus is away for now: renew at the next turn; if the TTL passes meanwhile the
                 # key is gone and the update above fails as a takeover.
@@ -132,3 +150,41 @@ async def lead(
         await lease.release()
 
     return asyncio.create_task(keeping(), name=f"lease-{lease.key}")
+
+
+async def while_leading(
+    kv: KeyValue,
+    key: str,
+    holder: str,
+    work: Callable[[asyncio.Event, Lease], Awaitable[None]],
+    stop: asyncio.Event,
+    *,
+    renew_every: float = RENEW_EVERY,
+    poll: float = STANDBY_POLL,
+) -> None:
+    """Run `work(turn, lease)` whenever `holder` holds the lease `key`, until `stop`.
+
+    A standby waits for the lease; a turn ends when `work` returns or the lease is lost (`turn`
+    is set: `work` must return soon after), and the instance stands by again.
+    """
+    while not stop.is_set():
+        turn = asyncio.Event()
+        follower = asyncio.create_task(_follow(stop, turn))
+        try:
+            lease = Lease(kv, key, holder, renew_every=renew_every, poll=poll)
+            leading = await lead(lease, turn)
+            if leading is None:
+                return
+            try:
+                await work(turn, lease)
+            finally:
+                turn.set()
+                await leading
+        finally:
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+
+
+async def _follow(stop: asyncio.Event, turn: asyncio.Event) -> None:
+    await stop.wait()
+    turn.set()

@@ -17,6 +17,12 @@ repeat, a resolution is still sent, and an alert already announced is not announ
 Actions run once per alert and group (for alerts newly notified), so neither a repeat nor a
 restart asks twice; the streams' two-minute deduplication only covers a crash between an
 action and its log record.
+
+Replicas lead one at a time through the lease `alerter` in KV (libs/backbone/leasing.py): only
+the leader rebuilds, evaluates, answers and notifies; the standby waits for the lease and then
+starts as a restarted alerter does, from what the leader logged. Each evaluation first renews
+the lease (`Lease.confirm`): a leader that was paused or cut off and has been replaced finds
+out there, before it notifies anything, and stops leading.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Coroutine
+import socket
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import aiohttp
@@ -32,13 +39,15 @@ import nats.js.errors
 import structlog
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.errors import Error as NatsError
 
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.errors import TemporaryError
 from libs.backbone.heartbeats import beat_forever
+from libs.backbone.leasing import Lease, LeaseLost, while_leading
 from libs.backbone.provisioning import ensure_kv
 from libs.backbone.settings import BackboneSettings
-from libs.backbone.topology import USER_CONTACTS, ensure_topology, publish_event
+from libs.backbone.topology import LEASES, USER_CONTACTS, ensure_topology, publish_event
 from libs.protocol.events import AlertFired, AlertResolved, Event, NodeReported
 from libs.protocol.subjects import (
     ALERT_RULES_RPC,
@@ -68,12 +77,16 @@ log = structlog.get_logger(__name__)
 
 # Durable consumers of earlier versions, which read only what came after a restart.
 RETIRED_DURABLES = ((JOBS_STREAM, "alerter"), (NODES_STREAM, "alerter-nodes"))
+# The key of the replicas' lease in KV PAI_LEASES.
+LEASE_KEY = "alerter"
 
 
 class AlerterSettings(BackboneSettings):
     service_name: str = "alerter"
     external_url: str = ""
     heartbeat_every: float = 5.0
+    # This replica's name in the lease (a replica restarted under its name leads again at once).
+    instance: str = socket.gethostname()
 
 
 class Alerter:
@@ -86,8 +99,11 @@ class Alerter:
         actions: JobActions | None = None,
         external_url: str = "",
         remember_every: float = 5.0,
+        lease: Lease | None = None,
     ) -> None:
         self.bus = bus
+        # The lease this alerter leads by (None: it is the only one): renewed before each evaluation.
+        self.lease = lease
         self.clock = clock or WallClock()
         self.contacts = ContactsWatch(lambda: ensure_kv(bus.js, USER_CONTACTS))
         self.engine = AlertEngine(config or default_config(), contacts=self.contacts.emails)
@@ -96,7 +112,14 @@ class Alerter:
         self.external_url = external_url
         self.email = EmailSender()
         self.remember_every = remember_every
-        self.counts = {"events": 0, "replayed": 0, "heartbeats": 0, "samples": 0, "configs": 0}
+        self.counts = {
+            "events": 0,
+            "replayed": 0,
+            "heartbeats": 0,
+            "samples": 0,
+            "configs": 0,
+            "evaluations": 0,
+        }
         self._session: aiohttp.ClientSession | None = None
         self._subs: list[Subscription] = []
         self._follows: list[Following] = []
@@ -108,10 +131,14 @@ class Alerter:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def start(self, stop: asyncio.Event, *, watch: bool = True) -> None:
-        """Rebuild what the last instance knew, then follow the bus; returns once caught up."""
+    async def start(self, stop: asyncio.Event, *, watch: bool = True, provision: bool = True) -> None:
+        """Rebuild what the last instance knew, then follow the bus; returns once caught up.
+
+        `provision=False`: the streams and buckets were provisioned already (by `main`, before
+        this replica stood by), so a takeover does not wait for it."""
         js = self.bus.js
-        await ensure_topology(js)
+        if provision:
+            await ensure_topology(js)
         await self._retire_durables()
         self._session = aiohttp.ClientSession()
         if watch:
@@ -188,7 +215,13 @@ class Alerter:
     async def run(self, stop: asyncio.Event) -> None:
         """Evaluate every `evaluation_interval` (read again each time: it may change) until stopped."""
         while not stop.is_set():
-            await self.tick()
+            try:
+                if await self._still_leading():
+                    await self.tick()
+            except LeaseLost as lost:
+                log.warning("alerter lease lost; standing by", error=str(lost))
+                stop.set()
+                return
             # Wake for the next evaluation, or sooner when a group's wait or interval ends.
             pause = self.engine.config.settings.evaluation_interval
             due = self.engine.dispatcher.next_due()
@@ -196,6 +229,19 @@ class Alerter:
                 pause = max(0.05, min(pause, due - self.clock.now()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), pause)
+
+    async def _still_leading(self) -> bool:
+        """Renew the lease before evaluating: False while the bus cannot say (the evaluation
+        waits for the next turn: nothing is stepped, so nothing is skipped); LeaseLost if
+        another replica leads."""
+        if self.lease is None:
+            return True
+        try:
+            await self.lease.confirm()
+        except (NatsError, TimeoutError) as exc:
+            log.warning("lease not confirmed; evaluation postponed", error=str(exc) or type(exc).__name__)
+            return False
+        return True
 
     # -- inputs ---------------------------------------------------------------------------
 
@@ -282,6 +328,7 @@ class Alerter:
     async def tick(self) -> StepResult:
         """One evaluation at the clock's time: publish transitions, deliver notifications."""
         result = self.engine.step(self.clock.now())
+        self.counts["evaluations"] += 1
         for alert in result.fired:
             await self._publish(alert, fired=True)
         for alert in result.resolved:
@@ -375,14 +422,34 @@ async def _first(waits: list[Coroutine[Any, Any, Any]]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
+async def replica(bus: Bus, instance: str, stop: asyncio.Event, build: Callable[[Lease], Alerter]) -> None:
+    """One replica until `stop`: it stands by, and whenever it holds the lease an alerter made
+    by `build` rebuilds (from what the last leader logged), evaluates and notifies."""
+
+    async def lead(turn: asyncio.Event, lease: Lease) -> None:
+        log.info("alerter leading", instance=instance, epoch=lease.epoch)
+        alerter = build(lease)
+        try:
+            await alerter.start(turn, provision=False)
+            await alerter.run(turn)
+        finally:
+            await alerter.close()
+
+    await while_leading(await bus.js.key_value(LEASES.bucket), LEASE_KEY, instance, lead, stop)
+
+
 async def main(settings: AlerterSettings, stop: asyncio.Event) -> None:
     bus = await connect(settings)
-    alerter = Alerter(bus, external_url=settings.external_url)
+    beating = asyncio.create_task(beat_forever(bus.nc, "alerter", stop, settings.heartbeat_every))
     try:
-        await alerter.start(stop)
-        beating = asyncio.create_task(beat_forever(bus.nc, "alerter", stop, settings.heartbeat_every))
-        await alerter.run(stop)
-        await beating
+        await ensure_topology(bus.js, settings.stream_replicas)
+        await replica(
+            bus,
+            settings.instance,
+            stop,
+            lambda lease: Alerter(bus, external_url=settings.external_url, lease=lease),
+        )
     finally:
-        await alerter.close()
+        stop.set()
+        await beating
         await bus.close()

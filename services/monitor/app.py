@@ -5,9 +5,15 @@ tasks running on it and publishes them on `pai.metrics.<node id>` for the alerte
 to Prometheus on `/metrics`; and watches every node's reports and every service's heartbeats,
 publishing `node.lost` for a node silent longer than `node_lost_after`. It also keeps a bounded
 history of every node's and task's use, heard on `pai.metrics.*` (history.py), and answers
-requests for it on `pai.rpc.monitor.metrics` (one monitor of the queue group answers). Several monitors (one
-per node) may all declare a node lost: the event id is derived from the silence, so JetStream
-keeps one.
+requests for it on `pai.rpc.monitor.metrics` (one monitor of the queue group answers).
+
+Its cluster view, every node's readiness and every service's heartbeat (`pai_node_count`,
+`pai_service_up` on /metrics) and the `node.lost` declarations, comes from one monitor at a
+time: replicas lead it through the lease `monitor` in KV (libs/backbone/leasing.py), so a sum
+over every monitor's /metrics counts each node once. The others report and sample their own
+node and follow the same streams, warm: the one that takes the lease over knows every node's
+last report and every declared loss. A node.lost published twice anyway (by a leader replaced
+while paused) is one event: its id is derived from the silence, and JetStream keeps one.
 """
 
 from __future__ import annotations
@@ -29,8 +35,9 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.errors import TemporaryError
 from libs.backbone.heartbeats import beat_forever
+from libs.backbone.leasing import Lease, while_leading
 from libs.backbone.settings import BackboneSettings
-from libs.backbone.topology import ensure_topology, publish_event
+from libs.backbone.topology import LEASES, ensure_topology, publish_event
 from libs.protocol import simulated_gpus
 from libs.protocol.events import (
     JobCompleted,
@@ -74,11 +81,15 @@ def _dropped(what: str, msg: Msg, exc: ValueError) -> None:
 
 # The job events the monitor follows: which task processes to sample on this node.
 TASK_EVENT_TYPES = ("job.scheduled", "task.started", "task.completed", "job.completed")
+# The key of the cluster view's lease in KV PAI_LEASES.
+LEASE_KEY = "monitor"
 
 
 class MonitorSettings(BackboneSettings):
     service_name: str = "monitor"
     node_name: str = socket.gethostname()
+    # This replica's name in the cluster view's lease.
+    instance: str = socket.gethostname()
     node_address: str = "127.0.0.1"
     report_every: float = 15.0
     cpu_overcommit: float = 1.0
@@ -123,9 +134,17 @@ async def _every(seconds: float, stop: asyncio.Event) -> bool:
 
 class Monitor:
     def __init__(
-        self, bus: Bus, settings: MonitorSettings, *, clock: Callable[[], float] = time.time
+        self,
+        bus: Bus,
+        settings: MonitorSettings,
+        *,
+        clock: Callable[[], float] = time.time,
+        leading: bool = True,
     ) -> None:
         self.bus = bus
+        # Whether this monitor speaks for the cluster (node counts, services up, node.lost): a
+        # monitor alone does; `main` starts its replicas as standbys and leads by the lease.
+        self.leading = leading
         self.settings = settings
         self.clock = clock
         self.node_id = node_token(settings.node_name)
@@ -140,6 +159,7 @@ class Monitor:
         self.port: int | None = None
         self._subs: list[Subscription] = []
         self._runner: web.AppRunner | None = None
+        self._node_samples: list[MetricSample] = []
 
     async def start(self) -> None:
         await ensure_topology(self.bus.js, self.settings.stream_replicas)
@@ -253,8 +273,11 @@ class Monitor:
     # -- periodic work --------------------------------------------------------------------
 
     async def check_liveness(self) -> list[NodeLost]:
-        """Publish node.lost for every node silent too long; returns what was published."""
-        published = []
+        """Publish node.lost for every node silent too long; returns what was published (nothing
+        while another monitor leads)."""
+        published: list[NodeLost] = []
+        if not self.leading:
+            return published
         for node_id, name, silent in self.liveness.newly_lost(self.clock()):
             seen = int(self.liveness.nodes[node_id][1])
             event = NodeLost(
@@ -273,6 +296,9 @@ class Monitor:
         return published
 
     def cluster_samples(self) -> list[MetricSample]:
+        """Every node's readiness and every service's heartbeat: from the leading monitor only."""
+        if not self.leading:
+            return []
         now = self.clock()
         samples = [
             MetricSample(
@@ -293,10 +319,23 @@ class Monitor:
         with contextlib.suppress(Exception):
             await self.bus.nc.publish(metrics_subject(self.node_id), batch.model_dump_json().encode())
         here = {"node_name": self.settings.node_name}
-        self.exposed.replace(
-            [s.model_copy(update={"labels": s.labels | here}) for s in samples] + self.cluster_samples()
-        )
+        self._node_samples = [s.model_copy(update={"labels": s.labels | here}) for s in samples]
+        self._expose()
         return samples
+
+    def _expose(self) -> None:
+        self.exposed.replace(self._node_samples + self.cluster_samples())
+
+    async def lead(self, turn: asyncio.Event, lease: Lease) -> None:
+        """Speak for the cluster until `turn` ends (the lease lost, or the monitor stopping)."""
+        log.info("leading the cluster view", epoch=lease.epoch)
+        self.leading = True
+        self._expose()
+        try:
+            await turn.wait()
+        finally:
+            self.leading = False
+            self._expose()  # at once: a sum over the monitors must not count a node twice
 
     async def report_forever(self, stop: asyncio.Event) -> None:
         last: dict[str, Any] | None = None
@@ -328,17 +367,25 @@ class Monitor:
             await self.check_liveness()
 
 
+async def serve(monitor: Monitor, stop: asyncio.Event) -> None:
+    """A started monitor's periodic work until `stop`: its node reported and sampled, and the
+    cluster view whenever it holds the lease (a standby until then)."""
+    leases = await monitor.bus.js.key_value(LEASES.bucket)
+    await asyncio.gather(
+        monitor.report_forever(stop),
+        monitor.sample_forever(stop),
+        monitor.watch_forever(stop),
+        beat_forever(monitor.bus.nc, "monitor", stop, monitor.settings.heartbeat_every),
+        while_leading(leases, LEASE_KEY, monitor.settings.instance, monitor.lead, stop),
+    )
+
+
 async def main(settings: MonitorSettings, stop: asyncio.Event) -> None:
     bus = await connect(settings)
-    monitor = Monitor(bus, settings)
+    monitor = Monitor(bus, settings, leading=False)
     try:
         await monitor.start()
-        await asyncio.gather(
-            monitor.report_forever(stop),
-            monitor.sample_forever(stop),
-            monitor.watch_forever(stop),
-            beat_forever(bus.nc, "monitor", stop, settings.heartbeat_every),
-        )
+        await serve(monitor, stop)
     finally:
         await monitor.close()
         await bus.close()

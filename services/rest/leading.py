@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from libs.backbone.connecting import Bus
-from libs.backbone.leasing import Lease, lead
+from libs.backbone.leasing import while_leading
 from libs.backbone.topology import LEASES
 
 LEASE_KEY = "rest-projection"
@@ -27,22 +27,4 @@ async def project_while_leading(
     """Run `project(turn)` whenever this replica holds the lease, until `stop`; a lost lease ends
     the turn (`turn` is set) and the replica stands by again."""
     kv = await bus.js.key_value(LEASES.bucket)
-    while not stop.is_set():
-        turn = asyncio.Event()
-        follower = asyncio.create_task(_follow(stop, turn))
-        try:
-            leading = await lead(Lease(kv, LEASE_KEY, instance), turn)
-            if leading is None:
-                return
-            try:
-                await project(turn)
-            finally:
-                turn.set()
-                await leading
-        finally:
-            follower.cancel()
-
-
-async def _follow(stop: asyncio.Event, turn: asyncio.Event) -> None:
-    await stop.wait()
-    turn.set()
+    await while_leading(kv, LEASE_KEY, instance, lambda turn, _lease: project(turn), stop)
