@@ -506,3 +506,103 @@ def test_the_engine_line_names_the_engine_and_the_pull_policy(
 def test_tenant_uids_made_by_hand_default_to_the_machines_registry(tmp_path: Path) -> None:
     uids = TenantUids(tmp_path)
     assert (uids.registry, uids.uid_range) == (DEFAULT_UID_REGISTRY, DEFAULT_UID_RANGE)
+
+
+# -- the range of tenant uids and their claims ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "pair"),
+    [
+        ("1000-1000", (1000, 1000)),
+        (" 1800000000 - 1800999999 ", (1_800_000_000, 1_800_999_999)),
+        ("1000-4294967294", (1000, 4_294_967_294)),
+    ],
+)
+def test_a_range_of_uids_is_read(text: str, pair: tuple[int, int]) -> None:
+    assert isolation.parse_uid_range(text) == pair
+
+
+@pytest.mark.parametrize("text", ["1800000000", "x-2000", "1000-y", "-1000-2000", "1000-2000-3000", ""])
+def test_a_range_not_written_first_dash_last_names_the_form(text: str) -> None:
+    with pytest.raises(TaskUserError) as caught:
+        isolation.parse_uid_range(text)
+    assert (
+        str(caught.value)
+        == f"PAI_TASK_UIDS={text}: write the range as FIRST-LAST, e.g. 1800000000-1800999999"
+    )
+
+
+@pytest.mark.parametrize("text", ["999-2000", "2001-2000", "1000-4294967295", "1000-99999999999"])
+def test_a_range_out_of_bounds_names_the_bounds(text: str) -> None:
+    with pytest.raises(TaskUserError) as caught:
+        isolation.parse_uid_range(text)
+    assert str(caught.value) == (
+        f"PAI_TASK_UIDS={text}: a range of uids from 1000 up to 4294967294, the first not above the last"
+    )
+
+
+def tenant_uids(tmp_path: Path, size: int = 10) -> TenantUids:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(exist_ok=True)
+    return TenantUids(data_dir, tmp_path / "registry", (1_800_800_000, 1_800_800_000 + size - 1))
+
+
+def test_a_tenants_uid_is_logged_once_and_its_claim_is_the_platforms_only(tmp_path: Path) -> None:
+    platform = tenant_uids(tmp_path)
+    with capture_logs() as logs:
+        alice = platform.user("alice")
+        platform.user("alice")
+    assert logs == [
+        {"event": "a tenant has its task uid", "user": "alice", "uid": alice.uid, "log_level": "info"}
+    ]
+    claim = tmp_path / "registry" / str(alice.uid)
+    assert mode(claim) == 0o600
+    claim.unlink()
+    tenant_uids(tmp_path).user("alice")
+    assert mode(claim) == 0o600, "a claim made again is the platform's only too"
+
+
+def test_a_used_up_range_names_the_range_the_registry_and_the_fix(tmp_path: Path) -> None:
+    platform = tenant_uids(tmp_path, size=1)
+    platform.user("alice")
+    with pytest.raises(isolation.UidsExhaustedError) as caught:
+        platform.user("bob")
+    assert str(caught.value) == (
+        f"every task uid of PAI_TASK_UIDS=1800800000-1800800000 is taken ({tmp_path / 'registry'} "
+        "holds their claims); widen the range, or remove the claims of platforms that no longer exist"
+    )
+
+
+def test_a_uid_claimed_by_another_platform_names_the_claim_and_the_fix(tmp_path: Path) -> None:
+    alice = tenant_uids(tmp_path).user("alice")
+    claim = tmp_path / "registry" / str(alice.uid)
+    claim.write_text('{"dataDir": "/elsewhere", "user": "eve"}')
+    with pytest.raises(TaskUserError) as caught:
+        tenant_uids(tmp_path).user("alice")
+    assert str(caught.value) == (
+        f"task uid {alice.uid} of user alice is claimed by another platform ({claim}: "
+        '{"dataDir": "/elsewhere", "user": "eve"}); it will not be shared: remove that claim if its '
+        "platform is gone"
+    )
+
+
+def test_a_root_platform_without_settings_says_it_gives_uids_from_the_default_range(
+    tmp_path: Path, euid: object
+) -> None:
+    euid(ROOT)  # type: ignore[operator]
+    line = isolation.containment_line(tmp_path, {})
+    assert line.startswith("task users: a uid per platform user, from 1800000000-1800999999; task limits: ")
+
+
+@needs_root
+def test_passages_and_shared_files_stay_the_platforms_own(open_tmp: Path) -> None:
+    data_dir = open_tmp / "not" / "yet" / "data"
+    secure_data_dir(data_dir, NOBODY)
+    assert (data_dir.stat().st_uid, (data_dir / "jobs").stat().st_uid) == (0, 0)
+    secure_data_dir(data_dir, None, tenants=True)
+    assert (data_dir.stat().st_uid, (data_dir / "jobs").stat().st_uid) == (0, 0)
+    spec = data_dir / "spec.json"
+    spec.write_text("{}")
+    share_with_task(spec, NOBODY)
+    assert spec.stat().st_uid == 0
