@@ -29,6 +29,11 @@ def test_fences_of_the_decisions_own_epoch_or_older_do_not_touch_it() -> None:
     assert deposed(2, 99, [Fence(2, None)]) is False
 
 
+def test_older_fences_listed_first_do_not_hide_a_newer_ones_cut() -> None:
+    assert deposed(2, 11, [Fence(1, 5), Fence(2, 7), Fence(3, 10)]) is True
+    assert deposed(2, 11, [Fence(1, None), Fence(3, None)]) is None
+
+
 def test_a_newer_fence_still_being_raised_leaves_the_decision_undecided() -> None:
     assert deposed(1, 5, [Fence(2, None)]) is None
     assert deposed(1, 5, [Fence(2, None), Fence(3, 10)]) is None
