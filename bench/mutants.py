@@ -251,6 +251,7 @@ COVERING: tuple[Covering, ...] = (
             "tests/rest/test_node_sizes.py",
             "tests/rest/test_core_rules.py",
             "tests/rest/test_core_storages.py",
+            "tests/rest/test_core_kubernetes.py",
         ),
     ),
     Covering(
