@@ -96,7 +96,10 @@ COVERING: tuple[Covering, ...] = (
     Covering("libs/protocol/subjects.py", ("tests/protocol/test_subjects.py",)),
     Covering("libs/protocol/telemetry.py", ("tests/protocol/test_subjects.py",)),
     Covering("libs/protocol/fencing.py", ("tests/protocol/test_fencing.py",)),
-    Covering("libs/protocol/gpu_share.py", ("tests/protocol/test_gpu_share.py",)),
+    Covering(
+        "libs/protocol/gpu_share.py",
+        ("tests/protocol/test_gpu_share.py", "tests/protocol/test_gpu_share_rules.py"),
+    ),
     Covering("libs/protocol/pinning.py", ("tests/protocol/test_pinning.py",)),
     Covering("libs/protocol/rendering.py", ("tests/protocol/test_rendering.py",)),
     Covering(
