@@ -55,3 +55,26 @@ def test_a_role_that_ran_no_container_keeps_its_image_and_the_others_are_pinned(
 def test_a_job_that_ran_on_the_host_cannot_be_pinned() -> None:
     with pytest.raises(PinningError, match=r"^the job's detail names no image digest"):
         pin_images(CONFIG, digests_by_role(_detail(a=None, b=None)))
+
+
+def test_a_digest_that_is_not_text_is_no_digest() -> None:
+    detail = {
+        "taskRoles": {"a": {"taskStatuses": [{"imageDigest": 7}, {"imageDigest": ""}, {"imageDigest": A}]}}
+    }
+    assert digests_by_role(detail) == {"a": A}
+
+
+def test_a_job_without_prerequisites_is_returned_with_an_empty_list() -> None:
+    pinned = pin_images({"name": "x", "taskRoles": {"a": {"dockerImage": "img"}}}, {"a": A})
+    assert pinned == {"name": "x", "taskRoles": {"a": {"dockerImage": "img"}}, "prerequisites": []}
+
+
+def test_a_split_prerequisite_shares_nothing_with_the_one_it_came_from() -> None:
+    config = {
+        "prerequisites": [{"name": "img", "type": "dockerimage", "uri": "x:1", "auth": {"username": "u"}}],
+        "taskRoles": {"a": {"dockerImage": "img"}, "b": {"dockerImage": "img"}},
+    }
+    first, split = pin_images(config, {"a": A, "b": B})["prerequisites"]
+    assert split == {"name": "img-b", "type": "dockerimage", "uri": B, "auth": {"username": "u"}}
+    split["auth"]["username"] = "changed"
+    assert first["auth"] == {"username": "u"}
