@@ -55,8 +55,9 @@ async def _rewrite(kv: KeyValue, key: str, epoch: int, change: object) -> tuple[
         return updated
 
 
-async def _patiently(attempt: Callable[[], Awaitable[T]], within: float = 60.0) -> T:
-    """`attempt()` again while the bus times out (a NATS server of the cluster going away)."""
+async def patiently(attempt: Callable[[], Awaitable[T]], within: float = 60.0) -> T:
+    """`attempt()` again while the bus times out or answers that JetStream is unavailable (a
+    NATS server of the cluster going away, its groups electing new leaders), for `within` s."""
     deadline = asyncio.get_running_loop().time() + within
     while True:
         try:
@@ -73,9 +74,9 @@ async def raise_fence(js: JetStreamContext, kv: KeyValue, epoch: int, key: str =
     Pending before the cut is read: a reader that saw no fence at all acted on a decision stored
     before the pending write, hence at or below the cut, which the new leader also counts.
     """
-    await _patiently(lambda: _rewrite(kv, key, epoch, lambda fences: with_pending(fences, epoch)))
-    cut = (await _patiently(lambda: js.stream_info(JOBS_STREAM))).state.last_seq
-    await _patiently(lambda: _rewrite(kv, key, epoch, lambda fences: with_cut(fences, epoch, cut)))
+    await patiently(lambda: _rewrite(kv, key, epoch, lambda fences: with_pending(fences, epoch)))
+    cut = (await patiently(lambda: js.stream_info(JOBS_STREAM))).state.last_seq
+    await patiently(lambda: _rewrite(kv, key, epoch, lambda fences: with_cut(fences, epoch, cut)))
     log.info("fence raised", epoch=epoch, cut=cut)
     return Fence(epoch, cut)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import structlog
 from nats.errors import Error as NatsError
@@ -29,11 +30,19 @@ from nats.js.kv import KeyValue
 
 log = structlog.get_logger(__name__)
 
+T = TypeVar("T")
+
 # The bucket's TTL (libs/backbone/topology.py LEASES) is three renewals: a leader that cannot
 # reach the bus for two renewals in a row still holds it.
 RENEW_EVERY = 2.0
 # How often a standby looks whether the lease is free again.
 STANDBY_POLL = 0.5
+# The bucket's TTL: how long the key outlives the last renewal.
+TTL = 3 * RENEW_EVERY
+# How long a request about the lease waits for its answer: one to a NATS server that went away,
+# or to a group electing its leader, is made again (to the server the client has moved to)
+# rather than waited on for the bus's whole timeout.
+REQUEST_TIMEOUT = 1.5
 
 
 class LeaseLost(Exception):
@@ -49,6 +58,7 @@ class Lease:
         *,
         renew_every: float = RENEW_EVERY,
         poll: float = STANDBY_POLL,
+        ttl: float = TTL,
     ) -> None:
         self.kv = kv
         self.key = key
@@ -58,6 +68,11 @@ class Lease:
         self.epoch: int | None = None
         self.renew_every = renew_every
         self.poll = poll
+        # A leader that could not renew for this long stops leading, before the key can expire
+        # (the TTL runs from a write no earlier than the request that made it, `renewed_at`):
+        # by the time another instance may take the lease, this one has let go.
+        self.hold = ttl - min(1.0, renew_every / 2)
+        self.renewed_at = 0.0
         # One renewal at a time: two updates from one revision would fail each other as a takeover.
         self._renewing = asyncio.Lock()
 
@@ -66,14 +81,17 @@ class Lease:
         announced = False
         while not stop.is_set():
             try:
-                entry = await self.kv.get(self.key)
-            except KeyNotFoundError:
-                entry = None
-            try:
+                try:
+                    entry = await _answer(self.kv.get(self.key))
+                except KeyNotFoundError:
+                    entry = None
+                started = _now()
                 if entry is None or entry.value is None:
-                    self.revision = await self.kv.create(self.key, self.holder.encode())
+                    self.revision = await _answer(self.kv.create(self.key, self.holder.encode()))
                 elif entry.value.decode() == self.holder:
-                    self.revision = await self.kv.update(self.key, self.holder.encode(), last=entry.revision)
+                    self.revision = await _answer(
+                        self.kv.update(self.key, self.holder.encode(), last=entry.revision)
+                    )
                 else:
                     if not announced:
                         log.info(
@@ -91,6 +109,7 @@ class Lease:
                     await asyncio.wait_for(stop.wait(), 0.2)
                 continue
             self.epoch = self.revision
+            self.renewed_at = started
             log.info("lease acquired", key=self.key, holder=self.holder, epoch=self.epoch)
             return True
         return False
@@ -102,30 +121,66 @@ class Lease:
         (NatsError, TimeoutError) as they come: then nothing is confirmed.
         """
         async with self._renewing:
+            started = _now()
             try:
-                self.revision = await self.kv.update(self.key, self.holder.encode(), last=self.revision)
+                self.revision = await _answer(
+                    self.kv.update(self.key, self.holder.encode(), last=self.revision)
+                )
             except KeyWrongLastSequenceError as exc:
-                raise LeaseLost(f"the lease {self.key!r} was taken over") from exc
+                # Taken over, or an earlier renewal of ours was stored and its answer lost (a
+                # NATS server went away meanwhile): the key still naming this instance is the
+                # latter, as only this instance writes its name there.
+                try:
+                    entry = await _answer(self.kv.get(self.key))
+                except KeyNotFoundError:
+                    entry = None
+                if entry is None or entry.value is None or entry.value.decode() != self.holder:
+                    raise LeaseLost(f"the lease {self.key!r} was taken over") from exc
+                started = _now()
+                try:  # renewed from the stored revision, so that the TTL runs from now
+                    self.revision = await _answer(
+                        self.kv.update(self.key, self.holder.encode(), last=entry.revision)
+                    )
+                except KeyWrongLastSequenceError as again:
+                    raise LeaseLost(f"the lease {self.key!r} was taken over") from again
+            self.renewed_at = started
 
     async def keep(self, stop: asyncio.Event) -> None:
-        """Renew until `stop`; raise LeaseLost if someone else took it."""
+        """Renew until `stop`; raise LeaseLost if someone else took it, or if no renewal went
+        through for `hold` seconds (the key may expire, and another instance take it)."""
+        pause = self.renew_every
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.renew_every)
+                await asyncio.wait_for(stop.wait(), pause)
             if stop.is_set():
                 break
             try:
-                await self.confirm()
+                left = self.renewed_at + self.hold - _now()
+                await asyncio.wait_for(self.confirm(), max(0.0, left))
+                pause = self.renew_every
             except (NatsError, TimeoutError) as exc:
-                # The bus is away for now: renew at the next turn; if the TTL passes meanwhile the
-                # key is gone and the update above fails as a takeover.
+                if _now() >= self.renewed_at + self.hold:
+                    raise LeaseLost(
+                        f"the lease {self.key!r} was not renewed for {self.hold:g} s: letting it go"
+                    ) from exc
+                # The bus is away for now (a server gone, a group electing): again shortly.
                 log.warning(
                     "lease not renewed; trying again", key=self.key, error=str(exc) or type(exc).__name__
                 )
+                pause = min(self.renew_every, self.poll)
 
     async def release(self) -> None:
         with contextlib.suppress(Exception):
             await self.kv.delete(self.key, last=self.revision)
+
+
+def _now() -> float:
+    return asyncio.get_running_loop().time()
+
+
+async def _answer(request: Awaitable[T]) -> T:
+    """A request about the lease, given REQUEST_TIMEOUT for its answer (TimeoutError)."""
+    return await asyncio.wait_for(request, REQUEST_TIMEOUT)
 
 
 async def lead(

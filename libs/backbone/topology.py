@@ -6,10 +6,12 @@ service up creates everything and the others find it as declared.
 
 from __future__ import annotations
 
+import functools
+
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
 
-from libs.backbone.fencing import FENCES_BUCKET
+from libs.backbone.fencing import FENCES_BUCKET, patiently
 from libs.backbone.provisioning import KVSpec, StreamSpec, ensure_kv, ensure_stream
 from libs.backbone.publishing import publish
 from libs.protocol.events import EventBase
@@ -94,11 +96,14 @@ BUCKETS = (
 
 async def ensure_topology(js: JetStreamContext, replicas: int | None = None) -> None:
     """Every stream and bucket, with `replicas` copies each (PAI_STREAM_REPLICAS: 3 on a NATS
-    cluster of three; None keeps what exists and creates with one, as the embedded bus has)."""
+    cluster of three; None keeps what exists and creates with one, as the embedded bus has).
+
+    A call the cluster does not answer now (a server lost, a group electing its leader) is made
+    again: a service starting meanwhile waits for the cluster rather than exiting."""
     for stream in STREAMS:
-        await ensure_stream(js, stream, replicas=replicas)
+        await patiently(functools.partial(ensure_stream, js, stream, replicas=replicas))
     for bucket in BUCKETS:
-        await ensure_kv(js, bucket, replicas=replicas)
+        await patiently(functools.partial(ensure_kv, js, bucket, replicas=replicas))
 
 
 async def publish_event(

@@ -37,7 +37,7 @@ from libs.backbone.topology import FENCES, LEASES, SCHEDULER_CONFIG, ensure_topo
 from libs.protocol.events import JobCompleted, JobPending, JobPreempting, JobScheduled, decode_event
 from libs.protocol.fencing import Fence, deposed
 from libs.protocol.subjects import JOB_SUBJECTS, JOBS_STREAM, NODE_SUBJECTS, NODES_STREAM
-from services.scheduler.adapters.leasing import Lease
+from services.scheduler.adapters.leasing import Lease, while_leading
 from services.scheduler.control import (
     RECONFIGURE_SUBJECT,
     VC_STATUS_SUBJECT,
@@ -232,39 +232,43 @@ class SchedulerService:
 
 
 async def main(settings: SchedulerSettings, stop: asyncio.Event) -> None:
+    """Stand by until this instance holds the lease `scheduler`, then lead: raise the fence,
+    rebuild from the streams and decide, until the lease is lost or `stop`. A leader that lost
+    its lease stands by again in the same process, connected and provisioned: the next leader's
+    loss finds it warm, not restarting."""
     bus = await connect(settings)
     beating = asyncio.create_task(beat_forever(bus.nc, settings.service_name, stop))
     try:
         await ensure_topology(bus.js, settings.stream_replicas)
-        lease = Lease(await bus.js.key_value(LEASES.bucket), "scheduler", settings.instance)
-        if not await lease.acquire(stop):
-            return
-        assert lease.epoch is not None
         fences_kv = await bus.js.key_value(FENCES.bucket)
-        try:
-            await raise_fence(bus.js, fences_kv, lease.epoch)
-        except Deposed as err:
-            log.warning("deposed before leading", error=str(err))
-            return
-        fences = await FenceReader(fences_kv).fences()
-        kv = await bus.js.key_value(SCHEDULER_CONFIG.bucket)
-        config, source = await initial_config(kv, settings.hived_config)
-        try:
-            core = SchedulerCore(policy_for(config, []), settings.max_job_tasks)
-        except ReconfigurationError as err:
-            raise SettingsError(f"scheduler config ({source}): {err}") from None
-        service = SchedulerService(
-            bus, core, Control(core, kv, config, source, asyncio.Lock()), epoch=lease.epoch, fences=fences
-        )
-        log.info("scheduler config", source=source)
-        keeper = asyncio.create_task(lease.keep(stop))
-        runner = asyncio.create_task(service.run(stop))
-        done, _ = await asyncio.wait({keeper, runner}, return_when=asyncio.FIRST_COMPLETED)
-        stop.set()
-        await asyncio.gather(keeper, runner, return_exceptions=True)
-        for task in done:
-            task.result()  # a lost lease ends the service with its error
-        await lease.release()
+        config_kv = await bus.js.key_value(SCHEDULER_CONFIG.bucket)
+
+        async def lead(turn: asyncio.Event, lease: Lease) -> None:
+            assert lease.epoch is not None
+            try:
+                await raise_fence(bus.js, fences_kv, lease.epoch)
+            except Deposed as err:
+                log.warning("deposed before leading", error=str(err))
+                return
+            fences = await FenceReader(fences_kv).fences()
+            config, source = await initial_config(config_kv, settings.hived_config)
+            try:
+                core = SchedulerCore(policy_for(config, []), settings.max_job_tasks)
+            except ReconfigurationError as err:
+                raise SettingsError(f"scheduler config ({source}): {err}") from None
+            service = SchedulerService(
+                bus,
+                core,
+                Control(core, config_kv, config, source, asyncio.Lock()),
+                epoch=lease.epoch,
+                fences=fences,
+            )
+            log.info("scheduler config", source=source)
+            await service.run(turn)
+            if not stop.is_set():
+                log.warning("lease lost; standing by", epoch=lease.epoch)
+
+        await while_leading(await bus.js.key_value(LEASES.bucket), "scheduler", settings.instance, lead, stop)
     finally:
         stop.set()
         await beating
