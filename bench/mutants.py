@@ -101,7 +101,10 @@ COVERING: tuple[Covering, ...] = (
         ("tests/protocol/test_gpu_share.py", "tests/protocol/test_gpu_share_rules.py"),
     ),
     Covering("libs/protocol/pinning.py", ("tests/protocol/test_pinning.py",)),
-    Covering("libs/protocol/rendering.py", ("tests/protocol/test_rendering.py",)),
+    Covering(
+        "libs/protocol/rendering.py",
+        ("tests/protocol/test_rendering.py", "tests/protocol/test_rendering_rules.py"),
+    ),
     Covering(
         "libs/protocol/templating.py",
         ("tests/protocol/test_rendering.py", "tests/protocol/test_templating.py"),
