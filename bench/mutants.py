@@ -178,6 +178,7 @@ COVERING: tuple[Covering, ...] = (
         "services/scheduler/core/hived/policy.py",
         (
             "tests/scheduler/test_hived_policy.py",
+            "tests/scheduler/test_hived_policy_rules.py",
             "tests/scheduler/test_hived_shares.py",
             "tests/scheduler/test_reconfigure.py",
             "tests/unit/test_scheduler_queueing.py",
@@ -191,6 +192,7 @@ COVERING: tuple[Covering, ...] = (
             "tests/scheduler/test_hived_core.py",
             "tests/scheduler/test_cell_list.py",
             "tests/scheduler/test_hived_policy.py",
+            "tests/scheduler/test_hived_policy_rules.py",
             "tests/scheduler/test_hived_shares.py",
             "tests/scheduler/test_reconfigure.py",
         ),
