@@ -109,9 +109,9 @@ def test_nats_is_a_three_server_jetstream_cluster() -> None:
     assert all(f"nats-{i}.nats-headless.pai.svc:6222" in conf for i in range(3))
 
 
-def test_the_scheduler_and_the_orchestrator_run_a_leader_and_a_standby() -> None:
+def test_the_scheduler_orchestrator_monitor_and_alerter_run_a_leader_and_a_standby() -> None:
     objects = RENDERED["base"]
-    for name in ("scheduler", "orchestrator"):
+    for name in ("scheduler", "orchestrator", "monitor", "alerter"):
         deployment = by(objects, "Deployment", f"pai-{name}")
         assert deployment["spec"]["replicas"] == 2
         assert by(objects, "PodDisruptionBudget", f"pai-{name}")["spec"]["maxUnavailable"] == 1
@@ -121,7 +121,7 @@ def test_the_scheduler_and_the_orchestrator_run_a_leader_and_a_standby() -> None
 
 def test_replicas_spread_over_nodes_and_streams_live_on_every_nats_server() -> None:
     objects = RENDERED["base"]
-    for name in ("rest", "scheduler", "orchestrator", "events", "marketplace", "portal"):
+    for name in SERVICES:
         deployment = by(objects, "Deployment", f"pai-{name}")
         assert deployment["spec"]["replicas"] >= 2, name
         terms = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
