@@ -673,3 +673,39 @@ def test_a_job_of_two_affinity_groups_holds_only_what_its_tasks_use() -> None:
     )
     placed(policy.decide(demand))
     assert [v.used_gpus for v in policy.virtual_clusters()] == [0, 5]
+
+
+def pinned_config() -> dict[str, Any]:
+    """VC b owns n2 as a VC cell and n3 as its pinned cell p3."""
+    config = two_rack_config()
+    config["physicalCluster"]["physicalCells"][1]["cellChildren"][1]["pinnedCellId"] = "p3"
+    config["virtualClusters"]["b"] = {
+        "virtualCells": [{"cellType": "A100-RACK.A100-NODE", "cellNumber": 1}],
+        "pinnedCells": [{"pinnedCellId": "p3"}],
+    }
+    return config
+
+
+def test_pinned_tasks_land_on_their_pinned_cell_and_the_vc_counts_it() -> None:
+    # A job of a pinned and an unpinned task of the same shape was refused as one gang run twice.
+    policy = HivedPolicy(pinned_config())
+    assert [(v.name, v.capacity_gpus) for v in policy.virtual_clusters()] == [("a", 8), ("b", 8)]
+    assert nodes_of(policy.decide(shared("free", 500, vc="b"))) == ["n2"]
+    pinned_share = JobDemand(
+        "pinned-share", "alice", "b", 0, (TaskDemand("w", 0, 1, 1024, 1, pinned_cell="p3", gpu_milli=500),)
+    )
+    assert nodes_of(policy.decide(pinned_share)) == ["n3"]
+    both = JobDemand(
+        "both",
+        "alice",
+        "b",
+        0,
+        (TaskDemand("pin", 0, 1, 1024, 2, pinned_cell="p3"), TaskDemand("free", 0, 1, 1024, 2)),
+    )
+    decision = placed(policy.decide(both))
+    assert nodes_of(decision) == ["n3", "n2"]
+    again = HivedPolicy(pinned_config())
+    again.restore(both, decision)
+    assert again.demoted_jobs() == {}
+    assert again.decide(both) == decision
+    assert [v.used_gpus for v in again.virtual_clusters()] == [0, 4]

@@ -155,12 +155,16 @@ class HivedPolicy:
         members: dict[int, int] = {}
         for t in gang:
             members[t.gpu] = members.get(t.gpu, 0) + 1
+        # One HiveD group per gang (`_gangs`): a pinned cell names its own group.
+        group = f"{demand.job_id}/{task.affinity_group or 'gang'}/{task.sku_type or ''}"
+        if task.pinned_cell:
+            group += f"/{task.pinned_cell}"
         return PodSpec(
             name=f"{demand.job_id}/{task.role}-{task.index}",
             virtual_cluster=demand.virtual_cluster,
             priority=demand.priority,
             leaf_cell_number=task.gpu,
-            group_name=f"{demand.job_id}/{task.affinity_group or 'gang'}/{task.sku_type or ''}",
+            group_name=group,
             members=tuple((count, gpus) for gpus, count in sorted(members.items())),
             leaf_cell_type=task.sku_type or "",
             pinned_cell_id=task.pinned_cell or "",
