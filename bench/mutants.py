@@ -274,6 +274,7 @@ COVERING: tuple[Covering, ...] = (
             "tests/alerter/test_core_config_rules.py",
             "tests/alerter/test_core_evaluating.py",
             "tests/alerter/test_core_dispatching.py",
+            "tests/alerter/test_core_observing.py",
         ),
     ),
     Covering("services/portal/core/*", ("tests/portal/test_core.py", "tests/portal/test_core_rules.py")),
