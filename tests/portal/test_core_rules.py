@@ -72,6 +72,7 @@ def test_a_page_without_a_script_or_a_menu_entry_has_neither() -> None:
     assert "<title>Plain &lt;page&gt; · PAI</title>" in html
     assert "plain.html" not in html
     assert html.count("<script") == 1, "only the common script"
+    assert '<script type="module" src="/static/common.js"></script>\n  \n</head>' in html
     assert may_open(page, admin=False)
     assert may_open(Page("/a.html", "a.html", "A", admin=True), admin=True)
 
