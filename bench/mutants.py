@@ -111,7 +111,11 @@ COVERING: tuple[Covering, ...] = (
     ),
     Covering(
         "libs/protocol/yamlsource.py",
-        ("tests/protocol/test_yaml_depth.py", "tests/protocol/test_validation.py"),
+        (
+            "tests/protocol/test_yaml_depth.py",
+            "tests/protocol/test_validation.py",
+            "tests/protocol/test_yaml_source.py",
+        ),
     ),
     Covering(
         "libs/protocol/jobs.py",
@@ -190,6 +194,7 @@ COVERING: tuple[Covering, ...] = (
         "services/scheduler/core/hived/*",
         (
             "tests/scheduler/test_hived_core.py",
+            "tests/scheduler/test_hived_algorithm_rules.py",
             "tests/scheduler/test_cell_list.py",
             "tests/scheduler/test_hived_policy.py",
             "tests/scheduler/test_hived_policy_rules.py",
