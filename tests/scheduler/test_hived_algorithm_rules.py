@@ -76,7 +76,7 @@ def test_a_gangs_later_pod_takes_the_next_free_slot_of_its_group() -> None:
     assert {first.node, second.node} == {pp.node for _, pods in first.group for pp in pods}
     with pytest.raises(
         HivedUserError,
-        match=r"^pod w2: group job already runs all its pods with 4 devices; add a member to the affinity group$",
+        match=r"^pod w2: group job already runs all its pods with 4 devices; add a member to the affinity",
     ):
         algo.schedule(pod("w2", vc="b", gpus=4, pods=2, group="job"))
 
