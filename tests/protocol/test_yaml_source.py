@@ -45,7 +45,8 @@ def refusal(text: str) -> list[tuple[str, str, str]]:
         ),
         (
             "a: [1\n",
-            "malformed YAML: while parsing a flow sequence did not find expected ',' or ']' at line 2, column 1",
+            "malformed YAML: while parsing a flow sequence did not find expected ',' or ']' "
+            "at line 2, column 1",
             "fix the YAML syntax at that line",
         ),
         (
