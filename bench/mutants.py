@@ -126,7 +126,9 @@ COVERING: tuple[Covering, ...] = (
             "tests/protocol/test_limits.py",
         ),
     ),
-    Covering("libs/protocol/events.py", ("tests/contracts/test_events.py",)),
+    Covering(
+        "libs/protocol/events.py", ("tests/contracts/test_events.py", "tests/contracts/test_event_rules.py")
+    ),
     Covering("libs/protocol/catalog/*", ("tests/contracts/test_events.py",)),
     Covering("services/marketplace/core/starters.py", ("tests/marketplace/test_core_starters.py",)),
     Covering(
