@@ -121,6 +121,7 @@ COVERING: tuple[Covering, ...] = (
             "tests/protocol/test_validation_cross_fields.py",
             "tests/protocol/test_gpu_share.py",
             "tests/protocol/test_limits.py",
+            "tests/protocol/test_job_model.py",
         ),
     ),
     Covering(
