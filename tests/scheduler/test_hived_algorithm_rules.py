@@ -221,3 +221,35 @@ def test_a_pinned_pod_lands_on_its_pinned_cell_and_an_opportunistic_one_may_not(
     full = replace(pod("q", vc="b", gpus=4), pinned_cell_id="p3")
     result = algo.schedule(full)
     assert (result.kind, result.reason) == ("wait", "insufficient capacity when scheduling in VC b")
+
+
+def three_rack_config() -> dict[str, Any]:
+    """two_rack_config plus a third rack (n4, n5) that no VC's quota needs."""
+    config = two_rack_config()
+    config["physicalCluster"]["physicalCells"].append(
+        {"cellType": "A100-RACK", "cellChildren": [{"cellAddress": "n4"}, {"cellAddress": "n5"}]}
+    )
+    return config
+
+
+@pytest.mark.parametrize("node", ["n4", "n5"])
+def test_a_pod_kept_off_the_free_nodes_splits_a_spare_rack_and_every_vc_keeps_its_quota(node: str) -> None:
+    algo = HivedAlgorithm(parse_config(three_rack_config()))
+    assert place(algo, pod("x", gpus=2)).node == "n0"
+    info = place(algo, strict(pod("y", gpus=2)), {node})
+    assert (info.node, info.leaf_indices) == (node, (0, 1))
+    chain = algo.free["A100-RACK"]
+    assert [c.address for c in chain[4]] == ["1"]
+    assert sorted(c.address for c in chain[3]) == sorted({"n1", "n4", "n5"} - {node})
+    gang = [pod(f"b{i}", vc="b", gpus=4, pods=2, group="b") for i in range(2)]
+    assert sorted(place(algo, p).node for p in gang) == ["n2", "n3"]
+    assert place(algo, pod("z", gpus=2)).node == node
+
+
+def test_a_pod_kept_off_a_bad_node_of_its_rack_goes_to_its_vcs_other_cells() -> None:
+    algo = HivedAlgorithm(parse_config(three_rack_config()))
+    assert place(algo, pod("x", gpus=4)).node == "n0"
+    algo.set_bad_node("n1")
+    assert place(algo, pod("y", gpus=4)).node in ("n4", "n5")
+    gang = [pod(f"b{i}", vc="b", gpus=4, pods=2, group="b") for i in range(2)]
+    assert sorted(place(algo, p).node for p in gang) == ["n2", "n3"]
