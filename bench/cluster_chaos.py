@@ -3,16 +3,19 @@
 Starts what the Kubernetes manifests run, without Kubernetes: three nats-servers clustered on
 loopback (every stream and bucket with three replicas), a PostgreSQL database of its own in the
 machine's server at 127.0.0.1:5432 (created here, dropped at the end), and replicas of every
-service (`--replica NAME=N`; by default two of rest, scheduler, orchestrator, events and
-marketplace, one monitor and one alerter), each told every NATS server. The schedulers and the
-orchestrators lead one at a time through their leases in KV; rest, events and marketplace
-replicas are all active. Tasks are local processes of the orchestrator that leads (its standby
-adopts them), with simulated GPUs so that every placement names devices.
+service (`--replica NAME=N`; by default two of each: rest, scheduler, orchestrator, events,
+marketplace, portal, monitor and alerter), each told every NATS server. The schedulers, the
+orchestrators, the monitors' cluster view and the alerters lead one at a time through their
+leases in KV; rest, events, marketplace and portal replicas are all active. Tasks are local
+processes of the orchestrator that leads (its standby adopts them), with simulated GPUs so that
+every placement names devices. Every job asks to be told when it succeeds, and the alerting
+configuration sends that to a webhook of the bench's.
 
 It submits `--jobs` jobs of two tasks of one GPU each through either REST replica (a client
 that finds one refusing or gone uses the other), and while they run, over `--rounds` rounds,
 kills with SIGKILL every NATS server, one at a time (each is back and caught up before the
-next), and every service replica, the scheduler's and the orchestrator's leaders included; in
+next), and every service replica, the leaders of the scheduler, the orchestrator, the monitor
+and the alerter included (the first replica of each to go is its leader); in
 the first round it also freezes one NATS server with SIGSTOP for `--partition` seconds (its
 peers and its clients see a server that answers nothing: a cut-off node, not a dead one), and
 freezes the scheduler leader for 9 s so that a standby takes over while the old leader lives on
@@ -24,6 +27,10 @@ and reports, last line JSON:
 - double_allocations: a GPU held by two jobs at once, read from the job stream in order with
   the fencing rule applied (a decision fenced off counts for nothing, as for the services);
   fenced: decisions of deposed scheduler leaders found in the stream;
+- alerts_notified, alerts_twice, alerts_missed: job notifications at the bench's webhook, by
+  alert group; notifications of a group beyond its first; succeeded jobs never notified;
+- node_count_max: the most times one node was counted at once over every monitor's /metrics
+  (`pai_node_count`, read twice a second; 1: only the leading monitor counts the cluster);
 - nats_nodes, stream_replicas, database, replicas (service -> count), killed (names, in order),
   partitions, failover_s (the longest from a scheduler leader's loss to the next placement),
   api_unavailable_s (the longest stretch in which neither REST replica answered a job list),
@@ -43,6 +50,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import sys
 import tempfile
@@ -55,6 +63,7 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type hints
 import httpx
 import nats
+from aiohttp import web
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
@@ -71,6 +80,7 @@ from libs.protocol.fencing import decode, deposed
 from libs.protocol.subjects import JOB_SUBJECTS, JOBS_STREAM
 from pai.embedded.platform import free_port, task_runtimes
 from pai.embedded.supervising import Child, NatsChild, Supervisor, die_with_parent
+from services.alerter.adapters.rules_store import put_rules
 
 PG_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 NATS_NODES = 3
@@ -80,12 +90,46 @@ DEFAULT_REPLICAS = {
     "orchestrator": 2,
     "events": 2,
     "marketplace": 2,
-    "monitor": 1,
-    "alerter": 1,
+    "portal": 2,
+    "monitor": 2,
+    "alerter": 2,
 }
-# Served over HTTP: their replicas each get a port of their own, and answer this path once up.
-PORTS = {"rest": "PAI_REST_PORT", "events": "PAI_EVENTS_PORT", "marketplace": "PAI_MARKETPLACE_PORT"}
-READY = {"rest": "/api/v2/info", "events": "/api/v2/events", "marketplace": "/marketplace/api/items"}
+# Served over HTTP: their replicas each get a port of their own, and answer this path once up
+# (the monitor: its Prometheus endpoint).
+PORTS = {
+    "rest": "PAI_REST_PORT",
+    "events": "PAI_EVENTS_PORT",
+    "marketplace": "PAI_MARKETPLACE_PORT",
+    "portal": "PAI_PORTAL_PORT",
+    "monitor": "PAI_METRICS_PORT",
+}
+READY = {
+    "rest": "/api/v2/info",
+    "events": "/api/v2/events",
+    "marketplace": "/marketplace/api/items",
+    "portal": "/healthz",
+    "monitor": "/metrics",
+}
+# One replica leads, the others stand by: the key of each one's lease in KV PAI_LEASES.
+LEASED = {name: name for name in ("scheduler", "orchestrator", "monitor", "alerter")}
+# The alerting configuration of the run: each job's owner is told once that it succeeded
+# (the job asks for it), at the bench's webhook; a notification twice is an alert sent twice.
+ALERTING = """settings: {{evaluation_interval: 1s}}
+rules:
+  - alert: JobStatusChanged
+    expr: pai_job_status_change{{notify="true"}} > 0
+    for: 0s
+    labels: {{severity: info, type: job_notification}}
+route:
+  receiver: owners
+  group_by: [job_id, state, attempt]
+  group_wait: 0s
+  group_interval: 5m
+  repeat_interval: 24h
+receivers:
+  - name: owners
+    webhook_configs: [{{url: "{url}"}}]
+"""
 # Each server's part of the cluster; a frozen peer is noticed within seconds, not minutes.
 CLUSTER_CONFIG = """ping_interval: "1s"
 ping_max: 3
@@ -110,6 +154,8 @@ taskRoles:
     commands:
       - 'mktemp "{markers}/{marker}.XXXXXX" >/dev/null'
       - sleep {work}
+extras:
+  jobStatusChangeNotification: {{succeeded: true}}
 """
 
 PROBE = """protocolVersion: 2
@@ -139,6 +185,15 @@ class Report:
     twice: dict[str, int] = field(default_factory=dict)
     double_allocations: int = 0
     fenced: int = 0
+    # Job notifications at the bench's webhook: alert groups notified, notified beyond the first
+    # time, and jobs that succeeded without a notification.
+    alerts_notified: int = 0
+    alerts_twice: int = 0
+    alerts_repeated: dict[str, int] = field(default_factory=dict)  # group -> notifications
+    alerts_missed: list[str] = field(default_factory=list)
+    # The most times one node was counted at once over every monitor's /metrics (pai_node_count).
+    node_count_max: int = 0
+    node_scrapes: int = 0
     probes: int = 0  # jobs submitted at a scheduler leader's loss to time the failover
     probes_final: int = 0
     unsuccessful: dict[str, str] = field(default_factory=dict)
@@ -166,6 +221,9 @@ class Report:
             and not self.stuck
             and not self.twice
             and not self.double_allocations
+            and not self.alerts_twice
+            and not self.alerts_missed
+            and self.node_count_max <= 1
             and self.final == self.accepted == self.jobs
             and self.probes_final == self.probes
         )
@@ -181,6 +239,12 @@ class Report:
             "twice": sum(self.twice.values()),
             "double_allocations": self.double_allocations,
             "fenced": self.fenced,
+            "alerts_notified": self.alerts_notified,
+            "alerts_twice": self.alerts_twice,
+            "alerts_repeated": self.alerts_repeated,
+            "alerts_missed": len(self.alerts_missed),
+            "node_count_max": self.node_count_max,
+            "node_scrapes": self.node_scrapes,
             "probes": self.probes,
             "probes_final": self.probes_final,
             "nats_nodes": NATS_NODES,
@@ -266,23 +330,27 @@ async def until_jetstream(url: str, replicas: int) -> NATS:
             await asyncio.sleep(0.5)  # a meta leader is being elected: nothing to await but it
 
 
-async def until_caught_up(nc: NATS, stream: str = JOBS_STREAM, within: float = 60.0) -> None:
-    """Until every replica of the job stream is current again (a killed server caught up)."""
+async def until_caught_up(nc: NATS, within: float = 60.0) -> None:
+    """Until every stream and bucket has a leader and all its replicas current again (a killed
+    server caught up, the groups it led led again)."""
     js = nc.jetstream(timeout=3.0)
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         with contextlib.suppress(Exception):
-            info = await js.stream_info(stream)
-            cluster = info.cluster
-            peers = (cluster.replicas or []) if cluster is not None else []
-            if (
-                cluster is not None
-                and cluster.leader
-                and len(peers) == NATS_NODES - 1
-                and all(r.current and not r.offline for r in peers)
-            ):
+            infos = await js.streams_info()
+            if infos and all(_current(info.cluster) for info in infos):
                 return
-        await asyncio.sleep(0.25)
+        await asyncio.sleep(0.25)  # an election has no event to await
+
+
+def _current(cluster: Any) -> bool:
+    peers = (cluster.replicas or []) if cluster is not None else []
+    return bool(
+        cluster is not None
+        and cluster.leader
+        and len(peers) == NATS_NODES - 1
+        and all(r.current and not r.offline for r in peers)
+    )
 
 
 # -- the database ----------------------------------------------------------------------------
@@ -351,8 +419,14 @@ def service_children(
             spread += 1
             if name in PORTS:
                 env[PORTS[name]] = str(ports[name][index])
+            if name == "scheduler":
+                env["PAI_LOG_LEVEL"] = "info"  # its takeovers, step by step, in its log
             if name == "orchestrator":
                 env["PAI_LEADER_LEASE"] = "true"
+            if name == "portal":
+                # Each portal speaks to a REST replica of its own; both seal sessions with one key.
+                env["PAI_PORTAL_REST_URL"] = urls["rest"][index % len(urls["rest"])]
+                env["PAI_PORTAL_SECRET_FILE"] = str(data_dir / "portal-session.secret")
             children.append(
                 Child(
                     name=f"{name}-{index}",
@@ -483,6 +557,70 @@ async def until_answers(url: str, path: str, within: float = 120.0) -> None:
             await asyncio.sleep(0.2)  # an HTTP server coming up has no event to await
 
 
+# -- what the alerters notify and what the monitors count --------------------------------------
+
+
+class Notifications:
+    """The bench's webhook: every job notification the alerters send, by alert group."""
+
+    def __init__(self) -> None:
+        self.groups: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        self.succeeded: set[str] = set()  # job names notified as SUCCEEDED
+        self.runner: web.AppRunner | None = None
+        self.url = ""
+        self.arrived = asyncio.Event()
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/hook", self._hook)
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        port = free_port()
+        await web.TCPSite(self.runner, "127.0.0.1", port).start()
+        self.url = f"http://127.0.0.1:{port}/hook"
+
+    async def _hook(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        for alert in body.get("alerts", []):
+            labels = alert.get("labels", {})
+            if alert.get("status") != "firing":
+                continue
+            self.groups[(labels.get("job_id", ""), labels.get("state", ""), labels.get("attempt", ""))] += 1
+            if labels.get("state") == "SUCCEEDED":
+                self.succeeded.add(labels.get("job_name", ""))
+        self.arrived.set()
+        return web.Response(text="ok")
+
+    @property
+    def twice(self) -> int:
+        return sum(count - 1 for count in self.groups.values())
+
+    async def close(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+
+NODE_COUNT = re.compile(r'^pai_node_count\{node_name="([^"]+)"', re.MULTILINE)
+
+
+async def count_nodes(urls: list[str], report: Report, stop: asyncio.Event) -> None:
+    """Twice a second, each node's pai_node_count summed over every monitor that answers: one
+    monitor (the leader) counts the cluster, so no node may be counted twice."""
+    async with httpx.AsyncClient(timeout=1.0) as client:
+        while not stop.is_set():
+            counted: collections.Counter[str] = collections.Counter()
+            for url in urls:
+                with contextlib.suppress(httpx.HTTPError):
+                    answer = await client.get(f"{url}/metrics")
+                    if answer.status_code == 200:
+                        counted.update(NODE_COUNT.findall(answer.text))
+            if counted:
+                report.node_scrapes += 1
+                report.node_count_max = max(report.node_count_max, *counted.values())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.5)
+
+
 # -- checking the job stream ------------------------------------------------------------------
 
 
@@ -553,6 +691,7 @@ async def run(
     partition: float = 16.0,
     concurrency: int = 8,
     settle: float = 600.0,
+    pause: tuple[float, float] = (1.0, 3.0),
 ) -> Report:
     rng = random.Random(seed)
     report = Report(jobs=jobs, replicas=dict(replicas), seed=seed)
@@ -570,12 +709,18 @@ async def run(
     stop_probe = asyncio.Event()
     probing: asyncio.Task[None] | None = None
     placements: list[tuple[float, int | None, str]] = []
+    notifications = Notifications()
+    counting: asyncio.Task[None] | None = None
     try:
         await cluster.start()
         await nats_supervisor.start()
         nc = await until_jetstream(cluster.url(), NATS_NODES)
         js = nc.jetstream(timeout=5.0)
         report.stream_replicas = (await js.stream_info(JOBS_STREAM)).config.num_replicas or 0
+        await notifications.start()
+        await put_rules(js, ALERTING.format(url=notifications.url))
+        data_dir.mkdir(parents=True, exist_ok=True)
+        (data_dir / "portal-session.secret").write_text(uuid.uuid4().hex)
 
         async def on_scheduled(msg: Msg) -> None:
             with contextlib.suppress(Exception):
@@ -604,9 +749,13 @@ async def run(
             for url in urls["rest"][1:]:
                 await until_answers(url, "/api/v2/info")
 
+        for name, addresses in urls.items():
+            for url in addresses:
+                await until_answers(url, READY[name])
         api = Api(urls["rest"], report, rng)
         await api.login()
         probing = asyncio.create_task(api.probe(stop_probe))
+        counting = asyncio.create_task(count_nodes(urls.get("monitor", []), report, stop_probe))
         leases = await js.key_value(LEASES.bucket)
 
         async def leader(service: str) -> str | None:
@@ -676,7 +825,7 @@ async def run(
                 order += ["partition", "pause-scheduler-leader"]
             rng.shuffle(order)
             for name in order:
-                await asyncio.sleep(rng.uniform(1.0, 3.0))
+                await asyncio.sleep(rng.uniform(*pause))  # seconds between one loss and the next
                 if name == "partition":
                     node = rng.randrange(NATS_NODES)
                     pid = cluster.children[node].pid
@@ -708,10 +857,10 @@ async def run(
                     continue
                 name = swapped.pop(name, name)
                 service = name.rsplit("-", 1)[0]
-                if service in ("scheduler", "orchestrator") and service not in leaders_taken:
+                if service in LEASED and service not in leaders_taken:
                     # The first replica of a leading service to go is its leader, whoever that is
                     # then (the other's turn comes at the leader's place in the order).
-                    holder = await leader(service)
+                    holder = await leader(LEASED[service])
                     if holder in by_name:
                         leaders_taken.add(service)
                         if holder != name:
@@ -721,7 +870,7 @@ async def run(
                 if pid is None:
                     continue
                 service, index = name.rsplit("-", 1)
-                was_leader = service in ("scheduler", "orchestrator") and await leader(service) == name
+                was_leader = service in LEASED and await leader(LEASED[service]) == name
                 epoch = await scheduler_epoch() if was_leader and service == "scheduler" else None
                 at = time.monotonic()
                 with contextlib.suppress(ProcessLookupError):
@@ -758,6 +907,20 @@ async def run(
             await asyncio.sleep(1.0)
         await asyncio.gather(*watching)
         states = {job["name"]: job["state"] for job in listed}
+        succeeded = {name for name, state in states.items() if state == "SUCCEEDED" and name in accepted}
+        # The last notifications follow the last ends by an evaluation or two (a new leader's
+        # rebuild, if the alerter leader was lost at the end).
+        deadline = time.monotonic() + 60
+        while not succeeded <= notifications.succeeded and time.monotonic() < deadline:
+            notifications.arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(notifications.arrived.wait(), deadline - time.monotonic())
+        report.alerts_notified = len(notifications.groups)
+        report.alerts_twice = notifications.twice
+        report.alerts_repeated = {
+            "/".join(group): count for group, count in notifications.groups.items() if count > 1
+        }
+        report.alerts_missed = sorted(succeeded - notifications.succeeded)
         report.probes = len(probes)
         report.probes_final = sum(1 for name in probes if states.get(name) in FINAL)
         report.lost = sorted((accepted | probes) - states.keys())
@@ -783,6 +946,9 @@ async def run(
         stop_probe.set()
         if probing is not None:
             await probing
+        if counting is not None:
+            await counting
+        await notifications.close()
         if api is not None:
             await api.close()
         cluster.resume_all()  # a server or a leader still frozen would hold the stop up
@@ -823,6 +989,11 @@ def print_report(report: Report) -> None:
         f"lost {len(report.lost)}  stuck {len(report.stuck)}  twice {sum(report.twice.values())}  "
         f"double allocations {report.double_allocations}  fenced decisions {report.fenced}"
     )
+    print(
+        f"job notifications: {report.alerts_notified} groups, twice {report.alerts_twice}, "
+        f"missed {len(report.alerts_missed)}; one node counted at most {report.node_count_max} "
+        f"time(s) at once over the monitors ({report.node_scrapes} looks)"
+    )
     print(f"nats: {NATS_NODES} servers, streams with {report.stream_replicas} replicas; {report.database}")
     print(f"replicas: {report.replicas}")
     print(f"killed ({len(report.killed)}): {', '.join(report.killed) or 'nothing'}")
@@ -833,7 +1004,12 @@ def print_report(report: Report) -> None:
     for name, why in sorted(report.unsuccessful.items()):
         print(f"ended unsuccessfully: {name}: {why}")
     print(f"{report.jobs_per_s:.2f} jobs/s; wall time {report.seconds:.0f} s")
-    print("OK" if report.ok else "FAILED: every job final; lost, stuck, twice and double allocations 0")
+    print(
+        "OK"
+        if report.ok
+        else "FAILED: every job final; lost, stuck, twice, double allocations and alerts twice or "
+        "missed 0; no node counted twice"
+    )
 
 
 def main() -> int:

@@ -145,6 +145,12 @@ class Lease:
                     raise LeaseLost(f"the lease {self.key!r} was taken over") from again
             self.renewed_at = started
 
+    def held(self) -> bool:
+        """Whether this instance holds the lease now for certain: acquired, and renewed within
+        `hold` (so the key cannot have expired); a leader checks it before each action that must
+        not be taken twice."""
+        return self.epoch is not None and _now() < self.renewed_at + self.hold
+
     async def keep(self, stop: asyncio.Event) -> None:
         """Renew until `stop`; raise LeaseLost if someone else took it, or if no renewal went
         through for `hold` seconds (the key may expire, and another instance take it)."""

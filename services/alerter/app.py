@@ -334,20 +334,40 @@ class Alerter:
         for alert in result.resolved:
             await self._publish(alert, fired=False)
         for notification in result.notifications:
+            if self.lease is not None and not self.lease.held():
+                # The lease lapsed during this evaluation (the bus slow or away): the next leader
+                # sends what is left, as nothing of it is in the notification log.
+                log.warning(
+                    "lease lapsed; notifications left to the next leader", group=notification.group_key
+                )
+                break
             await self._deliver(notification)
             if notification.record is not None:
                 await self._remember(notification.record)
         return result
 
     async def _remember(self, record: NotifiedRecord) -> None:
+        """Log what was sent; while the bus does not answer (a NATS server gone, the bucket's
+        group electing), again, as long as this alerter leads: a successor that does not find
+        the record sends the notification again."""
         if self._nflog is None:
             return
-        try:
-            await self._nflog.put(record)
-        except Exception as exc:  # the group is still right in memory; only a restart would repeat it
+        while True:
+            try:
+                await self._nflog.put(record)
+                return
+            except (NatsError, TimeoutError) as exc:
+                if self.lease is not None and self.lease.held():
+                    await asyncio.sleep(0.2)  # the bucket's group electing: nothing to await but it
+                    continue
+                error: Exception = exc
+            except Exception as exc:
+                error = exc
+            # The group is still right in memory; only a successor or a restart would repeat it.
             log.warning(
-                "notification not logged", group=record.group_key, error=f"{type(exc).__name__}: {exc}"
+                "notification not logged", group=record.group_key, error=f"{type(error).__name__}: {error}"
             )
+            return
 
     async def _publish(self, alert: Alert, *, fired: bool) -> None:
         stamp = f"{alert.fingerprint}-{int(alert.starts_at * 1000)}"
@@ -432,6 +452,8 @@ async def replica(bus: Bus, instance: str, stop: asyncio.Event, build: Callable[
         try:
             await alerter.start(turn, provision=False)
             await alerter.run(turn)
+        except (NatsError, TimeoutError) as exc:  # the rebuild cut short by the bus: stand by again
+            log.warning("alerter turn ended by the bus; standing by", error=str(exc) or type(exc).__name__)
         finally:
             await alerter.close()
 

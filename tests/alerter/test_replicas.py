@@ -175,3 +175,37 @@ async def test_a_leader_whose_lease_was_taken_notifies_nothing_and_stands_by(
         assert posts == []
         assert await holder(bus) == "alerter-9"
         assert len(only.built) == 1
+
+
+async def test_what_a_leader_could_not_notify_before_its_lease_lapsed_is_notified_once_by_the_next(
+    bus: Bus,
+) -> None:
+    """An evaluation that outlives its lease (the bus slow or away) stops notifying; what it had
+    left is not in the notification log, so the next leader sends it, once."""
+    await ensure_topology(bus.js)
+    clock = FakeClock()
+    kv = await bus.js.key_value(LEASES.bucket)
+    async with webhook_server() as (posts, url):
+        text = SERVICE_DOWN.replace("WEBHOOK_URL", url)
+        lease = Lease(kv, LEASE_KEY, "alerter-0")
+        assert await lease.acquire(asyncio.Event())
+        first = Alerter(bus, config=load_config(text), clock=clock, lease=lease)
+        await first.start(asyncio.Event(), watch=False)
+        try:
+            await beat(bus, first, "scheduler")
+            clock.advance(31)
+            lease.renewed_at -= lease.hold  # not renewed for as long as it may hold the lease
+            result = await first.tick()
+            assert [n.group_key for n in result.notifications] != []
+            assert posts == []
+        finally:
+            await first.close()
+
+        second = Alerter(bus, config=load_config(text), clock=clock)
+        await second.start(asyncio.Event(), watch=False)
+        try:
+            assert [n.group_key for n in (await second.tick()).notifications] != []
+            await second.tick()
+        finally:
+            await second.close()
+        assert [(p["status"], p["commonLabels"]["service"]) for p in posts] == [("firing", "scheduler")]
