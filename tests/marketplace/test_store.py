@@ -4,6 +4,8 @@ uses counted once, edits and deletes."""
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -56,10 +58,24 @@ ITEMS = (
 )
 
 
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database at the newest revision, made once: each test starts from a copy."""
+    path = tmp_path_factory.mktemp("market") / "market.db"
+
+    async def make() -> None:
+        engine = create_engine(f"sqlite+aiosqlite:///{path}")
+        await migrate(engine)
+        await engine.dispose()
+
+    asyncio.run(make())
+    return path
+
+
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
+async def store(tmp_path: Path, migrated: Path) -> AsyncIterator[Store]:
+    shutil.copy(migrated, tmp_path / "market.db")
     engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'market.db'}")
-    await migrate(engine)
     store = Store(engine)
     for entry in ITEMS:
         await store.create(entry)
