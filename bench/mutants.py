@@ -195,6 +195,7 @@ COVERING: tuple[Covering, ...] = (
         (
             "tests/scheduler/test_hived_core.py",
             "tests/scheduler/test_hived_algorithm_rules.py",
+            "tests/scheduler/test_hived_pod_specs.py",
             "tests/scheduler/test_cell_list.py",
             "tests/scheduler/test_hived_policy.py",
             "tests/scheduler/test_hived_policy_rules.py",
