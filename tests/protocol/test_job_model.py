@@ -8,9 +8,11 @@ import copy
 from typing import Any
 
 import pytest
+from pydantic import Field, ValidationError
 
 from libs.protocol import JobConfig, JobProtocolError, parse_job
 from libs.protocol.gpu_share import GpuShare
+from libs.protocol.jobs import ProtocolModel
 from tests.protocol.jobtexts import BASE_JOB, to_yaml
 
 
@@ -163,3 +165,18 @@ def test_null_is_refused_where_a_value_is_typed_and_kept_where_a_plugin_reads_it
     assert job.extras is not None
     assert job.extras.model_extra == {"myPlugin": {"setting": None}}
     assert job.gang_allocation is True
+
+
+def test_a_section_refuses_null_in_its_typed_fields_and_takes_it_in_its_nullable_ones() -> None:
+    # A section model made here, so that which of its keys are typed is worked out in this test.
+    class Section(ProtocolModel):
+        nullable = frozenset({"maybe"})
+        count: int | None = Field(None, alias="countOf")
+        maybe: int | None = None
+
+    assert Section.model_validate({"maybe": None}).maybe is None
+    for key in ("countOf", "count"):
+        with pytest.raises(ValidationError) as caught:
+            Section.model_validate({key: None})
+        assert caught.value.errors()[0]["loc"] == (key,)
+    assert Section.model_validate({"countOf": 3}).count == 3
