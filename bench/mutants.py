@@ -267,6 +267,7 @@ COVERING: tuple[Covering, ...] = (
             "tests/rest/test_core_storages.py",
             "tests/rest/test_core_kubernetes.py",
             "tests/rest/test_core_job_events.py",
+            "tests/rest/test_core_views.py",
         ),
     ),
     Covering(
