@@ -219,7 +219,11 @@ COVERING: tuple[Covering, ...] = (
     ),
     Covering(
         "services/scheduler/core/[pru]*.py",  # placements.py, reconfigure.py, user_limits.py
-        ("tests/scheduler/test_reconfigure.py", "tests/scheduler/test_hived_shares.py"),
+        (
+            "tests/scheduler/test_reconfigure.py",
+            "tests/scheduler/test_user_limits.py",
+            "tests/scheduler/test_hived_shares.py",
+        ),
         NO_RANDOM_SEQUENCES,
     ),
     Covering(
@@ -256,13 +260,18 @@ COVERING: tuple[Covering, ...] = (
             "tests/events/test_core_webhooks.py",
         ),
     ),
+    # The pure tests only: test_storages.py and test_node_sizes.py also hold service tests (a
+    # NATS server, the API), 150 s for the pair, which every module's run would pay twice.
     Covering(
         "services/rest/core/*",
         (
             "tests/rest/test_views.py",
             "tests/rest/test_task_table.py",
-            "tests/rest/test_storages.py",
-            "tests/rest/test_node_sizes.py",
+            "tests/rest/test_storages.py::test_a_bad_storages_file_names_the_entry_and_the_fix",
+            "tests/rest/test_storages.py::test_storage_defaults_fill_what_an_entry_leaves_out",
+            "tests/rest/test_node_sizes.py::test_a_task_is_judged_against_the_largest_node_of_each_resource",
+            "tests/rest/test_node_sizes.py::test_a_gpu_task_on_a_cluster_without_gpus_is_told_there_are_none",
+            "tests/rest/test_node_sizes.py::test_nothing_is_judged_without_nodes",
             "tests/rest/test_core_rules.py",
             "tests/rest/test_core_storages.py",
             "tests/rest/test_core_kubernetes.py",
