@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import structlog
 from nats.js import JetStreamContext, api
-from nats.js.errors import APIError, BadRequestError, NotFoundError
+from nats.js.errors import APIError, BadRequestError, NotFoundError, ServiceUnavailableError
 from nats.js.kv import KeyValue
 
 from libs.backbone.errors import ProvisioningError
@@ -160,6 +160,8 @@ async def ensure_consumer(js: JetStreamContext, spec: ConsumerSpec) -> api.Consu
     """Create the durable consumer or update it to match ``spec`` (the server's create-or-update)."""
     try:
         return await js.add_consumer(spec.stream, spec.to_config())
+    except ServiceUnavailableError:
+        raise  # the cluster electing a leader: the caller may ask again (topology.py's patiently)
     except APIError as exc:
         raise ProvisioningError(
             f"consumer {spec.durable!r} on stream {spec.stream!r}: {exc.description}"

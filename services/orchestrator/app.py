@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -25,7 +26,7 @@ from pydantic_settings import SettingsConfigDict
 
 from libs.backbone.connecting import connect
 from libs.backbone.consuming import by_job_id, consume
-from libs.backbone.fencing import FenceReader
+from libs.backbone.fencing import FenceReader, patiently
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.leasing import Lease, lead
 from libs.backbone.provisioning import ConsumerSpec, ensure_consumer, ensure_kv
@@ -214,7 +215,7 @@ async def main(
     leading: asyncio.Task[None] | None = None
     try:
         await ensure_topology(bus.js, settings.stream_replicas)
-        await ensure_kv(bus.js, SECRETS)
+        await patiently(functools.partial(ensure_kv, bus.js, SECRETS))
         secrets_reader = SecretsReader(
             bus.js,
             cipher_for(
@@ -223,8 +224,8 @@ async def main(
                 absolute(settings.data_dir),
             ),
         )
-        await ensure_consumer(bus.js, CONSUMER)
-        await ensure_consumer(bus.js, NODES_CONSUMER)
+        await patiently(functools.partial(ensure_consumer, bus.js, CONSUMER))
+        await patiently(functools.partial(ensure_consumer, bus.js, NODES_CONSUMER))
         if settings.leader_lease:
             lease = Lease(await bus.js.key_value(LEASES.bucket), "orchestrator", settings.instance)
             leading = await lead(lease, stop)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import socket
 from collections.abc import Awaitable, Callable
@@ -25,12 +26,13 @@ from pathlib import Path
 
 import structlog
 from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
 from nats.js.api import DeliverPolicy
 from pydantic import Field, ValidationError
 
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.errors import TemporaryError
-from libs.backbone.fencing import Deposed, FenceReader, raise_fence
+from libs.backbone.fencing import Deposed, FenceReader, patiently, raise_fence
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.settings import BackboneSettings, SettingsError
 from libs.backbone.topology import FENCES, LEASES, SCHEDULER_CONFIG, ensure_topology, publish_event
@@ -102,7 +104,7 @@ class SchedulerService:
     async def run(self, stop: asyncio.Event) -> None:
         js = self.bus.js
         for stream in (JOBS_STREAM, NODES_STREAM):
-            info = await js.stream_info(stream)
+            info = await patiently(functools.partial(js.stream_info, stream))
             if info.state.last_seq:
                 self._catch_up[stream] = info.state.last_seq
         subs = [
@@ -264,7 +266,11 @@ async def main(settings: SchedulerSettings, stop: asyncio.Event) -> None:
                 fences=fences,
             )
             log.info("scheduler config", source=source)
-            await service.run(turn)
+            try:
+                await service.run(turn)
+            except (NatsError, TimeoutError) as exc:  # the rebuild cut short by the bus
+                log.warning("turn ended by the bus; standing by", error=str(exc) or type(exc).__name__)
+                return
             if not stop.is_set():
                 log.warning("lease lost; standing by", epoch=lease.epoch)
 
