@@ -55,17 +55,22 @@ ITEMS = (
         description="Images 100%_done",
     ),
     item("bobs", "bob", 7, description="A Keyword in the text", categories=("serving",)),
+    item("kept", "carol", 8, is_public=False, is_private=True, group_list=("ml",)),
+    item("queued", "bob", 9, status="pending", group_list=("ml",)),
 )
 
 
 @pytest.fixture(scope="module")
-def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A database at the newest revision, made once: each test starts from a copy."""
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database at the newest revision holding ITEMS, made once: each test starts from a copy."""
     path = tmp_path_factory.mktemp("market") / "market.db"
 
     async def make() -> None:
         engine = create_engine(f"sqlite+aiosqlite:///{path}")
         await migrate(engine)
+        store = Store(engine)
+        for entry in ITEMS:
+            await store.create(entry)
         await engine.dispose()
 
     asyncio.run(make())
@@ -73,14 +78,11 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-async def store(tmp_path: Path, migrated: Path) -> AsyncIterator[Store]:
-    shutil.copy(migrated, tmp_path / "market.db")
+async def store(tmp_path: Path, seeded: Path) -> AsyncIterator[Store]:
+    shutil.copy(seeded, tmp_path / "market.db")
     engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'market.db'}")
-    store = Store(engine)
-    for entry in ITEMS:
-        await store.create(entry)
     try:
-        yield store
+        yield Store(engine)
     finally:
         await engine.dispose()
 
@@ -119,9 +121,9 @@ async def test_each_caller_finds_what_the_core_rule_lets_them_see_newest_first(
 
 
 async def test_what_each_caller_sees(store: Store) -> None:
-    assert await ids(store, CAROL) == ["bobs", "vision", "pub"]
+    assert await ids(store, CAROL) == ["kept", "bobs", "vision", "pub"]
     assert await ids(store, ALICE) == ["bobs", "ml", "private", "pending", "pub"]
-    assert await ids(store, BOB) == ["bobs", "vision", "ml", "rejected", "pub"]
+    assert await ids(store, BOB) == ["queued", "bobs", "vision", "ml", "rejected", "pub"]
     assert len(await ids(store, ADMIN)) == len(ITEMS)
 
 
@@ -136,10 +138,10 @@ async def test_a_keyword_is_found_in_name_summary_or_description_whatever_its_ca
 
 async def test_each_filter_narrows_to_its_items(store: Store) -> None:
     assert await ids(store, ADMIN, type="data") == ["vision"]
-    assert await ids(store, ADMIN, author="bob") == ["bobs", "ml", "rejected"]
-    assert await ids(store, ADMIN, status="pending") == ["pending"]
-    assert await ids(store, ADMIN, visibility="private") == ["private"]
-    assert await ids(store, ADMIN, visibility="public") == ["bobs", "rejected", "pending", "pub"]
+    assert await ids(store, ADMIN, author="bob") == ["queued", "bobs", "ml", "rejected"]
+    assert await ids(store, ADMIN, status="pending") == ["queued", "pending"]
+    assert await ids(store, ADMIN, visibility="private") == ["kept", "private"]
+    assert await ids(store, ADMIN, visibility="public") == ["queued", "bobs", "rejected", "pending", "pub"]
     assert await ids(store, ADMIN, visibility="group") == ["vision", "ml"]
     assert await ids(store, ADMIN, tag="pytorch") == ["ml", "rejected", "pending", "pub"]
     assert await ids(store, ADMIN, category="training") == ["ml", "pub"]
@@ -231,16 +233,17 @@ async def test_a_star_is_counted_once_per_user(store: Store) -> None:
     assert found.star_number == 2
     assert await store.unstar("pub", "bob") == 1
     assert await store.unstar("pub", "bob") is None
+    assert await store.has_starred("bobs", "bob"), "only that item's star is taken back"
     assert await store.star_users("pub") == ["carol"]
 
 
 async def test_the_items_a_user_starred_are_those_the_caller_may_see_latest_first(store: Store) -> None:
-    await store.star("pub", "bob", T0)
+    await store.star("bobs", "bob", T0)
     await store.star("private", "bob", T0 + timedelta(seconds=1))
-    await store.star("bobs", "bob", T0 + timedelta(seconds=2))
+    await store.star("pub", "bob", T0 + timedelta(seconds=2))
     await store.star("ml", "carol", T0 + timedelta(seconds=3))
-    assert [entry.id for entry in await store.starred_by(CAROL, "bob")] == ["bobs", "pub"]
-    assert [entry.id for entry in await store.starred_by(ALICE, "bob")] == ["bobs", "private", "pub"]
+    assert [entry.id for entry in await store.starred_by(CAROL, "bob")] == ["pub", "bobs"]
+    assert [entry.id for entry in await store.starred_by(ALICE, "bob")] == ["pub", "private", "bobs"]
     starred = await store.starred_by(ADMIN, "bob")
     assert [entry.star_number for entry in starred] == [1, 1, 1]
 
