@@ -226,6 +226,7 @@ COVERING: tuple[Covering, ...] = (
         ),
         NO_RANDOM_SEQUENCES,
     ),
+    Covering("services/scheduler/core/vc_status.py", ("tests/scheduler/test_vc_status.py",)),
     Covering(
         "services/scheduler/core/*",
         (
