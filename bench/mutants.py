@@ -221,6 +221,7 @@ COVERING: tuple[Covering, ...] = (
         "services/scheduler/core/[pru]*.py",  # placements.py, reconfigure.py, user_limits.py
         (
             "tests/scheduler/test_reconfigure.py",
+            "tests/scheduler/test_reconfigure_rules.py",
             "tests/scheduler/test_user_limits.py",
             "tests/scheduler/test_hived_shares.py",
         ),
