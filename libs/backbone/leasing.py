@@ -145,11 +145,15 @@ class Lease:
                     raise LeaseLost(f"the lease {self.key!r} was taken over") from again
             self.renewed_at = started
 
+    def left(self) -> float:
+        """Seconds this instance still holds the lease for certain (renewed within `hold`, so the
+        key cannot have expired and passed to another); 0 before it was acquired."""
+        return max(0.0, self.renewed_at + self.hold - _now()) if self.epoch is not None else 0.0
+
     def held(self) -> bool:
-        """Whether this instance holds the lease now for certain: acquired, and renewed within
-        `hold` (so the key cannot have expired); a leader checks it before each action that must
-        not be taken twice."""
-        return self.epoch is not None and _now() < self.renewed_at + self.hold
+        """Whether this instance holds the lease now for certain: checked by a leader before an
+        action that must not be taken twice."""
+        return self.left() > 0
 
     async def keep(self, stop: asyncio.Event) -> None:
         """Renew until `stop`; raise LeaseLost if someone else took it, or if no renewal went

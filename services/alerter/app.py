@@ -79,6 +79,9 @@ log = structlog.get_logger(__name__)
 RETIRED_DURABLES = ((JOBS_STREAM, "alerter"), (NODES_STREAM, "alerter-nodes"))
 # The key of the replicas' lease in KV PAI_LEASES.
 LEASE_KEY = "alerter"
+# Seconds of certain lease a notification needs: its sending and its record in the log both land
+# before the lease can pass to a successor, who reads the log when it starts.
+NOTIFY_MARGIN = 2.5
 
 
 class AlerterSettings(BackboneSettings):
@@ -104,6 +107,9 @@ class Alerter:
         self.bus = bus
         # The lease this alerter leads by (None: it is the only one): renewed before each evaluation.
         self.lease = lease
+        # Set when notifications due were not sent for want of a lease that surely lasts: the
+        # turn ends, and the rebuild that follows sends them.
+        self.handing_over = False
         self.clock = clock or WallClock()
         self.contacts = ContactsWatch(lambda: ensure_kv(bus.js, USER_CONTACTS))
         self.engine = AlertEngine(config or default_config(), contacts=self.contacts.emails)
@@ -222,6 +228,9 @@ class Alerter:
                 log.warning("alerter lease lost; standing by", error=str(lost))
                 stop.set()
                 return
+            if self.handing_over:
+                stop.set()
+                return
             # Wake for the next evaluation, or sooner when a group's wait or interval ends.
             pause = self.engine.config.settings.evaluation_interval
             due = self.engine.dispatcher.next_due()
@@ -334,17 +343,25 @@ class Alerter:
         for alert in result.resolved:
             await self._publish(alert, fired=False)
         for notification in result.notifications:
-            if self.lease is not None and not self.lease.held():
-                # The lease lapsed during this evaluation (the bus slow or away): the next leader
-                # sends what is left, as nothing of it is in the notification log.
-                log.warning(
-                    "lease lapsed; notifications left to the next leader", group=notification.group_key
-                )
+            if not await self._time_to_notify():
+                # The bus slow or away: what is left is not in the notification log, so the
+                # turn ends and the next (this replica again, or the other) rebuilds and sends it.
+                log.warning("lease too short to notify; handing over", group=notification.group_key)
+                self.handing_over = True
                 break
             await self._deliver(notification)
             if notification.record is not None:
                 await self._remember(notification.record)
         return result
+
+    async def _time_to_notify(self) -> bool:
+        """Whether the lease surely lasts through one notification and its record (renewed now
+        if not); LeaseLost if another replica holds it."""
+        if self.lease is None or self.lease.left() >= NOTIFY_MARGIN:
+            return True
+        with contextlib.suppress(NatsError, TimeoutError):
+            await self.lease.confirm()
+        return self.lease.left() >= NOTIFY_MARGIN
 
     async def _remember(self, record: NotifiedRecord) -> None:
         """Log what was sent; while the bus does not answer (a NATS server gone, the bucket's

@@ -177,11 +177,12 @@ async def test_a_leader_whose_lease_was_taken_notifies_nothing_and_stands_by(
         assert len(only.built) == 1
 
 
-async def test_what_a_leader_could_not_notify_before_its_lease_lapsed_is_notified_once_by_the_next(
+async def test_what_a_leader_could_not_notify_for_want_of_lease_is_notified_once_by_the_next(
     bus: Bus,
 ) -> None:
-    """An evaluation that outlives its lease (the bus slow or away) stops notifying; what it had
-    left is not in the notification log, so the next leader sends it, once."""
+    """A leader that cannot renew its lease for long enough to notify and log it (the bus slow
+    or away) notifies nothing and hands over; what it had due is not in the notification log, so
+    the next leader sends it, once."""
     await ensure_topology(bus.js)
     clock = FakeClock()
     kv = await bus.js.key_value(LEASES.bucket)
@@ -194,10 +195,16 @@ async def test_what_a_leader_could_not_notify_before_its_lease_lapsed_is_notifie
         try:
             await beat(bus, first, "scheduler")
             clock.advance(31)
-            lease.renewed_at -= lease.hold  # not renewed for as long as it may hold the lease
+
+            async def unanswered() -> None:
+                raise TimeoutError  # the bus away
+
+            lease.renewed_at -= lease.hold - 1  # renewed 4 s ago: too little left to notify
+            lease.confirm = unanswered  # type: ignore[method-assign]
             result = await first.tick()
             assert [n.group_key for n in result.notifications] != []
             assert posts == []
+            assert first.handing_over
         finally:
             await first.close()
 
