@@ -253,3 +253,41 @@ def test_a_pod_kept_off_a_bad_node_of_its_rack_goes_to_its_vcs_other_cells() -> 
     assert place(algo, pod("y", gpus=4)).node in ("n4", "n5")
     gang = [pod(f"b{i}", vc="b", gpus=4, pods=2, group="b") for i in range(2)]
     assert sorted(place(algo, p).node for p in gang) == ["n2", "n3"]
+
+
+def test_a_pod_ignoring_suggested_nodes_uses_its_vcs_bound_cells_and_free_ones_anywhere() -> None:
+    algo = algorithm()
+    assert place(algo, pod("b1", vc="b", gpus=4)).node == "n0"  # VC b's rack is now rack 0
+    assert place(algo, pod("b2", vc="b", gpus=4), {"n0"}).node == "n1"
+    assert place(algo, pod("oppo", vc="a", priority=-1), {"elsewhere"}).node in ("n2", "n3")
+
+
+def test_a_pinned_pod_heeding_suggested_nodes_waits_when_its_cell_is_not_among_them() -> None:
+    algo = HivedAlgorithm(parse_config(pinned_config()))
+    result = algo.schedule(strict(replace(pod("p", vc="b", gpus=2), pinned_cell_id="p3")), {"n0"})
+    assert (result.kind, result.reason) == (
+        "wait",
+        "have to use at least one non-suggested node n3 when scheduling in VC b",
+    )
+
+
+def test_a_lazy_victim_keeps_its_guarantee_when_the_preemptor_cannot_be_placed_after_all() -> None:
+    algo = algorithm()
+    place(algo, pod("low", gpus=4, lazy=True))
+    result = algo.schedule(strict(pod("hi", priority=5, gpus=4, pods=2, group="hi")), {"n0"})
+    assert result.kind == "wait"
+    assert result.reason.startswith("Mapping the virtual placement would need to use at least one bad")
+    low = algo.groups["g-low"]
+    assert (low.lazy_preempted_by, low.virtual is not None) == (None, True)
+
+
+def test_a_reservation_still_usable_is_kept_as_it_is() -> None:
+    algo = algorithm()
+    for i in range(2):
+        place(algo, pod(f"v{i}", vc="b", gpus=4, pods=2, group="victims", lazy=False))
+    heeding = strict(pod("hi", vc="b", priority=5, gpus=4, pods=2, group="hi"))
+    assert algo.schedule(heeding).kind == "preempt"
+    reservation = algo.groups["hi"]
+    reserved = {leaf.nodes[0] for pods in reservation.physical.values() for p in pods for leaf in p}
+    assert algo.schedule(heeding, reserved | {"n9"}).kind == "preempt"
+    assert algo.groups["hi"] is reservation
