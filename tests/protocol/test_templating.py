@@ -94,6 +94,16 @@ def test_a_line_with_a_name_or_text_beside_the_tag_keeps_its_spaces() -> None:
     assert render("first\n  <%& $text %>  <%! c %>\nlast", VIEW) == "first\n    \nlast"
 
 
+def test_a_line_of_spaces_without_a_tag_is_kept_and_a_triple_tag_is_not_standalone() -> None:
+    assert render("a\n  \nb", VIEW) == "a\n  \nb"
+    assert render("a\n  <%{ $text }%>  \nb", VIEW) == "a\n    \nb"
+
+
+def test_a_dotted_name_is_read_part_by_part_unless_it_starts_with_the_dot() -> None:
+    assert render("<% a.b %>", {"a": {"b": "one"}}) == "one"
+    assert render("<% .x.y %>", {".x.y": "whole"}) == "whole"
+
+
 def test_the_delimiters_may_be_changed_within_a_template() -> None:
     assert render("<%=[[ ]]=%>run [[ $script ]] <% $script %>", VIEW) == "run train.py <% $script %>"
     assert render("<%= [[  ]] =%>[[$script]]", VIEW) == "train.py"
