@@ -299,3 +299,17 @@ def test_events_of_the_same_time_are_newest_in_the_stream_first() -> None:
 def test_facts_that_are_not_lifecycle_show_nothing() -> None:
     assert events(NodeCordoned(node_id="n1", name="n1")) == []
     assert job_events(JOB, []) == []
+
+
+def test_a_placement_told_again_folds_every_task_of_it() -> None:
+    placements = (
+        TaskPlacement(role="worker", index=0, node="n1", node_address="10.0.0.1"),
+        TaskPlacement(role="worker", index=1, node="n1", node_address="10.0.0.1"),
+    )
+    first = JobScheduled(job_id="j1", attempt=1, placements=placements, occurred_at=at(0))
+    again = JobScheduled(job_id="j1", attempt=1, placements=placements, occurred_at=at(5))
+    found = events(first, again)
+    assert [(e["taskName"], e["count"], e["lastTimestamp"]) for e in found] == [
+        (f"{FRAME}-worker-0", 2, "2026-11-01T08:00:05.250Z"),
+        (f"{FRAME}-worker-1", 2, "2026-11-01T08:00:05.250Z"),
+    ]
