@@ -212,6 +212,7 @@ COVERING: tuple[Covering, ...] = (
     Covering(
         "services/scheduler/core/queueing.py",
         (
+            "tests/scheduler/test_queueing_rules.py",
             "tests/unit/test_scheduler_queueing.py",
             "tests/unit/test_scheduler_refusals.py",
             "tests/unit/test_scheduler_status_while_rebuilding.py",
