@@ -381,3 +381,18 @@ def test_a_new_policy_tells_every_waiting_job_its_reason_again() -> None:
     core.replace_policy(policy)
     assert core.policy is policy
     assert plain(core.decide()) == plain([first])
+
+
+def test_a_shared_tasks_share_is_announced_and_read_back_after_a_restart() -> None:
+    config = {
+        **roles(infer=(1, 1, 1)),
+        "extras": {"gpuShare": {"taskRoles": {"infer": {"gpuMilli": 500, "gpuMemoryMiB": 2048}}}},
+    }
+    core = core_with(node(gpus=2), submitted("j", config))
+    [scheduled] = core.decide()
+    assert isinstance(scheduled, JobScheduled)
+    [where] = scheduled.placements
+    assert (where.node, where.gpu_milli, where.gpu_memory_mib, len(where.gpu_indices)) == ("n1", 500, 2048, 1)
+    restarted = core_with(node(gpus=2), submitted("j", config), scheduled)
+    [(_, placed)] = restarted.running()
+    assert placed == Placed("j", (TaskPlacement("infer", 0, "n1", "n1.addr", where.gpu_indices, 500, 2048),))
