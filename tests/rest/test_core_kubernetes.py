@@ -4,8 +4,11 @@ pending task, and another namespace."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import pytest
 
 from libs.protocol.events import Event, NodeCordoned, NodeLost, NodeReported
 from services.rest.core.kubernetes import node_list, pod_list
@@ -214,3 +217,17 @@ def test_a_task_not_launched_yet_is_a_pending_pod_and_its_resources_default() ->
 
 def test_another_namespace_has_no_pods() -> None:
     assert pod_list([TASK], namespace="kube-system")["items"] == []
+
+
+def test_a_pods_times_are_utc_whatever_the_machines_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        (pod,) = pod_list([TASK])["items"]
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert (pod["metadata"]["creationTimestamp"], pod["status"]["startTime"]) == (
+        "2025-11-01T07:59:00Z",
+        "2025-11-01T08:00:00Z",
+    )
