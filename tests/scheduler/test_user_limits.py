@@ -114,3 +114,14 @@ def test_a_bad_limits_document_is_refused_naming_the_field(doc: Any, message: st
     with pytest.raises(UserLimitsError) as caught:
         parse_user_limits(doc)
     assert str(caught.value) == message
+
+
+def test_a_user_over_a_lowered_limit_still_runs_cpu_only_jobs() -> None:
+    first = limited({"a": {"maxGpusPerUser": 4}})
+    demand = job("run", 4)
+    placed = first.decide(demand)
+    assert isinstance(placed, Placed)
+    lowered = limited({"a": {"maxGpusPerUser": 1}})
+    lowered.restore(demand, placed)
+    assert isinstance(lowered.decide(job("cpu", 0)), Placed)
+    assert isinstance(lowered.decide(job("gpu", 1)), Waiting)
