@@ -294,6 +294,7 @@ COVERING: tuple[Covering, ...] = (
             "tests/alerter/test_core_evaluating.py",
             "tests/alerter/test_core_dispatching.py",
             "tests/alerter/test_core_observing.py",
+            "tests/alerter/test_core_engine_reading.py",
         ),
     ),
     Covering("services/portal/core/*", ("tests/portal/test_core.py", "tests/portal/test_core_rules.py")),
