@@ -116,6 +116,7 @@ def test_the_line_of_each_value_and_of_the_nearest_ancestor() -> None:
     )
     assert source.line_of(("c",)) == 5
     assert source.line_of(("a", "b", 7, "y")) == 3
+    assert source.line_of(("a", "b", 1, "zz")) == 4
     assert source.line_of(("zz",)) == 1
     assert source.line_of(()) == 1
     assert Source(data=None).line_of(("a",)) is None
