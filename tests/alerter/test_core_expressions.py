@@ -183,3 +183,14 @@ def test_every_matcher_must_take_the_series() -> None:
     assert matches_all(both, {"a": "x", "b": "y"})
     assert not matches_all(both, {"a": "x", "b": "z"})
     assert matches_all((), {})
+
+
+def test_a_wrong_regular_expression_after_not_matching_is_named_too() -> None:
+    with pytest.raises(ExpressionError) as caught:
+        parse_matchers('job!~"a("')
+    assert str(caught.value).startswith("label job: invalid regular expression 'a(': missing ), unterminated")
+
+
+def test_an_equality_matcher_takes_its_value_as_text_not_a_pattern() -> None:
+    assert Matcher("a", "!=", "x.y").matches({"a": "xzy"})
+    assert not Matcher("a", "=", "x.y").matches({"a": "xzy"})
