@@ -349,9 +349,13 @@ class Alerter:
                 log.warning("lease too short to notify; handing over", group=notification.group_key)
                 self.handing_over = True
                 break
+            # Logged first: a successor reads the log when it starts, and must find there
+            # everything that was sent (a record that cannot be written is not sent; the turn ends
+            # and the rebuild that follows sends it).
+            if notification.record is not None and not await self._remember(notification.record):
+                self.handing_over = True
+                break
             await self._deliver(notification)
-            if notification.record is not None:
-                await self._remember(notification.record)
         return result
 
     async def _time_to_notify(self) -> bool:
@@ -363,28 +367,28 @@ class Alerter:
             await self.lease.confirm()
         return self.lease.left() >= NOTIFY_MARGIN
 
-    async def _remember(self, record: NotifiedRecord) -> None:
-        """Log what was sent; while the bus does not answer (a NATS server gone, the bucket's
-        group electing), again, as long as this alerter leads: a successor that does not find
-        the record sends the notification again."""
+    async def _remember(self, record: NotifiedRecord) -> bool:
+        """Log what is about to be sent; while the bus does not answer (a NATS server gone, the
+        bucket's group electing), again, as long as the lease surely lasts through the sending.
+        False: not logged, so not to be sent by a leader (its successor sends it); an alerter
+        alone (no lease) sends it anyway, and only its restart would send it again."""
         if self._nflog is None:
-            return
+            return True
         while True:
             try:
                 await self._nflog.put(record)
-                return
+                return True
             except (NatsError, TimeoutError) as exc:
-                if self.lease is not None and self.lease.held():
+                if self.lease is not None and self.lease.left() >= NOTIFY_MARGIN:
                     await asyncio.sleep(0.2)  # the bucket's group electing: nothing to await but it
                     continue
                 error: Exception = exc
             except Exception as exc:
                 error = exc
-            # The group is still right in memory; only a successor or a restart would repeat it.
             log.warning(
                 "notification not logged", group=record.group_key, error=f"{type(error).__name__}: {error}"
             )
-            return
+            return self.lease is None
 
     async def _publish(self, alert: Alert, *, fired: bool) -> None:
         stamp = f"{alert.fingerprint}-{int(alert.starts_at * 1000)}"

@@ -216,3 +216,43 @@ async def test_what_a_leader_could_not_notify_for_want_of_lease_is_notified_once
         finally:
             await second.close()
         assert [(p["status"], p["commonLabels"]["service"]) for p in posts] == [("firing", "scheduler")]
+
+
+async def test_a_notification_whose_record_cannot_be_logged_is_left_to_the_next_leader(bus: Bus) -> None:
+    """A notification is logged before it is sent: one whose record the bus does not take (the
+    log's group electing a leader) is not sent, and the next leader, which reads the log when it
+    starts, sends it once."""
+    await ensure_topology(bus.js)
+    clock = FakeClock()
+    kv = await bus.js.key_value(LEASES.bucket)
+    async with webhook_server() as (posts, url):
+        text = SERVICE_DOWN.replace("WEBHOOK_URL", url)
+        lease = Lease(kv, LEASE_KEY, "alerter-0")
+        assert await lease.acquire(asyncio.Event())
+        first = Alerter(bus, config=load_config(text), clock=clock, lease=lease)
+        await first.start(asyncio.Event(), watch=False)
+        try:
+            await beat(bus, first, "scheduler")
+            clock.advance(31)
+            assert first._nflog is not None
+
+            async def unanswered(record: object) -> None:
+                lease.renewed_at -= lease.hold  # the lease runs out meanwhile
+                raise TimeoutError
+
+            first._nflog.put = unanswered  # type: ignore[method-assign]
+            assert [n.group_key for n in (await first.tick()).notifications] != []
+            assert posts == []
+            assert first.handing_over
+        finally:
+            first._nflog = None
+            await first.close()
+
+        second = Alerter(bus, config=load_config(text), clock=clock)
+        await second.start(asyncio.Event(), watch=False)
+        try:
+            assert [n.group_key for n in (await second.tick()).notifications] != []
+            await second.tick()
+        finally:
+            await second.close()
+        assert [(p["status"], p["commonLabels"]["service"]) for p in posts] == [("firing", "scheduler")]
