@@ -159,3 +159,8 @@ def test_a_group_counts_its_pods_by_shape_and_starts_with_none_placed() -> None:
     group.allocated_pods[2][1] = ("p", "n0")
     assert not group.all_released()
     assert group.pod_names() == [("p", "n0")]
+
+
+def test_a_member_without_a_device_count_asks_for_none() -> None:
+    raw = {"virtualCluster": "v", "affinityGroup": {"name": "g", "members": [{"podNumber": 2}]}}
+    assert PodSpec.from_dict("p", raw).members == ((2, 0),)

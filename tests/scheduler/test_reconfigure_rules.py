@@ -187,3 +187,13 @@ def test_the_stored_config_is_read_back_and_a_bad_one_is_refused_naming_the_fiel
     with pytest.raises(ReconfigurationError) as caught:
         config_from_document({"hived": None, "userLimits": {"a": 3}})
     assert str(caught.value) == "userLimits.a: must be a mapping like {maxGpusPerUser: 4}"
+
+
+def test_a_new_physical_cluster_replaces_the_one_in_force() -> None:
+    current = SchedulerConfig(two_rack_config())
+    bigger = two_rack_config()
+    bigger["physicalCluster"]["physicalCells"].append(
+        {"cellType": "A100-RACK", "cellChildren": [{"cellAddress": "n4"}, {"cellAddress": "n5"}]}
+    )
+    merged = merge_document({"physicalCluster": bigger["physicalCluster"]}, current, current.hived)
+    assert merged.hived == bigger
