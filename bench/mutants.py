@@ -176,7 +176,7 @@ COVERING: tuple[Covering, ...] = (
         ),
     ),
     # The scheduler core, each module against the pure tests that reach it; the random
-    # schedule/release sequences (hypothesis, 100 examples and more) are left out: seconds a
+    # schedule/release sequences (hypothesis, 60 to 100 examples) are left out: seconds a
     # mutant, for rules the example tests state. No simulator or trace replay either.
     Covering(
         "services/scheduler/core/hived/policy.py",
