@@ -225,3 +225,15 @@ def test_a_jobs_series_set_twice_is_deleted_once() -> None:
     assert store.delete("b", job_id="j1") == 1
     store.set("a", {"job_id": "j1"}, 1.0)
     assert store.delete_labelled(job_id="j1") == 1
+
+
+def test_an_email_subject_names_every_group_label_or_none() -> None:
+    grouped = Notification("ops", "k", {"severity": "warn", "team": "gpu"}, (GPU_IDLE,), ())
+    message = email_message(grouped, subject=None, text=None, send_resolved=True)
+    assert message is not None
+    assert message[0] == "[FIRING:1] GpuIdle (severity=warn team=gpu)"
+    ungrouped = email_message(
+        Notification("ops", "k", {}, (GPU_IDLE,), ()), subject=None, text=None, send_resolved=True
+    )
+    assert ungrouped is not None
+    assert ungrouped[0] == "[FIRING:1] GpuIdle"
