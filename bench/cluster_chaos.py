@@ -47,6 +47,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import functools
 import json
 import os
 import random
@@ -72,7 +73,7 @@ from nats.js.errors import KeyNotFoundError
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.chaos_bench import ADMIN_PASSWORD, FINAL, MARKER, count_markers, why_ended
-from libs.backbone.fencing import FENCES_BUCKET, SCHEDULER_FENCE
+from libs.backbone.fencing import FENCES_BUCKET, SCHEDULER_FENCE, patiently
 from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.topology import LEASES, ensure_topology
 from libs.protocol.events import JobCompleted, JobRetrying, JobScheduled, decode_event
@@ -718,7 +719,8 @@ async def run(
         js = nc.jetstream(timeout=5.0)
         report.stream_replicas = (await js.stream_info(JOBS_STREAM)).config.num_replicas or 0
         await notifications.start()
-        await put_rules(js, ALERTING.format(url=notifications.url))
+        # The bucket was just made: its group may still be electing its first leader.
+        await patiently(functools.partial(put_rules, js, ALERTING.format(url=notifications.url)))
         data_dir.mkdir(parents=True, exist_ok=True)
         (data_dir / "portal-session.secret").write_text(uuid.uuid4().hex)
 
