@@ -73,7 +73,8 @@ from nats.js.errors import KeyNotFoundError
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.chaos_bench import ADMIN_PASSWORD, FINAL, MARKER, count_markers, why_ended
-from libs.backbone.fencing import FENCES_BUCKET, SCHEDULER_FENCE, patiently
+from libs.backbone.connecting import patiently
+from libs.backbone.fencing import FENCES_BUCKET, SCHEDULER_FENCE
 from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.topology import LEASES, ensure_topology
 from libs.protocol.events import JobCompleted, JobRetrying, JobScheduled, decode_event

@@ -11,13 +11,16 @@ server's certificate before it says anything (libs/backbone/bustls.py), at every
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 import nats
 import structlog
 from nats.aio.client import Client as NATS
+from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 
 from libs.backbone.bustls import client_options
@@ -146,3 +149,19 @@ async def connect(
     connected.set()
     bound.info("bus connected")
     return Bus(nc=nc, js=nc.jetstream(timeout=js_timeout), connected=connected)
+
+
+T = TypeVar("T")
+
+
+async def patiently(attempt: Callable[[], Awaitable[T]], within: float = 60.0) -> T:
+    """`attempt()` again while the bus times out or answers that JetStream is unavailable (a
+    NATS server of the cluster going away, its groups electing new leaders), for `within` s."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            return await attempt()
+        except (TimeoutError, NatsError):  # a timeout, no responders, no stream response
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.2)

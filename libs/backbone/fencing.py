@@ -4,21 +4,18 @@ whoever acts on its decisions. The rule itself is pure: libs/protocol/fencing.py
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import structlog
-from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.errors import APIError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
+from libs.backbone.connecting import patiently
 from libs.protocol.fencing import Fence, decode, deposed, encode, with_cut, with_pending
 from libs.protocol.subjects import JOBS_STREAM
 
 log = structlog.get_logger(__name__)
 
-T = TypeVar("T")
 
 FENCES_BUCKET = "PAI_FENCES"
 SCHEDULER_FENCE = "scheduler"
@@ -53,19 +50,6 @@ async def _rewrite(kv: KeyValue, key: str, epoch: int, change: object) -> tuple[
             await asyncio.sleep(0.05)
             continue
         return updated
-
-
-async def patiently(attempt: Callable[[], Awaitable[T]], within: float = 60.0) -> T:
-    """`attempt()` again while the bus times out or answers that JetStream is unavailable (a
-    NATS server of the cluster going away, its groups electing new leaders), for `within` s."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        try:
-            return await attempt()
-        except (TimeoutError, NatsError):  # a timeout, no responders, no stream response
-            if asyncio.get_running_loop().time() > deadline:
-                raise
-            await asyncio.sleep(0.2)
 
 
 async def raise_fence(js: JetStreamContext, kv: KeyValue, epoch: int, key: str = SCHEDULER_FENCE) -> Fence:

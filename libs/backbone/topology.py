@@ -11,7 +11,8 @@ import functools
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
 
-from libs.backbone.fencing import FENCES_BUCKET, patiently
+from libs.backbone.connecting import patiently
+from libs.backbone.fencing import FENCES_BUCKET
 from libs.backbone.provisioning import KVSpec, StreamSpec, ensure_kv, ensure_stream
 from libs.backbone.publishing import publish
 from libs.protocol.events import EventBase

@@ -24,9 +24,9 @@ from nats.js import JetStreamContext
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
-from libs.backbone.connecting import connect
+from libs.backbone.connecting import connect, patiently
 from libs.backbone.consuming import by_job_id, consume
-from libs.backbone.fencing import FenceReader, patiently
+from libs.backbone.fencing import FenceReader
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.leasing import Lease, lead
 from libs.backbone.provisioning import ConsumerSpec, ensure_consumer, ensure_kv

@@ -30,9 +30,9 @@ from nats.errors import Error as NatsError
 from nats.js.api import DeliverPolicy
 from pydantic import Field, ValidationError
 
-from libs.backbone.connecting import Bus, connect
+from libs.backbone.connecting import Bus, connect, patiently
 from libs.backbone.errors import TemporaryError
-from libs.backbone.fencing import Deposed, FenceReader, patiently, raise_fence
+from libs.backbone.fencing import Deposed, FenceReader, raise_fence
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.settings import BackboneSettings, SettingsError
 from libs.backbone.topology import FENCES, LEASES, SCHEDULER_CONFIG, ensure_topology, publish_event
