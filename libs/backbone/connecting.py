@@ -11,11 +11,12 @@ server's certificate before it says anything (libs/backbone/bustls.py), at every
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import nats
 import structlog
@@ -31,6 +32,13 @@ log = structlog.get_logger(__name__)
 # Seconds between reconnect attempts; short because the embedded server restarts in well under
 # a second and every service waits on the bus.
 RECONNECT_WAIT = 0.5
+# Seconds each stage of a connection (TCP, TLS, the server's INFO, its PONG) may take.
+CONNECT_TIMEOUT = 2
+# Seconds a first connection may take before its client is given up for a new one: longer than
+# its four stages, and nats-py's own retries of an address that refuses go on meanwhile.
+FIRST_ATTEMPT_SECONDS = 10.0
+# Clients given up while connecting, closed in the background (a close can hang: see below).
+_abandoned: set[asyncio.Task[None]] = set()
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,7 @@ class Bus:
             return
         if not self.nc.is_connected:
             # Reconnecting: a drain would wait for a server that may never come back.
-            await self.nc.close()
+            await _close(self.nc)
             return
         try:
             await self.nc.drain()
@@ -60,9 +68,9 @@ class Bus:
             pass
         except TimeoutError:
             # The server is gone: nothing left to flush, just release the socket.
-            await self.nc.close()
+            await _close(self.nc)
         if not self.nc.is_closed:
-            await self.nc.close()
+            await _close(self.nc)
 
     async def __aenter__(self) -> Bus:
         return self
@@ -71,6 +79,45 @@ class Bus:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+async def _close(nc: NATS, within: float = 5.0) -> None:
+    """nats-py's close, bounded: after a failed TLS handshake it waits forever for a socket
+    whose protocol the handshake replaced (its socket is closed by then all the same)."""
+    with contextlib.suppress(TimeoutError, NatsError, OSError):
+        await asyncio.wait_for(nc.close(), within)
+
+
+def _give_up(nc: NATS, given_up: asyncio.Event) -> None:
+    """Close a client given up while connecting, in the background (its attempt was cancelled:
+    whatever it had started, a reading task or a socket, ends here), its callbacks silenced."""
+    given_up.set()
+    task = asyncio.get_running_loop().create_task(_close(nc))
+    _abandoned.add(task)
+    task.add_done_callback(_abandoned.discard)
+
+
+def _callbacks(nc: NATS, connected: asyncio.Event, bound: Any, given_up: asyncio.Event) -> dict[str, Any]:
+    """The connection-state callbacks of the client `nc`; a client given up says nothing."""
+
+    async def on_disconnected() -> None:
+        if given_up.is_set():
+            return
+        connected.clear()
+        if nc.is_closed or nc.is_draining:
+            return  # our own close, not an outage
+        bound.warning("bus disconnected")
+
+    async def on_reconnected() -> None:
+        if not given_up.is_set():
+            connected.set()
+            bound.info("bus reconnected")
+
+    async def on_closed() -> None:
+        if not given_up.is_set():
+            bound.info("bus closed")
+
+    return {"disconnected_cb": on_disconnected, "reconnected_cb": on_reconnected, "closed_cb": on_closed}
 
 
 async def connect(
@@ -105,47 +152,45 @@ async def connect(
         bound.warning("bus error", error=f"{type(exc).__name__}: {exc}")
 
     connected = asyncio.Event()
-
-    async def on_disconnected() -> None:
-        connected.clear()
-        if nc.is_closed or nc.is_draining:
-            return  # our own close, not an outage
-        bound.warning("bus disconnected")
-
-    async def on_reconnected() -> None:
-        connected.set()
-        bound.info("bus reconnected")
-
-    async def on_closed() -> None:
-        bound.info("bus closed")
-
     ping_interval = 120.0 if isinstance(settings, str) else settings.nats_ping_interval
-    nc = NATS()
-    connecting = nc.connect(
+    options: dict[str, Any] = dict(
         # A cluster's servers, comma-separated; the client learns the others from each too.
         servers=[part.strip() for part in url.split(",") if part.strip()],
-        ping_interval=ping_interval,  # type: ignore[arg-type]
+        ping_interval=ping_interval,
         max_outstanding_pings=2,
         name=client_name,
         allow_reconnect=True,
         max_reconnect_attempts=-1,
-        reconnect_time_wait=RECONNECT_WAIT,  # type: ignore[arg-type]
-        connect_timeout=2,
+        reconnect_time_wait=RECONNECT_WAIT,
+        connect_timeout=CONNECT_TIMEOUT,
         error_cb=on_error,
-        disconnected_cb=on_disconnected,
-        reconnected_cb=on_reconnected,
-        closed_cb=on_closed,
         user=user,
         password=password if user else None,
         **client_options(ca),
     )
-    try:
-        await asyncio.wait_for(connecting, initial_timeout)
-    except TimeoutError:
-        await nc.close()
-        raise ConnectionError(
-            f"no NATS server answered at {url} within {initial_timeout:g}s; start one or set PAI_NATS_URL"
-        ) from None
+    loop = asyncio.get_running_loop()
+    deadline = None if initial_timeout is None else loop.time() + initial_timeout
+    while True:
+        nc = NATS()
+        given_up = asyncio.Event()
+        nc_options = {**options, **_callbacks(nc, connected, bound, given_up)}
+        limit = FIRST_ATTEMPT_SECONDS
+        if deadline is not None:
+            limit = max(0.0, min(limit, deadline - loop.time()))
+        try:
+            await asyncio.wait_for(nc.connect(**nc_options), limit)
+            break
+        except TimeoutError:
+            # nats-py retries a first connection by itself, but after a failed TLS handshake (a
+            # process on the bus's port while the bus restarts) it waits forever on that socket:
+            # the attempt is given up and a new client tries.
+            _give_up(nc, given_up)
+            if deadline is not None and loop.time() >= deadline:
+                raise ConnectionError(
+                    f"no NATS server answered at {url} within {initial_timeout:g}s; "
+                    "start one or set PAI_NATS_URL"
+                ) from None
+            bound.warning("bus not reached yet; trying again with a new connection")
     connected.set()
     bound.info("bus connected")
     return Bus(nc=nc, js=nc.jetstream(timeout=js_timeout), connected=connected)

@@ -161,3 +161,45 @@ async def test_the_real_server_is_reached_over_tls_and_a_plain_or_strange_client
         await refused(server.url, None)
         await refused(server.url, ensure_bus_tls(tmp_path / "stranger").ca)
     assert os.stat(tls.key).st_mode & 0o777 == 0o600
+
+
+async def test_a_service_that_first_meets_a_fake_on_the_bus_port_connects_once_the_bus_is_back(
+    tmp_path: Path,
+) -> None:
+    """A service started while a task holds the bus's port (the bus restarting) fails its first
+    TLS handshake there; nats-py's own retry would then wait forever on the failed TLS socket.
+    The service goes on trying and connects once the real server has its port again."""
+    tls = ensure_bus_tls(tmp_path / "tls")
+    greeted = asyncio.Event()
+
+    async def impersonate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b'INFO {"server_id":"fake","auth_required":true,"tls_required":false}\r\n')
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        greeted.set()
+        with contextlib.suppress(TimeoutError, ConnectionError):
+            while await asyncio.wait_for(reader.read(65536), 1.0):
+                pass
+        writer.close()
+
+    fake = await asyncio.start_server(impersonate, "127.0.0.1", 0)
+    port = fake.sockets[0].getsockname()[1]
+    connecting = asyncio.create_task(
+        connect(f"nats://127.0.0.1:{port}", name="late", ca=tls.ca, user="late", password=PASSWORD)
+    )
+    try:
+        await asyncio.wait_for(greeted.wait(), 10)
+        fake.close()
+        await fake.wait_closed()
+        async with EmbeddedNats(tmp_path / "nats", port=port, tls=tls) as server:
+            # (the embedded server's own users: this one needs none, so no password is checked)
+            bus = await asyncio.wait_for(connecting, 30)
+            try:
+                reply = await bus.nc.request("$JS.API.INFO", b"", timeout=5)
+                assert b"memory" in reply.data
+                assert server.url.endswith(f":{port}")
+            finally:
+                await bus.close()
+    finally:
+        connecting.cancel()
+        await asyncio.gather(connecting, return_exceptions=True)
