@@ -32,7 +32,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from libs.backbone.connecting import Bus, connect
+from libs.backbone.connecting import ORDERED_HEARTBEAT, Bus, connect
 from libs.backbone.errors import TemporaryError
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.leasing import Lease, while_leading
@@ -170,7 +170,11 @@ class Monitor:
             await nc.subscribe(METRICS_SUBJECTS, cb=self._on_metrics),
             await nc.subscribe(METRICS_HISTORY_RPC, queue="monitor", cb=self._on_history_request),
             await js.subscribe(
-                NODE_SUBJECTS, cb=self._on_node_event, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL
+                NODE_SUBJECTS,
+                cb=self._on_node_event,
+                ordered_consumer=True,
+                idle_heartbeat=ORDERED_HEARTBEAT,
+                deliver_policy=DeliverPolicy.ALL,
             ),
             # Only the job events that place, start or end a task on a node: a submission or a pending
             # reason (most of the stream under load) never reaches the monitor.
@@ -179,6 +183,7 @@ class Monitor:
                 stream=JOBS_STREAM,
                 cb=self._on_job_event,
                 ordered_consumer=True,
+                idle_heartbeat=ORDERED_HEARTBEAT,
                 deliver_policy=DeliverPolicy.ALL,
                 config=ConsumerConfig(filter_subjects=[f"{ROOT}.job.*.{kind}" for kind in TASK_EVENT_TYPES]),
             ),

@@ -25,6 +25,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 from pydantic import ValidationError
 
+from libs.backbone.connecting import ORDERED_HEARTBEAT
 from libs.protocol.events import AlertFired, AlertResolved, Event, decode_event
 from libs.protocol.subjects import ALERT_SUBJECTS, ALERTS_STREAM
 from services.alerter.core.evaluating import Alert, fingerprint
@@ -67,7 +68,13 @@ async def follow(js: JetStreamContext, stream: str, subject: str, on_event: OnEv
             caught_up.set()
             log.info("history read", stream=stream, sequence=target)
 
-    sub = await js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=deliver)
+    sub = await js.subscribe(
+        subject,
+        ordered_consumer=True,
+        idle_heartbeat=ORDERED_HEARTBEAT,
+        deliver_policy=DeliverPolicy.ALL,
+        cb=deliver,
+    )
     return Following(sub, caught_up)
 
 

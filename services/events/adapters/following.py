@@ -28,6 +28,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
+from libs.backbone.connecting import ORDERED_HEARTBEAT
 from libs.protocol.subjects import (
     ALERT_SUBJECTS,
     ALERTS_STREAM,
@@ -58,7 +59,6 @@ STREAM_SUBJECTS = {
     "marketplace": MARKETPLACE_SUBJECTS,
 }
 REPLAY_PATIENCE = 30.0
-FOLLOW_HEARTBEAT = 1.0
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class Hub:
                     ordered_consumer=True,
                     # Missed heartbeats are how a lost consumer (a bus restart) is noticed and
                     # recreated from the last sequence: a second keeps that gap short.
-                    idle_heartbeat=FOLLOW_HEARTBEAT,
+                    idle_heartbeat=ORDERED_HEARTBEAT,
                     cb=self._callback(stream),
                     config=ConsumerConfig(
                         deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self.last[stream] + 1
