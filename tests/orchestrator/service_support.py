@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from libs.backbone.connecting import Bus
+from libs.backbone.connecting import ORDERED_HEARTBEAT, Bus
 from libs.backbone.topology import ensure_topology, publish_event
 from libs.protocol.events import (
     EventBase,
@@ -18,7 +18,9 @@ from tests.support.events import JobEvents
 async def watch_jobs(bus: Bus) -> JobEvents:
     await ensure_topology(bus.js)
     events = JobEvents()
-    await bus.js.subscribe("pai.job.>", ordered_consumer=True, cb=events.on_msg)
+    await bus.js.subscribe(
+        "pai.job.>", ordered_consumer=True, idle_heartbeat=ORDERED_HEARTBEAT, cb=events.on_msg
+    )
     return events
 
 
