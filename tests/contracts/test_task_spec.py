@@ -167,7 +167,14 @@ def _set(data: dict[str, Any], path: str, value: Any) -> None:
         node[last] = value
 
 
-_DELETE = object()
+class _Delete:
+    """The field is removed rather than set (named in test ids, the same in every process)."""
+
+    def __repr__(self) -> str:
+        return "<deleted>"
+
+
+_DELETE = _Delete()
 # (field, wrong value, what the reader's message names): refused by the models and by the reader.
 REFUSED = [
     ("job.user", "", "job.user"),
