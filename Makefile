@@ -65,8 +65,13 @@ CHECK_TESTS := tests/unit tests/contracts tests/protocol tests/failures tests/sc
 check: lint jstest
 	$(BIN)/pytest $(CHECK_TESTS) $(ARGS)
 
+# The whole suite on TEST_WORKERS processes (pytest-xdist), a test file at a time each: a file's
+# tests keep their order and its module fixtures (one PostgreSQL database per REST module) while
+# the other worker runs another file. TEST_WORKERS=0 runs everything in this one process.
+TEST_WORKERS ?= 2
+
 test: lint jstest
-	$(BIN)/pytest $(ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 bench: setup
 	$(BIN)/python -m bench $(ARGS)

@@ -52,7 +52,7 @@ SEEN = (
     ' memory=[$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT]" > {m}/$PAI_CURRENT_TASK_ROLE_NAME.tmp'
     " && mv {m}/$PAI_CURRENT_TASK_ROLE_NAME.tmp {m}/$PAI_CURRENT_TASK_ROLE_NAME"  # whole once seen
 )
-WAIT = "i=0; while [ ! -e {m}/shared ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done"
+WAIT = "i=0; while [ ! -e {m}/{other} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done"
 TASK_LOG = "/attempts/0/taskRoles/{role}/taskIndex/0/attempts/0/logs/all"
 
 
@@ -83,10 +83,10 @@ async def test_a_node_with_gpus_runs_mps_for_shared_tasks_and_says_shares_are_en
                 "/api/v2/authn/basic/login", json={"username": "admin", "password": "up-admin-pass"}
             )
             api.headers["Authorization"] = f"Bearer {login.json()['token']}"
-            shared = json.dumps([SEEN.format(m=markers)])
-            # A job whose one role has succeeded is over (its other tasks are stopped): the whole-GPU
-            # task waits (at most 60 s) until the shared one has written what it saw.
-            whole = json.dumps([SEEN.format(m=markers), WAIT.format(m=markers)])
+            # A job whose one role has succeeded is over (its other tasks are stopped): each task
+            # waits (at most 60 s) until the other one has written what it saw.
+            shared = json.dumps([SEEN.format(m=markers), WAIT.format(m=markers, other="whole")])
+            whole = json.dumps([SEEN.format(m=markers), WAIT.format(m=markers, other="shared")])
             job = JOB.format(shared=shared, whole=whole)
             submitted = await api.post("/api/v2/jobs", content=job, headers={"Content-Type": "text/yaml"})
             assert submitted.status_code == 202, submitted.text
