@@ -194,6 +194,7 @@ COVERING: tuple[Covering, ...] = (
         "services/scheduler/core/hived/*",
         (
             "tests/scheduler/test_hived_core.py",
+            "tests/scheduler/test_hived_defaults.py",
             "tests/scheduler/test_hived_algorithm_rules.py",
             "tests/scheduler/test_hived_pod_specs.py",
             "tests/scheduler/test_cell_list.py",
