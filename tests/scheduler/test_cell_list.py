@@ -67,3 +67,73 @@ def test_a_cell_listed_twice_falls_back_to_the_plain_lists_behaviour() -> None:
     _plain_remove(plain, a)
     assert list(cells) == plain
     assert a in cells
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_list_method_keeps_the_order_and_the_membership_of_a_plain_list(seed: int) -> None:
+    """Every change a list allows, cells listed twice included (the index dropped, then rebuilt
+    once they are distinct again): the same cells in the same order, and `in` agrees."""
+    rng = random.Random(seed)
+    pool = [_Cell(str(i)) for i in range(40)]
+    indexed, plain = CellList(pool[:4]), list(pool[:4])
+    for _ in range(3000):
+        op = rng.randrange(13)
+        absent = [c for c in pool if all(p is not c for p in plain)]
+        # Mostly a cell not listed yet (the index kept), now and then one listed already.
+        cell = rng.choice(absent) if absent and rng.random() < 0.9 else rng.choice(pool)
+        if op == 0:
+            indexed.append(cell)
+            plain.append(cell)
+        elif op == 1:
+            cells = rng.sample(absent, 2) if len(absent) > 1 else rng.sample(pool, 2)
+            indexed += cells
+            plain += cells
+        elif op == 2 and plain:
+            at = rng.randrange(len(plain))
+            assert indexed.pop(at) is plain.pop(at)
+        elif op == 3 and plain:
+            assert indexed.pop(len(plain) - 1) is plain.pop(len(plain) - 1)
+        elif op == 4 and any(p is cell for p in plain):
+            indexed.remove(cell)
+            plain.remove(cell)
+        elif op == 5:
+            indexed.sort(key=lambda c: c.address)
+            plain.sort(key=lambda c: c.address)
+        elif op == 6:
+            indexed.reverse()
+            plain.reverse()
+        elif op == 7 and plain:
+            at = rng.randrange(len(plain))
+            indexed[at] = cell
+            plain[at] = cell
+        elif op == 8 and plain:
+            at = rng.randrange(len(plain))
+            del indexed[at]
+            del plain[at]
+        elif op == 9:
+            at = rng.randrange(len(plain) + 1)
+            indexed.insert(at, cell)
+            plain.insert(at, cell)
+        elif op in (4, 10) and plain:
+            cell = rng.choice(plain)
+            remove_from(indexed, cell)
+            _plain_remove(plain, cell)
+        elif op == 11 and rng.random() < 0.05:
+            indexed.clear()
+            plain.clear()
+        elif op == 12 and len({id(c) for c in plain}) < len(plain):
+            twice = next(c for i, c in enumerate(plain) if any(p is c for p in plain[i + 1 :]))
+            indexed.remove(twice)  # distinct again: the index comes back
+            plain.remove(twice)
+        assert list(indexed) == plain
+        for c in pool:
+            assert (c in indexed) == any(p is c for p in plain), c.address
+
+
+def test_a_cell_not_listed_is_named_whether_the_list_is_indexed_or_not() -> None:
+    a, b = _Cell("a"), _Cell("b")
+    for cells in (CellList([a]), CellList([a, a])):
+        with pytest.raises(ValueError, match="cell b is not in the list"):
+            cells.discard_moving_last(b)
+        assert b not in cells
+        assert a in cells
