@@ -196,6 +196,7 @@ COVERING: tuple[Covering, ...] = (
             "tests/scheduler/test_hived_core.py",
             "tests/scheduler/test_hived_defaults.py",
             "tests/scheduler/test_hived_share_hosts.py",
+            "tests/scheduler/test_hived_config_skus.py",
             "tests/scheduler/test_hived_algorithm_rules.py",
             "tests/scheduler/test_hived_pod_specs.py",
             "tests/scheduler/test_cell_list.py",
