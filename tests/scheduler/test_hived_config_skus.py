@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.core.hived.config import SkuInfo, parse_config
+from services.scheduler.core.hived.config import HivedConfigError, SkuInfo, parse_config
 
 
 def skus_of(sku_types: dict[str, object]) -> dict[str, SkuInfo]:
@@ -45,3 +45,65 @@ def test_memory_is_read_in_every_quantity_form(memory: object, mb: int) -> None:
 def test_a_sku_reads_its_gpus_and_cpus_and_defaults_to_one_gpu_and_nothing_else() -> None:
     skus = skus_of({"K80": {"gpu": 2, "cpu": 5.5, "memory": "1Gi"}, "T4": {}, "broken": "not a mapping"})
     assert skus == {"K80": SkuInfo(2, 5.5, 1024), "T4": SkuInfo(1, 0.0, 0)}
+
+
+def pinned_config(vcs: dict[str, object]) -> dict[str, object]:
+    return {
+        "physicalCluster": {
+            "cellTypes": {"NODE": {"childCellType": "K80", "childCellNumber": 2, "isNodeLevel": True}},
+            "physicalCells": [
+                {"cellType": "NODE", "cellAddress": "n1", "pinnedCellId": "pin-a"},
+                {"cellType": "NODE", "cellAddress": "n2", "pinnedCellId": "pin-b"},
+                {"cellType": "NODE", "cellAddress": "n3"},
+            ],
+        },
+        "virtualClusters": vcs,
+    }
+
+
+def test_pinned_cells_count_in_their_vcs_free_cells_beside_its_virtual_cells() -> None:
+    cfg = parse_config(
+        pinned_config(
+            {
+                "a": {
+                    "virtualCells": [{"cellType": "NODE", "cellNumber": 1}],
+                    "pinnedCells": [{"pinnedCellId": "pin-a"}],
+                },
+                "b": {"pinnedCells": [{"pinnedCellId": "pin-b"}]},
+            }
+        )
+    )
+    assert cfg.vc_names == ["a", "b"]
+    assert cfg.vc_free_cell_num == {"a": {"NODE": {2: 2}}, "b": {"NODE": {2: 1}}}
+    assert set(cfg.vc_pinned["a"]) == {"pin-a"}
+    assert set(cfg.vc_pinned["b"]) == {"pin-b"}
+    assert cfg.vc_pinned_physical["a"]["pin-a"].address == "n1"
+    assert cfg.vc_pinned_physical["b"]["pin-b"].address == "n2"
+    # Every level of a VC's chain is listed, empty or not.
+    assert sorted(cfg.vc_full["a"]["NODE"]) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("vcs", "message"),
+    [
+        (
+            {"a": {"pinnedCells": [{"pinnedCellId": "pin-z"}]}},
+            "virtualClusters.a.pinnedCells[0].pinnedCellId: 'pin-z' is not a pinnedCellId in physicalCells",
+        ),
+        (
+            {"a": {"pinnedCells": [{}]}},
+            "virtualClusters.a.pinnedCells[0].pinnedCellId: '' is not a pinnedCellId in physicalCells",
+        ),
+        (
+            {
+                "a": {"pinnedCells": [{"pinnedCellId": "pin-a"}]},
+                "b": {"pinnedCells": [{"pinnedCellId": "pin-a"}]},
+            },
+            "virtualClusters.b.pinnedCells[0].pinnedCellId: pin-a is already pinned to VC a",
+        ),
+    ],
+)
+def test_a_wrong_pin_is_refused_naming_where_and_why(vcs: dict[str, object], message: str) -> None:
+    with pytest.raises(HivedConfigError) as refused:
+        parse_config(pinned_config(vcs))
+    assert str(refused.value) == message
