@@ -197,6 +197,7 @@ COVERING: tuple[Covering, ...] = (
             "tests/scheduler/test_hived_defaults.py",
             "tests/scheduler/test_hived_share_hosts.py",
             "tests/scheduler/test_hived_config_skus.py",
+            "tests/scheduler/test_hived_replay.py",
             "tests/scheduler/test_hived_algorithm_rules.py",
             "tests/scheduler/test_hived_pod_specs.py",
             "tests/scheduler/test_cell_list.py",
@@ -403,6 +404,10 @@ def run_module(module: str, *, jobs: int, timeout: int, timeout_per_test: int, l
     workspace = prepare(module, entry, timeout_per_test)
     started = time.monotonic()
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    # The snapshot's tests read the reference data beside this checkout (HiveD's own cases).
+    anchors = ROOT.parent / "shared" / "anchors"
+    if anchors.is_dir():
+        env.setdefault("PAI_ANCHORS", str(anchors))
     error = ""
     with log.open("w", encoding="utf-8") as out:
         process = subprocess.Popen(

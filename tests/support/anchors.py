@@ -15,7 +15,11 @@ from typing import NoReturn
 
 import pytest
 
-ANCHORS = Path(__file__).resolve().parents[2].parent / "shared" / "anchors"
+# Where the reference data is: beside the checkout, unless PAI_ANCHORS names it (a copy of the
+# tests elsewhere, such as a mutation run's snapshot, reads the same folder).
+ANCHORS = Path(
+    os.environ.get("PAI_ANCHORS") or Path(__file__).resolve().parents[2].parent / "shared" / "anchors"
+)
 REQUIRE_ENV = "PAI_REQUIRE_ANCHORS"
 
 
