@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -70,30 +71,37 @@ async def submit(platform: Platform, name: str) -> str:
 async def run(cycles: int, seed: int) -> int:
     rng = random.Random(seed)
     placed: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="pai-bus-restarts-") as scratch:
-        async with running_platform(Path(scratch) / "data") as platform:
-            port = urlsplit(platform.info.nats_url).port
-            assert port is not None
-            for cycle in range(cycles):
-                kills = await kill_the_bus(platform, port, rng)
-                started = time.monotonic()
-                job_id = await submit(platform, f"after-restart-{cycle}")
-                try:
-                    await platform.watcher.wait_for("job.scheduled", job_id, within=WITHIN)
-                    scheduled = time.monotonic() - started
-                    completed = await platform.completed(job_id, within=WITHIN)
-                except AssertionError as stuck:
-                    print(f"cycle {cycle}: {kills} kill(s), job {job_id} STUCK: {stuck}", flush=True)
-                    return 1
-                if completed.state != "SUCCEEDED":
-                    print(f"cycle {cycle}: job {job_id} ended {completed.state}", flush=True)
-                    return 1
-                placed.append(scheduled)
-                done = time.monotonic() - started
-                print(
-                    f"cycle {cycle}: {kills} kill(s), scheduled {scheduled:.1f} s, done {done:.1f} s",
-                    flush=True,
+    scratch = Path(tempfile.mkdtemp(prefix="pai-bus-restarts-"))  # removed when every job succeeded
+    # Tasks on the host, as the tests run them: this is about the bus, not images.
+    async with running_platform(scratch / "data", env={"PAI_TASK_ENGINE": "host"}) as platform:
+        port = urlsplit(platform.info.nats_url).port
+        assert port is not None
+        for cycle in range(cycles):
+            kills = await kill_the_bus(platform, port, rng)
+            started = time.monotonic()
+            job_id = await submit(platform, f"after-restart-{cycle}")
+            try:
+                await platform.watcher.wait_for("job.scheduled", job_id, within=WITHIN)
+                scheduled = time.monotonic() - started
+                completed = await platform.completed(job_id, within=WITHIN)
+            except AssertionError as stuck:
+                print(f"cycle {cycle}: {kills} kill(s), job {job_id} STUCK: {stuck}", flush=True)
+                print(f"the platform's data and logs are kept in {scratch}", flush=True)
+                return 1
+            if completed.state != "SUCCEEDED":
+                why = completed.model_dump_json(
+                    include={"exit_code", "diagnostics", "failure", "trigger_role"}
                 )
+                print(f"cycle {cycle}: job {job_id} ended {completed.state}: {why}", flush=True)
+                print(f"the platform's data and logs are kept in {scratch}", flush=True)
+                return 1
+            placed.append(scheduled)
+            done = time.monotonic() - started
+            print(
+                f"cycle {cycle}: {kills} kill(s), scheduled {scheduled:.1f} s, done {done:.1f} s",
+                flush=True,
+            )
+    shutil.rmtree(scratch, ignore_errors=True)
     summary = {
         "cycles": cycles,
         "stuck": 0,
