@@ -88,3 +88,12 @@ def test_more_hosts_on_one_node_than_a_node_has_gpus_are_all_considered() -> Non
     assert chosen is last
     # The node's room is what each group of its hosts may use.
     assert book.choose(POOL, 400, 64, 128, {"n1": ROOMY}, []) is None
+
+
+def test_each_node_answers_for_its_own_hosts_room() -> None:
+    book = hosts(host("tight", "n1", 0, used=500), host("roomy", "n2", 0, used=500))
+    rooms = {"n1": NodeRoom(cpu=1, memory_mb=1 << 20), "n2": NodeRoom(cpu=4, memory_mb=1 << 20)}
+    chosen = book.choose(POOL, 400, 4, 128, rooms, [])
+    assert chosen is not None
+    assert chosen.name == "roomy"  # n1 has one core left; exactly the four asked for fit on n2
+    assert book.choose(POOL, 400, 5, 128, rooms, []) is None
