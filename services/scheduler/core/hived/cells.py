@@ -339,12 +339,3 @@ def in_free_list(cell: PhysicalCell) -> bool:
         if c.parent is None or c.parent.split:
             return True
         c = c.parent
-
-
-def leaves_of(cell: Cell) -> list[Any]:
-    if cell.level == 1:
-        return [cell]
-    out: list[Any] = []
-    for child in cell.children:
-        out.extend(leaves_of(child))
-    return out
