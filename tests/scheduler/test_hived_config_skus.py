@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.core.hived.config import HivedConfigError, SkuInfo, parse_config
+from services.scheduler.core.hived.config import CellTypeInfo, HivedConfigError, SkuInfo, parse_config
 
 
 def skus_of(sku_types: dict[str, object]) -> dict[str, SkuInfo]:
@@ -106,4 +106,57 @@ def test_pinned_cells_count_in_their_vcs_free_cells_beside_its_virtual_cells() -
 def test_a_wrong_pin_is_refused_naming_where_and_why(vcs: dict[str, object], message: str) -> None:
     with pytest.raises(HivedConfigError) as refused:
         parse_config(pinned_config(vcs))
+    assert str(refused.value) == message
+
+
+def test_cell_types_are_read_level_by_level_down_to_their_leaf() -> None:
+    doc = {
+        "physicalCluster": {
+            "cellTypes": {
+                "RACK": {"childCellType": "NODE", "childCellNumber": 3},
+                "NODE": {"childCellType": "K80", "childCellNumber": 4, "isNodeLevel": True},
+            },
+            "physicalCells": [],
+        },
+        "virtualClusters": {},
+    }
+    types = parse_config(doc).cell_types
+    assert types == {
+        "K80": CellTypeInfo("K80", 1, "", 0, False, False, "K80", 1),
+        "NODE": CellTypeInfo("NODE", 2, "K80", 4, True, False, "K80", 4),
+        "RACK": CellTypeInfo("RACK", 3, "NODE", 3, True, True, "K80", 12),
+    }
+
+
+@pytest.mark.parametrize(
+    ("cell_types", "message"),
+    [
+        (
+            {
+                "A": {"childCellType": "B", "childCellNumber": 2},
+                "B": {"childCellType": "A", "childCellNumber": 2},
+            },
+            "physicalCluster.cellTypes: cell type A contains itself; fix childCellType",
+        ),
+        ({"A": "K80"}, "physicalCluster.cellTypes.A: needs childCellType and childCellNumber"),
+        (
+            {"A": {"childCellNumber": 2}},
+            "physicalCluster.cellTypes.A: needs childCellType and childCellNumber",
+        ),
+        (
+            {"A": {"childCellType": "K80"}},
+            "physicalCluster.cellTypes.A.childCellNumber: must be a positive number",
+        ),
+        (
+            {"A": {"childCellType": "K80", "childCellNumber": 0}},
+            "physicalCluster.cellTypes.A.childCellNumber: must be a positive number",
+        ),
+    ],
+)
+def test_a_wrong_cell_type_is_refused_naming_it_and_the_fix(
+    cell_types: dict[str, object], message: str
+) -> None:
+    doc = {"physicalCluster": {"cellTypes": cell_types, "physicalCells": []}, "virtualClusters": {}}
+    with pytest.raises(HivedConfigError) as refused:
+        parse_config(doc)
     assert str(refused.value) == message
