@@ -73,7 +73,8 @@ from nats.js.errors import KeyNotFoundError
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.chaos_bench import ADMIN_PASSWORD, FINAL, MARKER, count_markers, why_ended
-from libs.backbone.connecting import ORDERED_HEARTBEAT, patiently
+from libs.backbone.connecting import patiently
+from libs.backbone.consuming import subscribe_ordered
 from libs.backbone.fencing import FENCES_BUCKET, SCHEDULER_FENCE
 from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.topology import LEASES, ensure_topology
@@ -640,13 +641,7 @@ async def read_stream(nc: NATS) -> list[tuple[int, Any]]:
         if seq >= last:
             done.set()
 
-    sub = await js.subscribe(
-        JOB_SUBJECTS,
-        ordered_consumer=True,
-        idle_heartbeat=ORDERED_HEARTBEAT,
-        deliver_policy=DeliverPolicy.ALL,
-        cb=on_msg,
-    )
+    sub = await subscribe_ordered(js, JOB_SUBJECTS, deliver_policy=DeliverPolicy.ALL, cb=on_msg)
     if last:
         await asyncio.wait_for(done.wait(), 120)
     await sub.unsubscribe()

@@ -32,11 +32,6 @@ log = structlog.get_logger(__name__)
 # Seconds between reconnect attempts; short because the embedded server restarts in well under
 # a second and every service waits on the bus.
 RECONNECT_WAIT = 0.5
-# Idle heartbeat of a long-lived ordered consumer: one lost with a restarted server (ordered
-# consumers live in its memory) is missed after two silent beats and recreated from the last
-# sequence, so a second keeps the gap after a bus restart at 2-4 s (nats-py's default, 5 s,
-# made it 10-20 s: jobs waited that long to be scheduled).
-ORDERED_HEARTBEAT = 1.0
 # Seconds each stage of a connection (TCP, TLS, the server's INFO, its PONG) may take.
 CONNECT_TIMEOUT = 2
 # Seconds a first connection may take before its client is given up for a new one: longer than

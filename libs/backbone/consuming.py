@@ -10,6 +10,9 @@ in-flight handlers finish and returns, which is the graceful SIGTERM path.
 
 With ``key`` (a function of the message, e.g. the job id) messages of one key are handled in
 order and different keys concurrently (``KeyedWorkQueue``); without it, one at a time.
+
+``subscribe_ordered`` is the other way a service follows a stream: a push consumer in order from
+a sequence, without acks, for state rebuilt from the whole stream (the scheduler, the monitor).
 """
 
 from __future__ import annotations
@@ -48,6 +51,11 @@ SLOW_HANDLING_SECONDS = 1.0
 # Redelivery delays for unexpected exceptions: 0.5 s doubling up to 60 s.
 _BACKOFF_FIRST = 0.5
 _BACKOFF_MAX = 60.0
+# Idle heartbeat of a long-lived ordered consumer: one lost with a restarted server (ordered
+# consumers live in its memory) is missed after two silent beats and recreated from the last
+# sequence, so a second keeps the gap after a bus restart at 2-4 s (nats-py's default, 5 s,
+# made it 10-20 s: jobs waited that long to be scheduled).
+ORDERED_HEARTBEAT = 1.0
 
 
 class Outcome(StrEnum):
@@ -57,6 +65,15 @@ class Outcome(StrEnum):
     RETRY = "retry"  # nak'ed with the TemporaryError's delay
     TERMINATED = "terminated"  # term: a PermanentError, or content that never decodes
     FAILED = "failed"  # an unexpected error: nak'ed with a growing delay
+
+
+async def subscribe_ordered(
+    js: JetStreamContext, subject: str, **options: Any
+) -> JetStreamContext.PushSubscription:
+    """A long-lived ordered consumer of ``subject`` (``options`` as nats-py's ``subscribe`` takes
+    them), beating every ``ORDERED_HEARTBEAT`` so that one lost with a restarted server is
+    recreated within seconds."""
+    return await js.subscribe(subject, ordered_consumer=True, idle_heartbeat=ORDERED_HEARTBEAT, **options)
 
 
 def job_id_of(subject: str) -> str | None:

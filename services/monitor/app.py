@@ -32,7 +32,8 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from libs.backbone.connecting import ORDERED_HEARTBEAT, Bus, connect
+from libs.backbone.connecting import Bus, connect
+from libs.backbone.consuming import subscribe_ordered
 from libs.backbone.errors import TemporaryError
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.leasing import Lease, while_leading
@@ -169,21 +170,16 @@ class Monitor:
             await nc.subscribe(HEALTH_SUBJECTS, cb=self._on_heartbeat),
             await nc.subscribe(METRICS_SUBJECTS, cb=self._on_metrics),
             await nc.subscribe(METRICS_HISTORY_RPC, queue="monitor", cb=self._on_history_request),
-            await js.subscribe(
-                NODE_SUBJECTS,
-                cb=self._on_node_event,
-                ordered_consumer=True,
-                idle_heartbeat=ORDERED_HEARTBEAT,
-                deliver_policy=DeliverPolicy.ALL,
+            await subscribe_ordered(
+                js, NODE_SUBJECTS, cb=self._on_node_event, deliver_policy=DeliverPolicy.ALL
             ),
             # Only the job events that place, start or end a task on a node: a submission or a pending
             # reason (most of the stream under load) never reaches the monitor.
-            await js.subscribe(
+            await subscribe_ordered(
+                js,
                 JOB_SUBJECTS,
                 stream=JOBS_STREAM,
                 cb=self._on_job_event,
-                ordered_consumer=True,
-                idle_heartbeat=ORDERED_HEARTBEAT,
                 deliver_policy=DeliverPolicy.ALL,
                 config=ConsumerConfig(filter_subjects=[f"{ROOT}.job.*.{kind}" for kind in TASK_EVENT_TYPES]),
             ),

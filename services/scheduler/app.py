@@ -30,7 +30,8 @@ from nats.errors import Error as NatsError
 from nats.js.api import DeliverPolicy
 from pydantic import Field, ValidationError
 
-from libs.backbone.connecting import ORDERED_HEARTBEAT, Bus, connect, patiently
+from libs.backbone.connecting import Bus, connect, patiently
+from libs.backbone.consuming import subscribe_ordered
 from libs.backbone.errors import TemporaryError
 from libs.backbone.fencing import Deposed, FenceReader, raise_fence
 from libs.backbone.heartbeats import beat_forever
@@ -108,13 +109,7 @@ class SchedulerService:
             if info.state.last_seq:
                 self._catch_up[stream] = info.state.last_seq
         subs = [
-            await js.subscribe(
-                subject,
-                ordered_consumer=True,
-                idle_heartbeat=ORDERED_HEARTBEAT,  # a consumer lost with a bus restart: 2-4 s, not 20
-                deliver_policy=DeliverPolicy.ALL,
-                cb=self._enqueue(stream),
-            )
+            await subscribe_ordered(js, subject, deliver_policy=DeliverPolicy.ALL, cb=self._enqueue(stream))
             for subject, stream in ((NODE_SUBJECTS, NODES_STREAM), (JOB_SUBJECTS, JOBS_STREAM))
         ]
         self._stop = stop

@@ -16,7 +16,7 @@ import httpx
 import nats
 from nats.aio.client import Client as NATS
 
-from libs.backbone.connecting import ORDERED_HEARTBEAT
+from libs.backbone.consuming import subscribe_ordered
 from libs.protocol.events import JobCompleted
 from pai.embedded.platform import EmbeddedPlatform, PlatformInfo, free_port
 from tests.support.events import JobEvents
@@ -152,12 +152,7 @@ async def running_platform(
             )
             platform = Platform(embedded, info, api, nc)
             # The stream, not the bare subject: what the bus deduplicated is seen once.
-            await nc.jetstream().subscribe(
-                "pai.job.>",
-                ordered_consumer=True,
-                idle_heartbeat=ORDERED_HEARTBEAT,
-                cb=platform.watcher.on_msg,
-            )
+            await subscribe_ordered(nc.jetstream(), "pai.job.>", cb=platform.watcher.on_msg)
             try:
                 yield platform
             finally:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from libs.backbone.connecting import ORDERED_HEARTBEAT, Bus
+from libs.backbone.connecting import Bus
+from libs.backbone.consuming import subscribe_ordered
 from libs.backbone.topology import ensure_topology, publish_event
 from libs.protocol.events import (
     EventBase,
@@ -18,9 +19,7 @@ from tests.support.events import JobEvents
 async def watch_jobs(bus: Bus) -> JobEvents:
     await ensure_topology(bus.js)
     events = JobEvents()
-    await bus.js.subscribe(
-        "pai.job.>", ordered_consumer=True, idle_heartbeat=ORDERED_HEARTBEAT, cb=events.on_msg
-    )
+    await subscribe_ordered(bus.js, "pai.job.>", cb=events.on_msg)
     return events
 
 

@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from libs.backbone.connecting import ORDERED_HEARTBEAT, Bus, patiently
+from libs.backbone.connecting import Bus, patiently
+from libs.backbone.consuming import subscribe_ordered
 from libs.backbone.topology import ensure_topology, publish_event
 from libs.protocol.events import JobPending, JobScheduled, JobSubmitted, NodeReported
 from services.scheduler.app import SchedulerSettings, main
@@ -89,9 +90,7 @@ async def test_a_job_submitted_after_the_bus_restarted_is_placed_within_seconds(
     so placing goes on 2-4 s after the restart (with nats-py's 5 s beats it took 10-20 s)."""
     await ensure_topology(bus.js)
     seen = JobEvents()
-    await bus.js.subscribe(
-        "pai.job.>", ordered_consumer=True, idle_heartbeat=ORDERED_HEARTBEAT, cb=seen.on_msg
-    )
+    await subscribe_ordered(bus.js, "pai.job.>", cb=seen.on_msg)
     await publish_event(bus.js, NODE)
     async with running_scheduler(nats_server.url):
         await publish_event(bus.js, job("a", instances=1, cpu=1))

@@ -25,7 +25,7 @@ from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 from pydantic import ValidationError
 
-from libs.backbone.connecting import ORDERED_HEARTBEAT
+from libs.backbone.consuming import subscribe_ordered
 from libs.protocol.events import AlertFired, AlertResolved, Event, decode_event
 from libs.protocol.subjects import ALERT_SUBJECTS, ALERTS_STREAM
 from services.alerter.core.evaluating import Alert, fingerprint
@@ -68,13 +68,7 @@ async def follow(js: JetStreamContext, stream: str, subject: str, on_event: OnEv
             caught_up.set()
             log.info("history read", stream=stream, sequence=target)
 
-    sub = await js.subscribe(
-        subject,
-        ordered_consumer=True,
-        idle_heartbeat=ORDERED_HEARTBEAT,
-        deliver_policy=DeliverPolicy.ALL,
-        cb=deliver,
-    )
+    sub = await subscribe_ordered(js, subject, deliver_policy=DeliverPolicy.ALL, cb=deliver)
     return Following(sub, caught_up)
 
 

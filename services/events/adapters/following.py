@@ -28,7 +28,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from libs.backbone.connecting import ORDERED_HEARTBEAT
+from libs.backbone.consuming import subscribe_ordered
 from libs.protocol.subjects import (
     ALERT_SUBJECTS,
     ALERTS_STREAM,
@@ -129,12 +129,9 @@ class Hub:
         await self._learn(MARKETPLACE_SUBJECTS, self.last["marketplace"])
         for stream in STREAM_NAMES:
             self._subs.append(
-                await self.js.subscribe(
+                await subscribe_ordered(
+                    self.js,
                     STREAM_SUBJECTS[stream],
-                    ordered_consumer=True,
-                    # Missed heartbeats are how a lost consumer (a bus restart) is noticed and
-                    # recreated from the last sequence: a second keeps that gap short.
-                    idle_heartbeat=ORDERED_HEARTBEAT,
                     cb=self._callback(stream),
                     config=ConsumerConfig(
                         deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self.last[stream] + 1
