@@ -56,7 +56,8 @@ class UpProcess:
 
     async def wait_until_up(self, within: float = 120.0) -> None:
         deadline = time.monotonic() + within
-        while "pai is up" not in self.text():
+        # The banner's last line: every line of what pai up says about itself is printed by then.
+        while "press Ctrl-C to stop" not in self.text():
             assert self.process is not None
             if self.process.poll() is not None:
                 raise AssertionError(f"pai up exited {self.process.returncode}:\n{self.text()}")

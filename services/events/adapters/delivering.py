@@ -176,6 +176,7 @@ class Deliveries:
         self._watching: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._unwritten: dict[str, list[Attempt]] = {}
+        self._writing: dict[str, list[Attempt]] = {}
         self._dirty = asyncio.Event()
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
@@ -288,11 +289,16 @@ class Deliveries:
             await self._close_lane(hook)
 
     async def recent(self, hook_id: str) -> list[Attempt]:
+        """What KV holds, then what is being written and what is not written yet.
+
+        The attempts in memory are taken before KV is read: a write that ends meanwhile shows
+        them in both, once (never in neither)."""
         assert self.attempts is not None
+        in_memory = [*self._writing.get(hook_id, []), *self._unwritten.get(hook_id, [])]
         found = await self.attempts.get(hook_id)
         stored = list(found.value.items) if found else []
         kept = self.settings.webhook_deliveries_kept
-        return (stored + self._unwritten.get(hook_id, []))[-kept:]
+        return (stored + [a for a in in_memory if a not in stored])[-kept:]
 
     async def _record(self, hook_id: str, attempt: Attempt) -> None:
         """Keep an attempt; the flusher writes each webhook's new attempts to KV together."""
@@ -303,14 +309,31 @@ class Deliveries:
         while not self._stop.is_set():
             await self._dirty.wait()
             await asyncio.sleep(FLUSH_EVERY)  # a timer: attempts of the next moments share the write
-            await self.flush()
+            try:
+                await self.flush()
+            except (nats.errors.Error, TimeoutError, OSError) as exc:
+                # The bus is away: the attempts are kept in memory and written once it is back.
+                log.warning("delivery attempts not recorded yet; the bus failed", error=repr(exc))
 
     async def flush(self) -> None:
         assert self.attempts is not None
         self._dirty.clear()
+        # Taken out of the unwritten ones but still shown by recent() until KV holds them.
         pending, self._unwritten = self._unwritten, {}
+        self._writing = pending
+        try:
+            await self._write(pending)
+        finally:
+            # What was not written (contended, or the bus failed) goes first in the next write.
+            for hook_id, attempts in pending.items():
+                self._unwritten[hook_id] = [*attempts, *self._unwritten.get(hook_id, [])]
+                self._dirty.set()
+            self._writing = {}
+
+    async def _write(self, pending: dict[str, list[Attempt]]) -> None:
+        assert self.attempts is not None
         keep = self.settings.webhook_deliveries_kept
-        for hook_id, attempts in pending.items():
+        for hook_id, attempts in list(pending.items()):
             for _ in range(20):
                 found = await self.attempts.get(hook_id)
                 merged = Attempts(
@@ -321,6 +344,7 @@ class Deliveries:
                         await self.attempts.create(hook_id, merged)
                     else:
                         await self.attempts.update(hook_id, merged, found.revision)
+                    del pending[hook_id]  # in KV now: recent() reads them there
                     break
                 except KVConflictError:
                     continue  # another replica wrote first: read and add again
@@ -332,8 +356,6 @@ class Deliveries:
                     webhook=hook_id,
                     attempts=len(attempts),
                 )
-                self._unwritten[hook_id] = [*attempts, *self._unwritten.get(hook_id, [])]
-                self._dirty.set()
 
     async def _mark(self, hook: Webhook, *, failing: bool, error: str = "") -> None:
         assert self.store is not None
