@@ -21,8 +21,9 @@ import re
 
 import structlog
 from nats.js import JetStreamContext
-from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
+from nats.js.kv import KeyValue
 
+from libs.backbone.kv import current_entries
 from libs.backbone.provisioning import KVSpec, ensure_kv
 from libs.backbone.topology import NOTIFICATION_LOG
 from services.alerter.core.dispatching import NotifiedRecord
@@ -45,17 +46,7 @@ def service_key(service: str) -> str:
 
 async def _values(kv: KeyValue) -> list[bytes]:
     """Every current value of the bucket, read in one pass."""
-    found: list[bytes] = []
-    watcher = await kv.watchall(ignore_deletes=True)
-    try:
-        async for entry in watcher:
-            if entry is None:
-                break  # the initial values are all in
-            if entry.operation not in (KV_DEL, KV_PURGE) and entry.value:
-                found.append(entry.value)
-    finally:
-        await watcher.stop()  # type: ignore[no-untyped-call]
-    return found
+    return [entry.value for entry in (await current_entries(kv)).values()]
 
 
 class NotificationLog:

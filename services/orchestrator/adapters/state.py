@@ -37,11 +37,11 @@ import nats.errors
 import structlog
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
-from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
+from nats.js.kv import KeyValue
 from pydantic import BaseModel, ConfigDict, Field
 
 from libs.backbone.errors import KVConflictError
-from libs.backbone.kv import UNANSWERED, ModelStore, Versioned
+from libs.backbone.kv import UNANSWERED, ModelStore, Versioned, current_entries
 from libs.backbone.sealing import SecretsCipher
 from libs.backbone.topology import FRAMEWORKS, SECRETS
 from libs.protocol.events import JobSubmitted, decode_event
@@ -257,20 +257,8 @@ class FrameworkStore:
 
     async def _read(self, pattern: str) -> list[tuple[str, bytes, int]]:
         """Every live value whose key matches `pattern`, with its revision."""
-        watcher = await self._kv.watch(pattern, ignore_deletes=True)
-        found: list[tuple[str, bytes, int]] = []
-        try:
-            async for entry in watcher:
-                if entry is None:
-                    break
-                if entry.operation in (KV_DEL, KV_PURGE) or entry.value is None:
-                    continue
-                found.append((entry.key, entry.value, entry.revision or 0))
-                if not entry.delta:
-                    break
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        return found
+        found = await current_entries(self._kv, pattern)
+        return [(key, entry.value, entry.revision or 0) for key, entry in found.items()]
 
     async def save(
         self,

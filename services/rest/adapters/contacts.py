@@ -27,10 +27,11 @@ import nats.errors
 import structlog
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
-from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
+from nats.js.kv import KeyValue
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from libs.backbone.kv import current_entries
 from libs.backbone.topology import USER_CONTACTS
 from services.rest.adapters.tables import users
 
@@ -82,19 +83,9 @@ async def _held(kv: KeyValue, key: str) -> _Held | None:
 
 async def _all_held(kv: KeyValue) -> dict[str, _Held]:
     """Every live entry of the bucket, read in one pass."""
-    found: dict[str, _Held] = {}
-    watcher = await kv.watchall()
-    try:
-        async for entry in watcher:
-            if entry is None:
-                break  # the current values are all in
-            if entry.operation in (KV_DEL, KV_PURGE) or not entry.value:
-                found.pop(entry.key, None)
-            else:
-                found[entry.key] = _Held(entry.revision or 0, entry.value)
-    finally:
-        await watcher.stop()  # type: ignore[no-untyped-call]
-    return found
+    return {
+        key: _Held(entry.revision or 0, entry.value) for key, entry in (await current_entries(kv)).items()
+    }
 
 
 async def _emails(engine: AsyncEngine, username: str | None = None) -> dict[str, str]:
