@@ -76,7 +76,13 @@ async def test_four_half_gpu_tasks_run_at_once_two_per_gpu_each_seeing_its_share
                 return len(list(markers.glob("together-*")))
 
             await eventually(count_together, lambda n: n == 4, within=120)
-            running = await detail()
+
+            def all_running(d: dict[str, Any]) -> bool:
+                tasks = d.get("taskRoles", {}).get("infer", {}).get("taskStatuses", [])
+                return len(tasks) == 4 and all(t["taskState"] == "RUNNING" for t in tasks)
+
+            # The tasks run; the job's detail says so once REST has read their events.
+            running = await eventually(detail, all_running, within=60)
             shared = running["sharedGpus"]
             assert [(g["gpu"], g["gpuMilli"], len(g["tasks"])) for g in shared] == [
                 ("0", 1000, 2),
