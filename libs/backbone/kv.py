@@ -103,16 +103,16 @@ async def settled(watcher: Any) -> AsyncIterator[Any]:
             yield None
 
 
-async def current_entries(kv: KeyValue, keys: str = ">") -> dict[str, Any]:
+async def current_entries(kv: KeyValue, keys: str = ">", *, meta_only: bool = False) -> dict[str, Any]:
     """Every live entry whose key matches ``keys`` (key -> entry), read in one pass: complete on
-    a NATS cluster too (`settled`)."""
+    a NATS cluster too (`settled`). ``meta_only``: without their values (for the keys alone)."""
     found: dict[str, Any] = {}
-    watcher = await kv.watch(keys)
+    watcher = await kv.watch(keys, meta_only=meta_only)
     try:
         async for entry in settled(watcher):
             if entry is None:
                 break
-            if entry.operation in (KV_DEL, KV_PURGE) or not entry.value:
+            if entry.operation in (KV_DEL, KV_PURGE) or not (meta_only or entry.value):
                 found.pop(entry.key, None)
             else:
                 found[entry.key] = entry
@@ -241,7 +241,14 @@ class ModelStore(Generic[M]):
             raise KVConflictError(self.bucket, key, last_revision) from exc
 
     async def keys(self) -> list[str]:
-        return list(await current_entries(self._kv))
+        return list(await current_entries(self._kv, meta_only=True))
+
+    async def current(self) -> dict[str, Versioned[M]]:
+        """Every live value (key -> value and revision), read in one pass."""
+        return {
+            key: Versioned(self._model.model_validate_json(entry.value), entry.revision or 0)
+            for key, entry in (await current_entries(self._kv)).items()
+        }
 
     async def watch(
         self, keys: str = ">", *, include_history: bool = False

@@ -188,11 +188,9 @@ class Deliveries:
         for stream, name in STREAM_NAMES.items():
             with contextlib.suppress(NotFoundError):
                 await self.js.delete_consumer(name, f"events-webhooks-{stream}")
-        for key in await self.store.keys():
-            found = await self.store.get(key)
-            if found is not None:
-                self.webhooks[key] = found.value
-                await self._open_lane(found.value)
+        for key, found in (await self.store.current()).items():
+            self.webhooks[key] = found.value
+            await self._open_lane(found.value)
         self._watching = asyncio.create_task(self._watch())
         self._flusher = asyncio.create_task(self._flush_forever())
 
