@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 
+from libs.alerting.defaults import default_config
 from services.alerter.core.engine import AlertEngine
 from services.alerter.core.timing import FakeClock
-from services.alerter.defaults import default_config
 
 
 def run(tasks: int) -> tuple[float, int]:

@@ -5,8 +5,9 @@ password, and each user may publish and subscribe only to what that service uses
 subjects it announces, the request/reply subjects it serves or asks, its heartbeat, JetStream's
 API and KV subjects, and its own inbox replies. The job secrets bucket (``PAI_SECRETS``) is
 reachable only by the two services that handle secrets (rest writes them, the orchestrator
-hands them to tasks). An ``admin`` user has every right, for operators' tools
-(``pai alert-rules set``). A client without a user and password is refused by the server.
+hands them to tasks). An ``admin`` user has every right, for operators' tools on the bus itself
+(the ``nats`` CLI, the chaos bench); ``pai`` goes through REST. A client without a user and
+password is refused by the server.
 
 Every service provisions the platform's streams and buckets at start (``ensure_topology``), so
 each may create and read stream metadata; what keeps a service from a bucket it has no business

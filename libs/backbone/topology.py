@@ -64,6 +64,11 @@ FAILURE_RULES = KVSpec(
     history=5,
     description="the operator's failure rules (YAML, key current); absent: the packaged defaults",
 )
+ALERT_RULES = KVSpec(
+    "PAI_ALERT_RULES",
+    history=5,
+    description="the alerting configuration (YAML, key config), stored by rest; absent: the built-in one",
+)
 SCHEDULER_CONFIG = KVSpec(
     "PAI_SCHEDULER_CONFIG",
     history=5,
@@ -90,6 +95,7 @@ BUCKETS = (
     FENCES,
     SCHEDULER_CONFIG,
     FAILURE_RULES,
+    ALERT_RULES,
     NOTIFICATION_LOG,
     USER_CONTACTS,
 )

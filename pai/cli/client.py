@@ -244,6 +244,20 @@ class PaiClient:
         result: dict[str, Any] = self._request("DELETE", "/api/v2/failure-rules").json()
         return result
 
+    def alert_rules(self) -> tuple[str, int, str]:
+        """The alerting configuration in force as YAML text, its version and its source
+        (``stored``, or ``built-in`` with version 0); admins only."""
+        response = self._request("GET", "/api/v2/alert-rules")
+        version = int(response.headers.get("X-Alert-Rules-Version") or 0)
+        return response.text, version, response.headers.get("X-Alert-Rules-Source") or "stored"
+
+    def set_alert_rules(self, yaml_text: str) -> dict[str, Any]:
+        response = self._request(
+            "PUT", "/api/v2/alert-rules", content=yaml_text.encode(), headers={"Content-Type": "text/yaml"}
+        )
+        result: dict[str, Any] = response.json()
+        return result
+
     def virtual_clusters(self) -> dict[str, dict[str, Any]]:
         result: dict[str, dict[str, Any]] = self._request("GET", "/api/v2/virtual-clusters").json()
         return result

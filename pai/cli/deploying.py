@@ -18,12 +18,10 @@ once with random values and never overwritten; a value a newer version needs is 
 from __future__ import annotations
 
 import base64
-import contextlib
 import copy
 import secrets
 import time
 from collections.abc import Iterable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -182,14 +180,10 @@ def set_image(objects: list[dict[str, Any]], name: str, new_name: str | None, ne
 
 
 def packaged_rules() -> dict[str, str]:
+    from libs.alerting import default_text
     from libs.failures import default_rules_text
 
-    rules = {"failure-rules.yaml": default_rules_text()}
-    with contextlib.suppress(ModuleNotFoundError, FileNotFoundError):
-        rules["alert-rules.yaml"] = (
-            resources.files("services.alerter").joinpath("rules.yaml").read_text("utf-8")
-        )
-    return rules
+    return {"failure-rules.yaml": default_rules_text(), "alert-rules.yaml": default_text()}
 
 
 def _env_value(container: dict[str, Any], name: str) -> str | None:

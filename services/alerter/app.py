@@ -41,6 +41,8 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 
+from libs.alerting.config import AlertConfig
+from libs.alerting.defaults import default_config
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.errors import TemporaryError
 from libs.backbone.heartbeats import beat_forever
@@ -66,12 +68,10 @@ from services.alerter.adapters.remembering import KnownServices, NotificationLog
 from services.alerter.adapters.replaying import Following, firing_alerts, follow
 from services.alerter.adapters.rules_store import RulesWatch
 from services.alerter.adapters.webhook import WebhookSender
-from services.alerter.core.config import AlertConfig
 from services.alerter.core.dispatching import Notification, NotifiedRecord
 from services.alerter.core.engine import AlertEngine, StepResult
 from services.alerter.core.evaluating import Alert
 from services.alerter.core.timing import Clock, WallClock
-from services.alerter.defaults import default_config
 
 log = structlog.get_logger(__name__)
 

@@ -49,6 +49,7 @@ from services.rest.logins import LoginBackoff, Passwords
 from services.rest.node_sizes import node_sizes_ctx
 from services.rest.projection import MAX_BATCH, Projector, projection_handler
 from services.rest.routes import alert_history as alert_history_routes
+from services.rest.routes import alert_rules as alert_rule_routes
 from services.rest.routes import alerts as alert_routes
 from services.rest.routes import auth as auth_routes
 from services.rest.routes import cluster as cluster_routes
@@ -273,6 +274,7 @@ def build_app(settings: RestSettings) -> web.Application:
             failure_rule_routes.routes,
             alert_routes.routes,
             alert_history_routes.routes,
+            alert_rule_routes.routes,
             metric_routes.routes,
             user_routes.routes,
             group_routes.routes,

@@ -16,9 +16,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
+from libs.alerting.config import load_config
 from libs.backbone.connecting import Bus
 from services.alerter.app import Alerter
-from services.alerter.core.config import load_config
 from services.alerter.core.timing import FakeClock
 
 

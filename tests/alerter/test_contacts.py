@@ -14,13 +14,13 @@ from collections.abc import AsyncIterator
 import pytest
 from nats.js.kv import KeyValue
 
+from libs.alerting.config import EmailConfig, load_config
 from libs.backbone.connecting import Bus
 from libs.backbone.provisioning import ensure_kv
 from libs.backbone.topology import USER_CONTACTS
 from libs.protocol.events import JobCompleted, JobPending, JobScheduled, JobState, JobSubmitted
 from services.alerter.adapters.contacts import ContactsWatch, parse_contact, usable_address
 from services.alerter.adapters.email import recipients
-from services.alerter.core.config import EmailConfig, load_config
 from services.alerter.core.engine import AlertEngine
 from services.alerter.core.observing import JOB_PENDING
 from services.alerter.core.timing import FakeClock

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from services.alerter.core.config import ConfigError, load_config
-from services.alerter.core.expressions import ExpressionError, parse_condition
-from services.alerter.core.timing import parse_duration
-from services.alerter.defaults import default_config
+from libs.alerting.config import ConfigError, load_config
+from libs.alerting.defaults import default_config
+from libs.alerting.durations import parse_duration
+from libs.alerting.expressions import ExpressionError, parse_condition
 from tests.support.anchors import anchor, needs
 
 ALERTING = ("openpai", "prometheus", "alerting")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.alerter.core.config import ConfigError, Rule, dump_config, load_config
-from services.alerter.core.expressions import Condition, Matcher
+from libs.alerting.config import ConfigError, Rule, dump_config, load_config
+from libs.alerting.expressions import Condition, Matcher
 
 CONDITION_FORM = 'write metric{label="value"} OP number, e.g. task_gpu_percent{job_id!=""} < 10'
 

@@ -4,7 +4,7 @@ again, what it says after a restart, and which alerts another mutes."""
 
 from __future__ import annotations
 
-from services.alerter.core.config import InhibitRule, load_config
+from libs.alerting.config import InhibitRule, load_config
 from services.alerter.core.dispatching import Dispatcher, NotifiedRecord, Target, inhibited_by, targets
 from services.alerter.core.evaluating import Alert
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from libs.alerting.config import load_config
 from libs.protocol.events import (
     JobCompleted,
     JobPending,
@@ -11,7 +12,6 @@ from libs.protocol.events import (
     NodeReported,
     TaskStarted,
 )
-from services.alerter.core.config import load_config
 from services.alerter.core.engine import AlertEngine
 from services.alerter.core.timing import FakeClock
 

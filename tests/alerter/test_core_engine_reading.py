@@ -3,8 +3,8 @@ their own; the rules in effect and where they come from; samples gaining the job
 
 from __future__ import annotations
 
+from libs.alerting.config import load_config
 from libs.protocol.events import JobSubmitted
-from services.alerter.core.config import load_config
 from services.alerter.core.engine import AlertEngine
 from services.alerter.core.payloads import iso
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 
-from services.alerter.core.config import Rule
+from libs.alerting.config import Rule
 from services.alerter.core.evaluating import Alert, RuleEvaluator, fingerprint, render
 from services.alerter.core.series import Sample
 

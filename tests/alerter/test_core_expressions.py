@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.alerter.core.expressions import (
+from libs.alerting.durations import parse_duration
+from libs.alerting.expressions import (
     Condition,
     ExpressionError,
     Matcher,
@@ -13,7 +14,7 @@ from services.alerter.core.expressions import (
     parse_condition,
     parse_matchers,
 )
-from services.alerter.core.timing import FakeClock, WallClock, parse_duration
+from services.alerter.core.timing import FakeClock, WallClock
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from libs.alerting.config import load_config
 from libs.protocol.events import JobPending, JobSubmitted
-from services.alerter.core.config import load_config
 from services.alerter.core.engine import AlertEngine
 from services.alerter.core.timing import FakeClock
 

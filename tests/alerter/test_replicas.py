@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 
 from nats.js.errors import KeyNotFoundError
 
+from libs.alerting.config import load_config
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.leasing import Lease
 from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.topology import LEASES, ensure_topology
 from libs.protocol.telemetry import Heartbeat, health_subject
 from services.alerter.app import LEASE_KEY, Alerter, replica
-from services.alerter.core.config import load_config
 from services.alerter.core.timing import FakeClock
 from tests.alerter.support import webhook_server
 from tests.support.waiting import eventually, polled

@@ -8,13 +8,13 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from libs.alerting.config import load_config
 from libs.backbone.connecting import Bus
 from libs.backbone.topology import NOTIFICATION_LOG, publish_event
 from libs.protocol.events import JobPending, JobSubmitted
 from libs.protocol.subjects import ALERTS_STREAM
 from libs.protocol.telemetry import Heartbeat, MetricBatch, MetricSample, health_subject, metrics_subject
 from services.alerter.app import Alerter
-from services.alerter.core.config import load_config
 from services.alerter.core.timing import FakeClock
 from tests.alerter.support import webhook_server
 from tests.support.waiting import eventually, polled

@@ -1,20 +1,21 @@
-"""Changing the alerting configuration while the alerter runs: `pai alert-rules` and the KV watch."""
+"""Changing the alerting configuration while the alerter runs: the KV watch, and `pai alert-rules check`.
+
+Storing it through the REST API (`pai alert-rules set`) is tested in tests/rest/test_alert_rules.py.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
+from libs.alerting.defaults import default_config
 from libs.backbone.connecting import Bus
-from libs.backbone.natsserver import EmbeddedNats
 from pai.cli.main import app
-from services.alerter.adapters.rules_store import RULES_BUCKET, RULES_KEY, get_rules
+from services.alerter.adapters.rules_store import RULES_BUCKET, RULES_KEY
 from services.alerter.app import Alerter
 from services.alerter.core.timing import FakeClock
-from services.alerter.defaults import default_config
 from tests.support.waiting import eventually
 
 FAST = """
@@ -66,22 +67,3 @@ def test_check_reports_ok_or_every_problem(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "rules[0].expr" in result.output
     assert "rules[0].for" in result.output
-
-
-@pytest.mark.usefixtures("nats_server")
-async def test_set_stores_only_a_valid_file(tmp_path: Path, bus: Bus, nats_server: EmbeddedNats) -> None:
-    good = tmp_path / "good.yaml"
-    good.write_text(FAST)
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("route: {receiver: nobody}\n")
-    runner = CliRunner()
-    refused = await asyncio.to_thread(
-        runner.invoke, app, ["alert-rules", "set", str(bad), "--nats-url", nats_server.url]
-    )
-    assert refused.exit_code == 1
-    assert "no receiver named 'nobody'" in refused.output
-    stored = await asyncio.to_thread(
-        runner.invoke, app, ["alert-rules", "set", str(good), "--nats-url", nats_server.url]
-    )
-    assert stored.exit_code == 0, stored.output
-    assert await get_rules(bus.js) == FAST

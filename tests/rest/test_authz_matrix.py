@@ -58,6 +58,8 @@ MATRIX: list[tuple[str, str, str, dict[str, Any], tuple[int, ...]]] = [
     ("GET", "/api/v2/failure-rules", "", {}, SIGNED_IN),
     ("PUT", "/api/v2/failure-rules", "", {"data": "not: [yaml"}, ADMIN),
     ("DELETE", "/api/v2/failure-rules", "", {}, ADMIN),
+    ("GET", "/api/v2/alert-rules", "", {}, ADMIN),
+    ("PUT", "/api/v2/alert-rules", "", {"data": "not: [yaml"}, ADMIN),
     ("GET", "/api/v2/alerts", "", {}, SIGNED_IN),
     ("POST", "/api/v2/users", "", {"json": {"username": "b a d", "password": "x"}}, ADMIN),
     ("GET", "/api/v2/users", "", {}, ADMIN),

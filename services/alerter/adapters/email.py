@@ -8,7 +8,7 @@ from email.message import EmailMessage
 import aiosmtplib
 import structlog
 
-from services.alerter.core.config import EmailConfig
+from libs.alerting.config import EmailConfig
 from services.alerter.core.dispatching import Notification
 from services.alerter.core.payloads import common, email_message
 

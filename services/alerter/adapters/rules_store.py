@@ -1,8 +1,11 @@
-"""The alerting configuration in JetStream KV: written by `pai alert-rules set`, watched here.
+"""The alerting configuration in JetStream KV: stored through the REST API, watched here.
 
-The value is the operator's YAML text, kept as written (comments included) so `get` shows what
-was set. Watching applies the current text at once and every later change; a text that no
-longer validates is logged and skipped, so a bad edit never stops alerting on the last good one.
+`PUT /api/v2/alert-rules` (what `pai alert-rules set` calls) checks the text and stores it in
+KV `PAI_ALERT_RULES` under key `config`; `put_rules` does the same for tools already on the bus
+(the chaos bench). The value is the operator's YAML text, kept as written (comments included)
+so reading it back shows what was set. Watching applies the current text at once and every
+later change; a text that no longer validates is logged and skipped, so a bad edit never stops
+alerting on the last good one.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ import structlog
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
 
+from libs.alerting.config import AlertConfig, ConfigError, load_config
 from libs.backbone.kv import KeyWatch
-from libs.backbone.provisioning import KVSpec, ensure_kv
-from services.alerter.core.config import AlertConfig, ConfigError, load_config
+from libs.backbone.provisioning import ensure_kv
+from libs.backbone.topology import ALERT_RULES
 
 log = structlog.get_logger(__name__)
 
-RULES_BUCKET = KVSpec("PAI_ALERT_RULES", history=5, description="the alerting configuration (YAML)")
+RULES_BUCKET = ALERT_RULES
 RULES_KEY = "config"
 
 

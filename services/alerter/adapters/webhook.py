@@ -5,7 +5,7 @@ from __future__ import annotations
 import aiohttp
 import structlog
 
-from services.alerter.core.config import WebhookConfig
+from libs.alerting.config import WebhookConfig
 from services.alerter.core.dispatching import Notification
 from services.alerter.core.payloads import webhook_payload
 

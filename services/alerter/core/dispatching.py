@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from services.alerter.core.config import AlertConfig, InhibitRule, Route
+from libs.alerting.config import AlertConfig, InhibitRule, Route
 from services.alerter.core.evaluating import Alert
 
 DEFAULT_GROUP_WAIT = 30.0

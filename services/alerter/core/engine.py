@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from libs.alerting.config import AlertConfig, dump_config
 from libs.protocol.events import Event
-from services.alerter.core.config import AlertConfig, dump_config
 from services.alerter.core.dispatching import Dispatcher, Notification, NotifiedRecord, targets
 from services.alerter.core.evaluating import Alert, RuleEvaluator
 from services.alerter.core.observing import Observer

@@ -20,7 +20,7 @@ import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from services.alerter.core.config import Rule
+from libs.alerting.config import Rule
 from services.alerter.core.series import Sample
 
 

@@ -152,6 +152,30 @@ FAILURE_RULES = _object(
     },
     "spec",
 )
+DURATION = {"type": "string", "pattern": r"^(\d+(\.\d+)?(ms|s|m|h|d|w))+$"}
+LABELS = {"type": "object", "additionalProperties": STRING}
+# The alerting configuration (libs/alerting), Alertmanager's field names; sent as YAML.
+ALERT_RULES = _object(
+    {
+        "settings": _object({"evaluation_interval": DURATION, "status_change_keep": DURATION}),
+        "rules": {
+            "type": "array",
+            "items": _object(
+                {
+                    "alert": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+                    "expr": STRING,
+                    "for": DURATION,
+                    "labels": LABELS,
+                    "annotations": LABELS,
+                },
+                "alert",
+                "expr",
+            ),
+        },
+        "route": _object({"receiver": STRING, "group_by": NAMES, "group_wait": DURATION}),
+        "receivers": {"type": "array", "items": _object({"name": STRING}, "name")},
+    }
+)
 VC_CONFIG = _object(
     {
         "virtualClusters": {
@@ -234,6 +258,7 @@ INPUTS: dict[tuple[str, str], Inputs] = {
         query={"code": STRING, "state": STRING, "error": STRING, "error_description": STRING}
     ),
     ("PUT", "/v2/failure-rules"): Inputs(body={"text/yaml": FAILURE_RULES}),
+    ("PUT", "/v2/alert-rules"): Inputs(body={"text/yaml": ALERT_RULES}),
     ("GET", "/v2/cluster/sku-types"): Inputs(query={"vc": STRING}),
     ("PUT", "/v2/virtual-clusters/config"): Inputs(query={"force": BOOLEAN}, body={"text/yaml": VC_CONFIG}),
     ("POST", "/v2/users"): Inputs(

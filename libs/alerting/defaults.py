@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from importlib import resources
 
-from services.alerter.core.config import AlertConfig, load_config
+from libs.alerting.config import AlertConfig, load_config
 
 
 def default_text() -> str:
-    return resources.files("services.alerter").joinpath("rules.yaml").read_text(encoding="utf-8")
+    return resources.files("libs.alerting").joinpath("rules.yaml").read_text(encoding="utf-8")
 
 
 def default_config() -> AlertConfig:

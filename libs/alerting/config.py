@@ -13,8 +13,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from services.alerter.core.expressions import Condition, ExpressionError, parse_condition
-from services.alerter.core.timing import parse_duration
+from libs.alerting.durations import parse_duration
+from libs.alerting.expressions import Condition, ExpressionError, parse_condition
+from libs.protocol.yamlsource import YamlTooLargeError, safe_load_bounded
 
 
 class ConfigError(ValueError):
@@ -175,7 +176,9 @@ def _where(loc: tuple[int | str, ...]) -> str:
 def load_config(text: str) -> AlertConfig:
     """Parse and validate a YAML configuration; ConfigError lists every problem with its path."""
     try:
-        data = yaml.safe_load(text)
+        data = safe_load_bounded(text)  # deep nesting or an alias bomb is refused, not composed
+    except YamlTooLargeError as exc:
+        raise ConfigError([f"file: {exc}; write the configuration without deep nesting"]) from None
     except yaml.YAMLError as exc:
         raise ConfigError([f"not valid YAML: {exc}"]) from None
     if data is None:
