@@ -17,11 +17,12 @@ $(STAMP): requirements.lock pyproject.toml services/portal/package-lock.json
 	@# The portal's browser tests: Debian's Chromium, and the pinned npm packages (package-lock.json).
 	@# Only what is missing is asked for: a machine's own Node.js often carries npm and conflicts
 	@# with Debian's npm package. Jobs in their images: Podman with runc (crun cannot run where
-	@# cgroups are in hybrid mode).
+	@# cgroups are in hybrid mode). Host tasks in a sandbox: bubblewrap.
 	@missing=""; command -v chromium >/dev/null || missing="chromium"; \
 	  command -v npm >/dev/null || missing="$$missing npm"; \
 	  command -v podman >/dev/null || missing="$$missing podman"; \
 	  command -v runc >/dev/null || missing="$$missing runc"; \
+	  command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	  [ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } || \
 	  echo "$$missing could not be installed (needs root and apt-get); the browser and image tests will skip"

@@ -161,6 +161,10 @@ class TaskRun:
         try:
             root = psutil.Process(child.pid)
             procs = [root, *root.children(recursive=True)]
+            if self.spec.sandbox is not None and self.spec.container is None:
+                # bubblewrap and its init: the platform's, not the task's (see _in_sandbox).
+                keep = {root.pid, *(p.pid for p in root.children())}
+                procs = [p for p in procs if p.pid not in keep]
         except psutil.NoSuchProcess:
             return
         for proc in procs:
@@ -211,6 +215,8 @@ class TaskRun:
         try:
             if self.spec.container is not None:
                 proc = self._in_container(script, label)
+            elif self.spec.sandbox is not None and self.spec.run_as is not None:
+                proc = self._in_sandbox(path, script)
             else:
                 proc = subprocess.Popen(
                     self._command(path, script),
@@ -265,6 +271,40 @@ class TaskRun:
             # The engine's client and its monitor are the platform's, not the task's: out of the
             # task's groups (the container itself is nested under them, --cgroup-parent).
             preexec_fn=(lambda: _leave_groups(groups)) if groups else None,
+        )
+
+    def _in_sandbox(self, path: Path, script: int) -> subprocess.Popen[bytes]:
+        """The script on the host in the task's sandbox (services/orchestrator/core/sandboxes.py):
+        bubblewrap with the storages at their mount paths, then setpriv to the task's user.
+
+        bubblewrap is the platform's: in a process group of its own, so a stop sent to the
+        runtime's group reaches the task's commands through ``_forward`` (which passes over
+        bubblewrap's two processes), never bubblewrap itself, whose end would kill the commands
+        at once (``--die-with-parent``)."""
+        sandbox = self.spec.sandbox
+        assert sandbox is not None
+        binds: list[str] = []
+        for source, target, read_only in self._mounts:
+            binds += ["--ro-bind" if read_only else "--bind", source, target]
+        argv = [
+            *sandbox.wrap,
+            *binds,
+            "--chdir",
+            str(self.spec.dirs.work_dir),
+            "--",
+            *sandbox.drop,
+            *self._command(path, script),
+        ]
+        return subprocess.Popen(
+            argv,
+            cwd=self.spec.dirs.work_dir,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(script,),
+            process_group=0,
+            umask=0o022,
         )
 
     def _pull(self) -> None:
@@ -415,7 +455,8 @@ class TaskRun:
                 continue
             prepared.append(one)
             self.outcome.plugins.append({"plugin": name, "status": "ok", **one.report})
-            if self.spec.container is not None and name in ("storage", "teamwise_storage"):
+            in_view = self.spec.container is not None or self.spec.sandbox is not None
+            if in_view and name in ("storage", "teamwise_storage"):
                 from runtime.storage import requested_storages
 
                 self._mounts += [

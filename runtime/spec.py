@@ -177,6 +177,11 @@ class Container(Record):
     auth_file: Path | None = None
 
 
+class Sandbox(Record):
+    wrap: list[str]
+    drop: list[str]
+
+
 class LogRotation(Record):
     max_bytes: int = 16 * 1024 * 1024
     backup_count: int = 3
@@ -241,6 +246,7 @@ class TaskSpec(Record):
     run_as: RunAs | None = None
     confine: Confine | None = None
     container: Container | None = None
+    sandbox: Sandbox | None = None
     notice: str | None = None
 
     def role_info(self, name: str) -> RoleInfo:
@@ -501,6 +507,18 @@ def _container(data: Any, where: str) -> Container | None:
     return container
 
 
+def _sandbox(data: Any, where: str) -> Sandbox | None:
+    if data is None:
+        return None
+    f = _Fields(data, where)
+    wrap = [_Fields._check_text(v, at) for v, at in f.items("wrap")]
+    drop = [_Fields._check_text(v, at) for v, at in f.items("drop")]
+    if not wrap or not drop:
+        raise SpecError(f"{where}: wrap and drop must each name a program")
+    f.done()
+    return Sandbox(wrap=wrap, drop=drop)
+
+
 def _run_as(data: Any, where: str) -> RunAs | None:
     if data is None:
         return None
@@ -554,6 +572,7 @@ def parse_spec(data: Any) -> TaskSpec:
         run_as=_run_as(f.take("run_as", None)[0], "run_as"),
         confine=_confine(f.take("confine", None)[0], "confine"),
         container=_container(f.take("container", None)[0], "container"),
+        sandbox=_sandbox(f.take("sandbox", None)[0], "sandbox"),
         notice=f.optional_text("notice"),
     )
     f.done()

@@ -144,6 +144,14 @@ class Container(_Model):
     )
 
 
+class Sandbox(_Model):
+    """A host task's commands in a sandbox: bubblewrap's arguments up to the task's mounts, then
+    setpriv's up to the command (services/orchestrator/core/sandboxes.py decides them)."""
+
+    wrap: list[str] = Field(min_length=1, description="bwrap and its arguments, up to the mounts")
+    drop: list[str] = Field(min_length=1, description="setpriv and its arguments, up to the command")
+
+
 class LogRotation(_Model):
     max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     backup_count: int = Field(default=3, ge=0)
@@ -191,6 +199,9 @@ class TaskSpec(_Model):
     confine: Confine | None = Field(default=None, description="None: no limits (none could be set)")
     container: Container | None = Field(
         default=None, description="None: the commands run on the host; else in this container"
+    )
+    sandbox: Sandbox | None = Field(
+        default=None, description="None: the host commands run without a sandbox (or in a container)"
     )
     notice: str | None = Field(
         default=None,

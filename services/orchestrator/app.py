@@ -45,6 +45,7 @@ from services.orchestrator.adapters.kubernetes import KubernetesExecutor
 from services.orchestrator.adapters.local import LocalExecutor
 from services.orchestrator.adapters.logs import LOGS_QUEUE, LOGS_SUBJECT, read_log, window
 from services.orchestrator.adapters.rules import RulesKeeper
+from services.orchestrator.adapters.sandboxing import detect_sandbox
 from services.orchestrator.adapters.state import FrameworkStore, SecretsReader, SubmissionReader
 from services.orchestrator.core.frameworks import TaskKey
 from services.orchestrator.core.limits import DEFAULT_PIDS, DEFAULT_ZERO_CPU_CORES, LimitDefaults
@@ -113,6 +114,7 @@ class OrchestratorSettings(BackboneSettings):
     # Local tasks in their docker images: "auto" (Podman, else Docker, else the host), "podman",
     # "docker" or "host"; images pulled when "missing", "never" or "always" (adapters/engines.py).
     task_engine: str = "auto"
+    task_sandbox: str = "auto"
     image_pull: str = "missing"
     # Replicas: one leads and the others stand by until its lease in KV is free (PAI_LEADER_LEASE);
     # each replica names itself with PAI_INSTANCE (a restarted replica takes its own lease back).
@@ -275,12 +277,14 @@ async def main(
                 ),
                 engine=(await asyncio.to_thread(detect_engine, settings.task_engine, data_dir)).engine,
                 image_pull=pull_policy(settings.image_pull),
+                sandbox=(await asyncio.to_thread(detect_sandbox, settings.task_sandbox)).tools,
             )
             log.info(
                 "local tasks",
                 users=executor.task_users.describe(),
                 limits=executor.groups.confinement.describe(),
                 engine=executor.engine.describe() if executor.engine else "host",
+                sandbox="on" if executor.sandbox else "off",
             )
         submissions = SubmissionReader(bus.js)
         orchestrator = Orchestrator(

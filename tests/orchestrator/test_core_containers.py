@@ -121,3 +121,13 @@ def test_without_cdi_every_node_a_cuda_process_opens_is_given() -> None:
 
 def test_a_container_name_is_at_most_250_characters() -> None:
     assert len(container_name("u" * 300, 0, "r", 0, 0)) == 250
+
+
+def test_a_container_keeps_no_capability_and_no_way_to_gain_one() -> None:
+    args = run_arguments(_plan())
+    assert _option(args, "--cap-drop") == ["all"]
+    assert _option(args, "--security-opt") == ["no-new-privileges"]
+    assert "--cap-add" not in args
+    assert "--privileged" not in args
+    # The tenant's uid, never the image's root.
+    assert _option(args, "--user") == ["1800000001:1800000001"]

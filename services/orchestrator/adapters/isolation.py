@@ -444,7 +444,13 @@ def containment_line(data_dir: Path, environ: Mapping[str, str]) -> str:
         who = users.describe()
     except TaskUserError as exc:
         who = f"task users: none ({exc})"
-    return f"{who}; {detect(data_dir).describe()}"
+    from services.orchestrator.adapters.sandboxing import detect_sandbox
+
+    try:
+        sandbox = detect_sandbox(environ.get("PAI_TASK_SANDBOX", "auto")).describe()
+    except ValueError as exc:
+        sandbox = f"host tasks: {exc}"
+    return f"{who}; {sandbox}; {detect(data_dir).describe()}"
 
 
 def engine_line(data_dir: Path, environ: Mapping[str, str]) -> str:

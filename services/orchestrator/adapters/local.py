@@ -55,7 +55,7 @@ from libs.protocol import JobConfig
 from libs.protocol.events import FailureInfo
 from runtime.exitcodes import from_returncode
 from runtime.processes import find_runtimes, runtime_command
-from runtime.spec_model import Confine, Container, RunAs, TaskSpec
+from runtime.spec_model import Confine, Container, RunAs, Sandbox, TaskSpec
 from services.orchestrator.adapters.confinement import (
     CGROUP_ROOT,
     Confinement,
@@ -116,6 +116,7 @@ from services.orchestrator.core.effects import Probe
 from services.orchestrator.core.frameworks import Framework, TaskKey
 from services.orchestrator.core.limits import task_limits
 from services.orchestrator.core.policies import KILLED_EXIT_CODE, PREEMPTED_EXIT_CODE, STOP_EXIT_CODE
+from services.orchestrator.core.sandboxes import SandboxTools, drop_arguments, wrap_arguments
 
 log = structlog.get_logger(__name__)
 
@@ -283,8 +284,11 @@ class LocalExecutor:
         mps_pipe_dir: Path | None = None,
         engine: Engine | None = None,
         image_pull: PullPolicy = "missing",
+        sandbox: SandboxTools | None = None,
     ) -> None:
         self.data_dir = data_dir
+        # What host tasks' commands run in (None: unsandboxed); see core/sandboxes.py.
+        self.sandbox = sandbox
         # The container engine tasks run in their images through (None: on the host).
         self.engine = engine
         self.image_pull: PullPolicy = image_pull
@@ -369,6 +373,12 @@ class LocalExecutor:
                 spec = spec.model_copy(update={"mps_pipe_dir": self.mps_pipe_dir})
             if image is not None:
                 spec = self._in_image(spec, framework, key, user, image)
+            elif self.sandbox is not None and run_as is not None:
+                sandbox = Sandbox(
+                    wrap=wrap_arguments(self.sandbox, share_ipc=spec.mps_pipe_dir is not None),
+                    drop=drop_arguments(self.sandbox, run_as.uid, run_as.gid),
+                )
+                spec = spec.model_copy(update={"sandbox": sandbox})
             (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
             share_with_task(directory / SPEC_FILE, user)
             out = os.open(directory / RUNTIME_OUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

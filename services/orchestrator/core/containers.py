@@ -23,6 +23,12 @@ What a container gets (OpenPAI's pods, as closely as one machine allows):
 - ``/dev/shm`` sized for PyTorch's data loaders (half the task's memory, at least 64 MiB);
 - its GPUs by index: CDI names (``nvidia.com/gpu=N``) where the engine has NVIDIA's CDI spec,
   Docker's ``--gpus device=N`` where the engine is Docker, else the device nodes themselves;
+- no capability at all (``--cap-drop all``) and ``no-new-privileges``: a setuid-root binary in
+  the user's image runs as the tenant's uid, with nothing (no NET_RAW: no packet socket that
+  could read the host network's loopback, where the container lives); the engine's default
+  seccomp profile. The tenant's uid is the unprivileged mapping: nothing in the container is
+  uid 0, so the image's root is nobody's (docs/security.md compares this with Kubernetes'
+  restricted Pod Security Standard);
 - ``--init``: a small init is process 1 and passes a stop signal on to the task's commands;
 - labels naming the platform, the job and the task, so what a platform started can always be
   found again, and removed.
@@ -111,6 +117,13 @@ def run_arguments(plan: ContainerPlan) -> list[str]:
         str(plan.pids),
         "--log-driver",
         "none",
+        # Nothing a tenant's image can gain: no capability (NET_RAW's packet sockets, ptrace,
+        # mounts), and a setuid binary runs as the tenant (no_new_privs); the engine's default
+        # seccomp profile stays on.
+        "--cap-drop",
+        "all",
+        "--security-opt",
+        "no-new-privileges",
     ]
     if plan.engine == "podman":
         args += ["--pull", "never"]
