@@ -76,14 +76,16 @@ def _remote_errors() -> Iterator[None]:
     try:
         yield
     except ApiError as exc:
-        if exc.status == 401:
-            typer.echo(f"error: {exc.message} Run `pai login` first.", err=True)
-            raise typer.Exit(1) from None
         typer.echo(f"error: {exc.message} [{exc.code}]", err=True)
         for problem in exc.problems:
             where = problem.get("path") if isinstance(problem, dict) else None
             message = problem.get("message", "") if isinstance(problem, dict) else str(problem)
             typer.echo(f"  - {where}: {message}" if where else f"  - {message}", err=True)
+        # The platform's advice, where the client keeps it apart from OpenPAI's message.
+        if hint := getattr(exc, "hint", None):
+            typer.echo(f"hint: {hint}", err=True)
+        if exc.status == 401:
+            typer.echo("hint: Run `pai login` first.", err=True)
         raise typer.Exit(1) from None
     except ClientError as exc:
         typer.echo(f"error: {exc}", err=True)

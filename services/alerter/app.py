@@ -8,6 +8,13 @@ carry their owner's `user_email`. Outputs:
 alert.fired and alert.resolved events, emails, webhooks and actions, and the answer to
 `pai.rpc.alerter.alerts`. The clock is injected: tests move a fake one and call `tick`.
 
+Evaluations come every `evaluation_interval`, and at once (at most every `PROMPT_SPACING`
+seconds) after a job event that changed a job's state: a job's RUNNING, SUCCEEDED or FAILED is
+told as its event arrives, in the order of the events, and a job of two seconds is told both
+(the engine keeps each change for `status_change_keep`, so one evaluation after both still
+sees both). The notification log says which were told, so a restart or a takeover tells none
+again.
+
 A restart loses nothing that matters. Before its first evaluation `start` loads the stored
 configuration, the users' addresses, the notification log and the services last heard
 (adapters/remembering.py), the alerts the last instance left firing (its alert.fired events),
@@ -82,6 +89,9 @@ LEASE_KEY = "alerter"
 # Seconds of certain lease a notification needs: its sending and its record in the log both land
 # before the lease can pass to a successor, who reads the log when it starts.
 NOTIFY_MARGIN = 2.5
+# Evaluations a job's state changes bring forward come at most this often (seconds): a burst of
+# jobs ending is told in a few evaluations, not one per job, each renewing the lease in KV.
+PROMPT_SPACING = 0.2
 
 
 class AlerterSettings(BackboneSettings):
@@ -118,6 +128,8 @@ class Alerter:
         self.external_url = external_url
         self.email = EmailSender()
         self.remember_every = remember_every
+        # Set by a live job event that changed a job's state: evaluate now, not at the next tick.
+        self._prompt = asyncio.Event()
         self.counts = {
             "events": 0,
             "replayed": 0,
@@ -219,8 +231,12 @@ class Alerter:
             await self._session.close()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Evaluate every `evaluation_interval` (read again each time: it may change) until stopped."""
+        """Evaluate every `evaluation_interval` (read again each time: it may change), and soon
+        after a job's state changed, until stopped."""
+        loop = asyncio.get_running_loop()
         while not stop.is_set():
+            began = loop.time()
+            self._prompt.clear()  # a change from now on brings the next evaluation forward
             try:
                 if await self._still_leading():
                     await self.tick()
@@ -236,8 +252,11 @@ class Alerter:
             due = self.engine.dispatcher.next_due()
             if due is not None:
                 pause = max(0.05, min(pause, due - self.clock.now()))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), pause)
+            await _first([stop.wait(), self._prompt.wait()], within=pause)
+            if self._prompt.is_set() and not stop.is_set():
+                spacing = began + PROMPT_SPACING - loop.time()
+                if spacing > 0:
+                    await _first([stop.wait()], within=spacing)
 
     async def _still_leading(self) -> bool:
         """Renew the lease before evaluating: False while the bus cannot say (the evaluation
@@ -263,7 +282,8 @@ class Alerter:
             self.engine.observe(event, min(event.occurred_at.timestamp(), now), replayed=True)
             self.counts["replayed"] += 1
         else:
-            self.engine.observe(event, now)
+            if self.engine.observe(event, now):
+                self._prompt.set()
             self.counts["events"] += 1
 
     async def _on_heartbeat(self, msg: Msg) -> None:
@@ -454,10 +474,10 @@ class Alerter:
             log.warning("alert has no label the action needs", action=action, alert=alert.name)
 
 
-async def _first(waits: list[Coroutine[Any, Any, Any]]) -> None:
-    """Wait until the first of ``waits`` ends; the others are cancelled."""
+async def _first(waits: list[Coroutine[Any, Any, Any]], *, within: float | None = None) -> None:
+    """Wait until the first of ``waits`` ends (or ``within`` seconds pass); the others are cancelled."""
     tasks = [asyncio.ensure_future(w) for w in waits]
-    await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait(tasks, timeout=within, return_when=asyncio.FIRST_COMPLETED)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -141,6 +141,19 @@ def test_running_is_notified_once_per_attempt() -> None:
     assert len(engine.step(clock.advance(1)).notifications) == 1
 
 
+def test_a_job_that_starts_and_ends_between_two_steps_is_told_running_then_succeeded_once() -> None:
+    clock = FakeClock()
+    engine = AlertEngine(load_config(NOTIFY))
+    engine.observe(_submitted("j1", {"running": True, "succeeded": True}), clock.now())
+    engine.observe(TaskStarted(job_id="j1", attempt=0, role="w", index=0, node="n"), clock.advance(1))
+    done = JobCompleted(job_id="j1", attempt=0, state=JobState.SUCCEEDED, exit_code=0)
+    engine.observe(done, clock.advance(2))
+    told = engine.step(clock.advance(12)).notifications
+    assert [[a.labels["state"] for a in n.firing] for n in told] == [["RUNNING"], ["SUCCEEDED"]]
+    for _ in range(5):
+        assert engine.step(clock.advance(300)).notifications == []
+
+
 INHIBIT = """
 rules:
   - alert: NodeNotReady

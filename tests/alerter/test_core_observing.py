@@ -138,6 +138,23 @@ def test_a_finished_job_drops_its_series_says_its_end_and_is_forgotten_after_kee
     assert (change.labels["state"], change.labels["notify"]) == ("SUCCEEDED", "false")
 
 
+def test_a_finished_job_keeps_its_earlier_state_changes_for_keep_and_each_change_is_reported() -> None:
+    store = SeriesStore()
+    observer = Observer(store, keep=60)
+    assert not observer.observe(submitted({"running": True, "succeeded": True}), T0)
+    assert observer.observe(TaskStarted(job_id="j1", attempt=0, role="w", index=0, node="n1"), T0)
+    assert not observer.observe(TaskStarted(job_id="j1", attempt=0, role="w", index=1, node="n1"), T0)
+    store.set("task_gpu_percent", {"job_id": "j1"}, 3.0)
+    done = JobCompleted(job_id="j1", attempt=0, state=JobState.SUCCEEDED, exit_code=0)
+    assert observer.observe(done, T0 + 2)
+    changes = [s for s in series(store, T0 + 2) if s.name == "pai_job_status_change"]
+    assert [s.labels["state"] for s in changes] == ["RUNNING", "SUCCEEDED"]
+    assert [s.name for s in series(store, T0 + 2)] == ["pai_job_status_change"] * 2, "its metrics are gone"
+    assert [s.labels["state"] for s in series(store, T0 + 60)] == ["SUCCEEDED"], (
+        "each kept `keep` from its own time"
+    )
+
+
 def test_a_job_submitted_twice_keeps_what_it_first_said() -> None:
     observer = Observer(SeriesStore())
     observer.remember(submitted({"running": True}))

@@ -59,8 +59,9 @@ class AlertEngine:
 
     # -- inputs ---------------------------------------------------------------------------
 
-    def observe(self, event: Event, now: float, *, replayed: bool = False) -> None:
-        self.observer.observe(event, now, replayed=replayed)
+    def observe(self, event: Event, now: float, *, replayed: bool = False) -> bool:
+        """Apply a lifecycle event; True when it changed a job's state (worth evaluating at once)."""
+        return self.observer.observe(event, now, replayed=replayed)
 
     def heartbeat(self, service: str, now: float) -> None:
         self.observer.heartbeat(service, now)

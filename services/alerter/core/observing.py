@@ -2,7 +2,11 @@
 
 Job status change notifications (extras.jobStatusChangeNotification in a job's config) become
 `pai_job_status_change` series labelled with the new state and `notify="true"` when the owner
-asked for that state; the built-in rule fires on them and the routing sends the email. A job's
+asked for that state; the built-in rule fires on them and the routing sends the email. Each
+change is a fact of the job's events, not a state polled: its series stays `keep` seconds
+whatever the job does next, so a job that starts and ends between two evaluations still has its
+RUNNING told (its end removes its other series, never its changes), and `observe` says when an
+event changed a job's state, so the service evaluates at once rather than at its next tick. A job's
 owner and name are remembered from `job.submitted` so every job-scoped alert carries `user` and
 `job_name`: that is what lets users see their own alerts and templates name the job. When the
 owner registered an e-mail address (`contacts`, user name -> address, kept current by the
@@ -124,16 +128,19 @@ class Observer:
                 notify=notification_switches(event.config),
             )
 
-    def observe(self, event: Event, now: float, *, replayed: bool = False) -> None:
-        """Apply ``event`` at ``now``; a replayed one's series begin at ``now`` (its own time)."""
+    def observe(self, event: Event, now: float, *, replayed: bool = False) -> bool:
+        """Apply ``event`` at ``now``; a replayed one's series begin at ``now`` (its own time).
+
+        True when the event changed a job's state (a status change series was set)."""
         since = now if replayed else None
+        changed = False
         match event:
             case JobSubmitted():
                 self.remember(event)
                 self._pending(event.job_id, since)
             case JobPending():
                 if event.job_id in self.jobs and self.jobs[event.job_id].forget_at is not None:
-                    return  # a late pending after completion
+                    return False  # a late pending after completion
                 # The reason changes as the queue moves; the labels must not, or `for` restarts.
                 self._pending(event.job_id, since)
             case JobScheduled():
@@ -145,12 +152,16 @@ class Observer:
                 if info is not None and event.attempt not in info.running_attempts:
                     info.running_attempts.add(event.attempt)
                     self._status_change(event.job_id, "RUNNING", event.attempt, now, since)
+                    changed = True
             case JobRetrying():
                 self._status_change(event.job_id, "RETRIED", event.attempt, now, since)
+                changed = True
             case JobCompleted():
-                # Pending and task metrics of a finished job must not keep its alerts firing.
-                self.store.delete_labelled(job_id=event.job_id)
+                # Pending and task metrics of a finished job must not keep its alerts firing; its
+                # status changes stay their `keep`, or a RUNNING not yet evaluated would be lost.
+                self.store.delete_labelled((JOB_STATUS_CHANGE,), job_id=event.job_id)
                 self._status_change(event.job_id, event.state.value, event.attempt, now, since)
+                changed = True
                 info = self.jobs.get(event.job_id)
                 if info is not None:
                     info.forget_at = now + self.keep
@@ -166,6 +177,7 @@ class Observer:
                 self.store.set(NODE_COUNT, labels, 1.0, since=since)
             case _:
                 pass
+        return changed
 
     def heartbeat(self, service: str, now: float) -> None:
         self.store.touch(SERVICE_HEARTBEAT_AGE, {"service": service}, now)

@@ -10,7 +10,7 @@ keeps the time it began (`since`) while its value stays the same.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 LabelSet = tuple[tuple[str, str], ...]
@@ -96,9 +96,11 @@ class SeriesStore:
             self._drop(key)
         return len(doomed)
 
-    def delete_labelled(self, **match: str) -> int:
-        """Remove every value series (of any name) whose labels include ``match``."""
-        doomed = [key for key in self._candidates(match) if _includes(key[1], match)]
+    def delete_labelled(self, sparing: Collection[str] = (), /, **match: str) -> int:
+        """Remove every value series (of any name but those ``sparing``) whose labels include ``match``."""
+        doomed = [
+            key for key in self._candidates(match) if key[0] not in sparing and _includes(key[1], match)
+        ]
         for key in doomed:
             self._drop(key)
         return len(doomed)
