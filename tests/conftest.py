@@ -38,6 +38,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 # Tasks run on the host unless a test is about images (tests/e2e/test_job_images.py): jobs that
 # name images such as python:3.11 must never make a container engine go looking for them.
 os.environ.setdefault("PAI_TASK_ENGINE", "host")
+# The suite runs many small jobs at once on a machine of two cores: it declares the node larger
+# than the machine, as an admin may (what all tasks together are held to stays the machine's).
+os.environ.setdefault("PAI_CPU_OVERCOMMIT", "16")
+os.environ.setdefault("PAI_MEMORY_OVERCOMMIT", "4")
 
 structlog.configure(logger_factory=structlog.stdlib.LoggerFactory())
 logging.getLogger().addHandler(logging.NullHandler())

@@ -14,6 +14,7 @@ from libs.backbone.busauth import CREDENTIALS_FILE
 from libs.protocol import simulated_gpus
 from pai.embedded import mps
 from pai.embedded.platform import EmbeddedPlatform, embedded_defaults
+from services.monitor.inventory import offer_line
 from services.orchestrator.adapters.isolation import containment_line, engine_line
 from services.rest.ratelimit import configured_limits
 from services.rest.settings import RestSettings
@@ -88,6 +89,7 @@ async def _run(platform: EmbeddedPlatform) -> None:
         typer.echo(_limits_line(platform))
         # What holds for tasks, decided as the orchestrator decides it (same machine, same user).
         typer.echo(containment_line(platform.data_dir, {**os.environ, **platform.extra_env}))
+        typer.echo(offer_line({**os.environ, **embedded_defaults(), **platform.extra_env}))
         typer.echo(engine_line(platform.data_dir, {**os.environ, **platform.extra_env}))
         typer.echo(
             f"bus: user {info.nats_user}, password in {info.data_dir / CREDENTIALS_FILE} "

@@ -69,7 +69,13 @@ SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events",
 # One person's machine: no per-user submission limit (OpenPAI's cluster default is 60 an
 # hour, which a 100-job sweep exceeds). Each applies unless the environment sets it already,
 # under our name or OpenPAI's; Kubernetes keeps OpenPAI's defaults.
-EMBEDDED_DEFAULTS = {"PAI_RATE_LIMIT_SUBMIT_JOB_PER_HOUR": "0"}
+EMBEDDED_DEFAULTS = {
+    "PAI_RATE_LIMIT_SUBMIT_JOB_PER_HOUR": "0",
+    # Tasks are processes sharing this machine: CPU time is shared out by the kernel (each task's
+    # quota, and all tasks' weight beside the platform's), so the node offers four times the cores
+    # it keeps for tasks. Memory is never offered beyond what is there (libs/protocol/capacity.py).
+    "PAI_CPU_OVERCOMMIT": "4",
+}
 
 
 def embedded_defaults(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -367,9 +373,6 @@ class EmbeddedPlatform:
                 if port
             ),
             "PAI_LOG_FORMAT": "json",
-            # Tasks are plain processes sharing this machine: offer more CPU and memory than it has.
-            "PAI_CPU_OVERCOMMIT": "16",
-            "PAI_MEMORY_OVERCOMMIT": "4",
             **embedded_defaults(),
             **self.extra_env,
         }

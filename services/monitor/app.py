@@ -31,6 +31,7 @@ from aiohttp import web
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from pydantic import Field
 
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.consuming import subscribe_ordered
@@ -40,6 +41,7 @@ from libs.backbone.leasing import Lease, while_leading
 from libs.backbone.settings import BackboneSettings
 from libs.backbone.topology import LEASES, ensure_topology, publish_event
 from libs.protocol import simulated_gpus
+from libs.protocol.capacity import read_machine, reserve_for
 from libs.protocol.events import (
     JobCompleted,
     JobScheduled,
@@ -93,8 +95,14 @@ class MonitorSettings(BackboneSettings):
     instance: str = socket.gethostname()
     node_address: str = "127.0.0.1"
     report_every: float = 15.0
-    cpu_overcommit: float = 1.0
-    memory_overcommit: float = 1.0
+    cpu_overcommit: float = Field(default=1.0, gt=0)
+    memory_overcommit: float = Field(default=1.0, gt=0)
+    # What an admin declares the node offers, in place of the machine less the reserve.
+    node_cpus: int | None = Field(default=None, ge=1)
+    node_memory_mb: int | None = Field(default=None, ge=64)
+    # What the platform keeps of the machine (libs/protocol/capacity.py has the defaults).
+    reserve_cpus: float | None = Field(default=None, ge=0)
+    reserve_memory_mb: int | None = Field(default=None, ge=0)
     metrics_port: int = 9102  # 0: any free port; -1: no Prometheus endpoint
     # A listening socket inherited from the supervisor, served instead of the port (`pai up`
     # holds the metrics port while the monitor restarts; libs/web/serving.py).
@@ -112,8 +120,14 @@ class MonitorSettings(BackboneSettings):
 
 def node_report(settings: MonitorSettings) -> NodeReported:
     simulated = simulated_gpus.from_env(value=settings.simulated_gpus)
+    machine = read_machine()
     cpu, memory_mb, gpus, model = detect_resources(
-        settings.cpu_overcommit, settings.memory_overcommit, simulated
+        settings.cpu_overcommit,
+        settings.memory_overcommit,
+        simulated,
+        declared_cpus=settings.node_cpus,
+        declared_memory_mb=settings.node_memory_mb,
+        reserve=reserve_for(machine, cpus=settings.reserve_cpus, memory_mb=settings.reserve_memory_mb),
     )
     return NodeReported(
         node_id=node_token(settings.node_name),

@@ -1,20 +1,19 @@
 """What this node offers: CPUs, memory and GPUs (NVML, else nvidia-smi; or simulated ones).
 
 No GPU is a valid answer. On a machine without GPUs, `pai up --gpus N[:MODEL]` declares N
-simulated ones (libs/protocol/simulated_gpus.py), reported like real ones. Overcommit factors
-let the embedded platform, where tasks are plain processes sharing one machine, offer more CPU
-and memory than the hardware has; production nodes keep the factors at 1.
+simulated ones (libs/protocol/simulated_gpus.py), reported like real ones. CPU and memory are the
+machine's less what the platform keeps for itself (libs/protocol/capacity.py); an admin may
+declare overcommit factors, or the figures outright.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from types import ModuleType
 
-import psutil
-
+from libs.protocol.capacity import Offer, Reserve, node_offer, read_machine, reserve_for
 from libs.protocol.simulated_gpus import SimulatedGpus
 from services.monitor import gpus
 
@@ -46,14 +45,84 @@ def detect_resources(
     cpu_overcommit: float = 1.0,
     memory_overcommit: float = 1.0,
     simulated: SimulatedGpus | None = None,
+    *,
+    declared_cpus: int | None = None,
+    declared_memory_mb: int | None = None,
+    reserve: Reserve | None = None,
 ) -> tuple[int, int, int, str | None]:
-    """(cpu, memory MB, gpus, gpu model) this node offers to tasks.
+    """(cpu, memory MB, gpus, gpu model) this node offers to tasks: the machine less the
+    platform's reserve (libs/protocol/capacity.py), or what an admin declared.
 
     Real GPUs win over simulated ones: a declaration only fills a machine that has none.
     """
-    cpu = int((os.cpu_count() or 1) * cpu_overcommit)
-    memory_mb = int(psutil.virtual_memory().total / 2**20 * memory_overcommit)
+    offer = node_offer_here(
+        cpu_overcommit,
+        memory_overcommit,
+        declared_cpus=declared_cpus,
+        declared_memory_mb=declared_memory_mb,
+        reserve=reserve,
+    )
     count, model = detect_gpus()
     if count == 0 and simulated is not None:
         count, model = simulated.count, simulated.model
-    return cpu, memory_mb, count, model
+    return offer.cpu, offer.memory_mb, count, model
+
+
+def node_offer_here(
+    cpu_overcommit: float = 1.0,
+    memory_overcommit: float = 1.0,
+    *,
+    declared_cpus: int | None = None,
+    declared_memory_mb: int | None = None,
+    reserve: Reserve | None = None,
+) -> Offer:
+    machine = read_machine()
+    return node_offer(
+        machine,
+        reserve or reserve_for(machine),
+        cpu_overcommit=cpu_overcommit,
+        memory_overcommit=memory_overcommit,
+        declared_cpus=declared_cpus,
+        declared_memory_mb=declared_memory_mb,
+    )
+
+
+def _number(environ: Mapping[str, str], name: str, kind: type[float] | type[int]) -> float | int | None:
+    text = environ.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: must be a number") from None
+    if value < 0:
+        raise ValueError(f"{name}={text!r}: must not be negative")
+    return value
+
+
+def offer_line(environ: Mapping[str, str]) -> str:
+    """What the node offers and keeps, in one line for ``pai up`` (the monitor decides the same
+    way from the same settings)."""
+    try:
+        machine = read_machine()
+        reserve = reserve_for(
+            machine,
+            cpus=_number(environ, "PAI_RESERVE_CPUS", float),
+            memory_mb=_int(_number(environ, "PAI_RESERVE_MEMORY_MB", int)),
+            pids=_int(_number(environ, "PAI_RESERVE_PIDS", int)),
+        )
+        offer = node_offer(
+            machine,
+            reserve,
+            cpu_overcommit=float(environ.get("PAI_CPU_OVERCOMMIT") or 1),
+            memory_overcommit=float(environ.get("PAI_MEMORY_OVERCOMMIT") or 1),
+            declared_cpus=_int(_number(environ, "PAI_NODE_CPUS", int)),
+            declared_memory_mb=_int(_number(environ, "PAI_NODE_MEMORY_MB", int)),
+        )
+    except ValueError as exc:
+        return f"node offers: {exc}"
+    return offer.how
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)

@@ -35,7 +35,7 @@ from libs.backbone.settings import BackboneSettings
 from libs.backbone.topology import LEASES, SECRETS, ensure_topology, publish_event
 from libs.protocol.events import EventBase, NodeLost, decode_event
 from libs.protocol.subjects import JOBS_STREAM, NODES_STREAM, ROOT
-from services.orchestrator.adapters.confinement import TaskGroups, detect
+from services.orchestrator.adapters.confinement import TaskGroups, detect, task_pids, tasks_budget
 from services.orchestrator.adapters.engines import detect_engine, pull_policy
 from services.orchestrator.adapters.executing import ExitCallback, TaskExit
 from services.orchestrator.adapters.isolation import resolve_task_users
@@ -48,7 +48,7 @@ from services.orchestrator.adapters.rules import RulesKeeper
 from services.orchestrator.adapters.sandboxing import detect_sandbox
 from services.orchestrator.adapters.state import FrameworkStore, SecretsReader, SubmissionReader
 from services.orchestrator.core.frameworks import TaskKey
-from services.orchestrator.core.limits import DEFAULT_PIDS, DEFAULT_ZERO_CPU_CORES, LimitDefaults
+from services.orchestrator.core.limits import DEFAULT_ZERO_CPU_CORES, LimitDefaults
 from services.orchestrator.handlers import GROUP_LIMIT, Orchestrator
 
 log = structlog.get_logger(__name__)
@@ -106,7 +106,11 @@ class OrchestratorSettings(BackboneSettings):
     task_uid_registry: str = ""  # the machine's claims on task uids; empty: /var/lib/pai/uids
     # Kernel limits of local tasks (core/limits.py): processes per task, and the CPU a task of
     # cpu: 0 (no reservation) may still use.
-    task_pids_max: int = Field(default=DEFAULT_PIDS, ge=16)
+    # None: 4,096, or a sixteenth of what all tasks may hold where that is less (capacity.py).
+    task_pids_max: int | None = Field(default=None, ge=16)
+    # What the platform keeps of the machine from all tasks together (libs/protocol/capacity.py).
+    reserve_memory_mb: int | None = Field(default=None, ge=0)
+    reserve_pids: int | None = Field(default=None, ge=0)
     task_zero_cpu_cores: float = Field(default=DEFAULT_ZERO_CPU_CORES, gt=0)
     # Local tasks' runtimes forked from a warm one (runtime/forkserver.py); false: each task's
     # runtime is a new interpreter.
@@ -272,8 +276,18 @@ async def main(
                 fork_server=settings.fork_server,
                 mps_pipe_dir=settings.gpu_mps_pipe_directory,
                 confinement=TaskGroups(
-                    await asyncio.to_thread(detect, data_dir),
-                    LimitDefaults(settings.task_pids_max, settings.task_zero_cpu_cores),
+                    await asyncio.to_thread(
+                        functools.partial(
+                            detect,
+                            data_dir,
+                            budget=tasks_budget(settings.reserve_memory_mb, settings.reserve_pids),
+                        )
+                    ),
+                    LimitDefaults(
+                        settings.task_pids_max
+                        or task_pids(settings.reserve_memory_mb, settings.reserve_pids),
+                        settings.task_zero_cpu_cores,
+                    ),
                 ),
                 engine=(await asyncio.to_thread(detect_engine, settings.task_engine, data_dir)).engine,
                 image_pull=pull_policy(settings.image_pull),

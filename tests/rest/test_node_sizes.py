@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
+import math
 from typing import Any
 
 import pytest
@@ -20,6 +20,7 @@ from libs.backbone.connecting import Bus
 from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.topology import ensure_topology, publish_event
 from libs.protocol import parse_job
+from libs.protocol.capacity import CPU_RESERVE, read_machine, reserve_for, tasks_memory_mb
 from libs.protocol.events import NodeReported
 from libs.protocol.limits import MIN_TASK_MEMORY_MB
 from libs.protocol.subjects import JOBS_STREAM, VC_STATUS_RPC
@@ -194,9 +195,12 @@ async def test_a_task_larger_than_the_largest_node_is_refused_naming_the_node(
 async def test_the_nodes_size_is_what_the_monitor_offers_with_overcommit(
     api: Client, admin_headers: dict[str, str], bus: Bus, nats_server: EmbeddedNats
 ) -> None:
-    # As `pai up` runs its monitor (pai/embedded/platform.py): 16 times the cores, 4 times the memory.
+    # As the suite runs `pai up`'s monitor (tests/conftest.py): 16 times the cores it keeps for
+    # tasks, 4 times the memory.
     cpu, memory_mb, _gpus, _model = detect_resources(cpu_overcommit=16, memory_overcommit=4)
-    assert cpu == (os.cpu_count() or 1) * 16
+    machine = read_machine()
+    assert cpu == math.floor((machine.cores - CPU_RESERVE) * 16)
+    assert memory_mb == 4 * tasks_memory_mb(machine, reserve_for(machine))
     await ensure_topology(bus.js)
     await publish_event(bus.js, node("laptop", cpu=cpu, memory_mb=memory_mb))
     async with scheduler(nats_server.url, None):

@@ -12,9 +12,19 @@ from services.rest.settings import RestSettings
 
 
 def test_the_embedded_default_turns_the_submission_limit_off_unless_the_environment_sets_one() -> None:
-    assert embedded_defaults({}) == {"PAI_RATE_LIMIT_SUBMIT_JOB_PER_HOUR": "0"}
-    assert embedded_defaults({"PAI_RATE_LIMIT_SUBMIT_JOB_PER_HOUR": "10"}) == {}
-    assert embedded_defaults({"RATE_LIMIT_SUBMIT_JOB_PER_HOUR": "10"}) == {}  # OpenPAI's own name
+    assert embedded_defaults({})["PAI_RATE_LIMIT_SUBMIT_JOB_PER_HOUR"] == "0"
+    assert "PAI_RATE_LIMIT_SUBMIT_JOB_PER_HOUR" not in embedded_defaults(
+        {"PAI_RATE_LIMIT_SUBMIT_JOB_PER_HOUR": "10"}
+    )
+    assert "PAI_RATE_LIMIT_SUBMIT_JOB_PER_HOUR" not in embedded_defaults(
+        {"RATE_LIMIT_SUBMIT_JOB_PER_HOUR": "10"}  # OpenPAI's own name
+    )
+
+
+def test_the_embedded_node_offers_four_times_its_cores_and_never_more_memory_than_it_has() -> None:
+    assert embedded_defaults({})["PAI_CPU_OVERCOMMIT"] == "4"
+    assert "PAI_MEMORY_OVERCOMMIT" not in embedded_defaults({})
+    assert "PAI_CPU_OVERCOMMIT" not in embedded_defaults({"PAI_CPU_OVERCOMMIT": "1"})
 
 
 def test_a_cluster_keeps_openpais_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

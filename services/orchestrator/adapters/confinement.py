@@ -33,6 +33,7 @@ from pathlib import Path
 
 import structlog
 
+from libs.protocol.capacity import read_machine, reserve_for, task_pids_default, tasks_memory_mb, tasks_pids
 from services.orchestrator.core.limits import LimitDefaults, TaskLimits
 
 log = structlog.get_logger(__name__)
@@ -66,10 +67,13 @@ class Confinement:
     enforced: dict[str, str] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
     bases: dict[str, Path] = field(default_factory=dict)  # controller -> the platform's group
+    budget: TasksBudget | None = None  # what all tasks together are held to
 
     def describe(self) -> str:
         held = ", ".join(f"{what} ({how})" for what, how in self.enforced.items()) or "nothing"
         line = f"task limits: {held}"
+        if self.budget is not None:
+            line += f"; {self.budget.describe()}"
         if self.missing:
             line += "; not enforced: " + "; ".join(f"{what} ({why})" for what, why in self.missing.items())
         return line
@@ -100,10 +104,70 @@ def _make(directory: Path) -> None:
         raise ConfinementError(f"cannot create the cgroup {directory}: {exc.strerror}") from exc
 
 
+@dataclass(frozen=True)
+class TasksBudget:
+    """What all of a platform's tasks together may hold (libs/protocol/capacity.py)."""
+
+    memory_bytes: int
+    pids: int
+
+    def describe(self) -> str:
+        return f"all tasks together: {self.memory_bytes // 2**20:,} MB memory, {self.pids:,} processes"
+
+
+def tasks_budget(reserve_memory_mb: int | None = None, reserve_pids: int | None = None) -> TasksBudget:
+    """This machine's, less the platform's reserve (the admin's figures where given)."""
+    machine = read_machine()
+    reserve = reserve_for(machine, memory_mb=reserve_memory_mb, pids=reserve_pids)
+    return TasksBudget(tasks_memory_mb(machine, reserve) * 2**20, tasks_pids(machine, reserve))
+
+
+def task_pids(reserve_memory_mb: int | None = None, reserve_pids: int | None = None) -> int:
+    """One task's process limit when the admin set none: see libs/protocol/capacity.py."""
+    machine = read_machine()
+    return task_pids_default(machine, reserve_for(machine, memory_mb=reserve_memory_mb, pids=reserve_pids))
+
+
 def detect(
+    data_dir: Path,
+    *,
+    root: Path = CGROUP_ROOT,
+    self_cgroup: str | None = None,
+    euid: int | None = None,
+    budget: TasksBudget | None = None,
+) -> Confinement:
+    """What can be enforced here, trying to make the platform's groups (root only), all tasks
+    held together to ``budget`` (the machine less the platform's reserve, by default)."""
+    found = _detect(data_dir, root=root, self_cgroup=self_cgroup, euid=euid)
+    if not found.bases:
+        return found
+    budget = budget or tasks_budget()
+    try:
+        _limit_all(found.bases, budget)
+    except ConfinementError as exc:
+        return Confinement(
+            found.mechanism, found.enforced, {**found.missing, "all tasks together": str(exc)}, found.bases
+        )
+    return Confinement(found.mechanism, found.enforced, found.missing, found.bases, budget)
+
+
+def _limit_all(bases: dict[str, Path], budget: TasksBudget) -> None:
+    """The platform's own groups, parents of every task's: the budget, whatever tasks ask."""
+    for controller, base in bases.items():
+        if controller == "unified":
+            _write(base, "memory.max", budget.memory_bytes)
+            _write(base, "pids.max", budget.pids)
+        elif controller == "memory":
+            _write(base, "memory.limit_in_bytes", budget.memory_bytes)
+            if (base / "memory.memsw.limit_in_bytes").exists():
+                _write(base, "memory.memsw.limit_in_bytes", budget.memory_bytes)
+        elif controller == "pids":
+            _write(base, "pids.max", budget.pids)
+
+
+def _detect(
     data_dir: Path, *, root: Path = CGROUP_ROOT, self_cgroup: str | None = None, euid: int | None = None
 ) -> Confinement:
-    """What can be enforced here, trying to make the platform's groups (root only)."""
     scope = platform_scope(data_dir)
     if self_cgroup is None:
         try:

@@ -450,7 +450,7 @@ def containment_line(data_dir: Path, environ: Mapping[str, str]) -> str:
         sandbox = detect_sandbox(environ.get("PAI_TASK_SANDBOX", "auto")).describe()
     except ValueError as exc:
         sandbox = f"host tasks: {exc}"
-    return f"{who}; {sandbox}; {detect(data_dir).describe()}"
+    return f"{who}; {detect(data_dir).describe()}; {sandbox}"
 
 
 def engine_line(data_dir: Path, environ: Mapping[str, str]) -> str:
