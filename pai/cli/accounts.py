@@ -237,9 +237,3 @@ def revoke_token(
     client, _ = _client(server)
     with _friendly_errors(), client:
         _say(_call(client, "DELETE", f"/api/v2/tokens/{quote(token, safe='')}"))
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(user_app, name="user")
-    app.add_typer(group_app, name="group")
-    app.add_typer(token_app, name="token")

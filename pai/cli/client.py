@@ -29,7 +29,8 @@ class ServerUnreachableError(ClientError):
 
 
 class ApiError(ClientError):
-    """The server answered with an error body."""
+    """The server answered with an error body: OpenPAI's message, and apart from it the
+    platform's advice on what to do next (``hint``), which is printed on a line of its own."""
 
     def __init__(
         self,
@@ -39,6 +40,7 @@ class ApiError(ClientError):
         problems: list[dict[str, Any]] | None = None,
         *,
         retry_after: float | None = None,
+        hint: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -46,6 +48,7 @@ class ApiError(ClientError):
         self.message = message
         self.problems = problems or []
         self.retry_after = retry_after
+        self.hint = hint
 
 
 def config_dir() -> Path:
@@ -117,6 +120,19 @@ def _seconds(value: str | None) -> float | None:
         return None
 
 
+def needs_tls(server: str) -> bool:
+    """Whether requests to ``server`` need certificates checked: only https has any. A client
+    made for plain http skips loading the CA bundle, which costs a `pai` call tens of ms; it
+    sends only relative paths and follows no redirect, so it never reaches an https address."""
+    return not server.lower().startswith("http://")
+
+
+def hint_of(body: dict[str, Any]) -> str | None:
+    """The platform's advice beside OpenPAI's message in an error body, if it gave one."""
+    hint = body.get("hint")
+    return str(hint) if hint else None
+
+
 def job_path(user: str, name: str) -> str:
     return f"/api/v2/jobs/{quote(user, safe='')}~{quote(name, safe='')}"
 
@@ -127,7 +143,9 @@ class PaiClient:
     def __init__(self, server: str, token: str | None = None, *, timeout: float = 15.0) -> None:
         self.server = _normalise(server)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
+        self._http = httpx.Client(
+            base_url=self.server, headers=headers, timeout=timeout, verify=needs_tls(self.server)
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -155,8 +173,6 @@ class PaiClient:
                 body = {}
             code = str(body.get("code") or f"HTTP{response.status_code}")
             message = str(body.get("message") or response.text or response.reason_phrase)
-            if body.get("hint"):  # the platform's advice rides beside OpenPAI's message
-                message = f"{message} {body['hint']}"
             field = body.get("field")  # the marketplace names the field at fault
             if isinstance(field, str) and field and field not in message:
                 message = f"{message} (field: {field})"
@@ -166,6 +182,7 @@ class PaiClient:
                 message,
                 body.get("problems"),
                 retry_after=_seconds(response.headers.get("Retry-After")),
+                hint=hint_of(body),
             )
         return response
 

@@ -5,7 +5,7 @@ files read and checked before anything is sent.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,7 +22,6 @@ from pai.cli.client import (
     saved_login,
 )
 from pai.cli.output import console
-from pai.cli.validating import JobFile
 
 ServerOption = typer.Option(
     None,
@@ -41,21 +40,35 @@ def _error_console() -> Console:
     return console(stderr=True)
 
 
+def api_error_lines(exc: ApiError, problems: Iterable[str] = ()) -> list[str]:
+    """What a refused request prints: the error with its code, each problem (already worded by
+    the command), then each piece of advice on a line of its own, so none runs into the error."""
+    if exc.status == 401:
+        lines = [f"error: {exc.message}"]
+    else:
+        lines = [f"error: {exc.message} [{exc.code}]"]
+    lines.extend(f"  - {problem}" for problem in problems)
+    if exc.hint:
+        lines.append(f"hint: {exc.hint}")
+    if exc.status == 401:
+        lines.append("hint: Run `pai login` first.")
+    return lines
+
+
 @contextmanager
 def _friendly_errors() -> Iterator[None]:
     try:
         yield
     except ApiError as exc:
-        err = _error_console()
-        if exc.status == 401:
-            err.print(f"error: {exc.message} Run `pai login` first.", markup=False)
-            raise typer.Exit(1) from None
-        err.print(f"error: {exc.message} [{exc.code}]", markup=False)
+        problems = []
         for problem in exc.problems:
             where = problem.get("path") or "(document)"
-            hint = f" ({problem['hint']})" if problem.get("hint") else ""
-            err.print(f"  - {where}: {problem.get('message', '')}{hint}", markup=False)
-        raise typer.Exit(2 if exc.problems else 1) from None
+            fix = f" ({problem['hint']})" if problem.get("hint") else ""
+            problems.append(f"{where}: {problem.get('message', '')}{fix}")
+        err = _error_console()
+        for line in api_error_lines(exc, problems):
+            err.print(line, markup=False)
+        raise typer.Exit(2 if exc.problems and exc.status != 401 else 1) from None
     except ClientError as exc:
         _error_console().print(f"error: {exc}", markup=False)
         raise typer.Exit(1) from None
@@ -88,6 +101,8 @@ def _split_job(ref: str, login: Login | None) -> tuple[str, str]:
 def read_job_file(file: Path) -> str:
     """The text of a job file the CLI is about to send, checked first (encoding, size, emptiness);
     a problem is printed and ends the command, so nothing is sent."""
+    from pai.cli.validating import JobFile  # the job protocol's models: only commands that send a job
+
     job_file = JobFile(str(file))
     if job_file.text is None:
         for problem in job_file.problems:

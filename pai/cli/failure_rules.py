@@ -30,7 +30,7 @@ from libs.failures import (
     retry_kind,
 )
 from pai.cli.client import ApiError, ClientError, PaiClient
-from pai.cli.common import ServerOption
+from pai.cli.common import ServerOption, api_error_lines
 from pai.cli.common import _client as logged_in_client
 
 failure_rules_app = typer.Typer(no_args_is_help=True, help="Check and try out failure-analysis rules.")
@@ -120,17 +120,15 @@ def _remote_errors() -> Iterator[None]:
     try:
         yield
     except ApiError as exc:
-        if exc.status == 401:
-            typer.echo(f"error: {exc.message} Run `pai login` first.", err=True)
-            raise typer.Exit(1) from None
-        typer.echo(f"error: {exc.message} [{exc.code}]", err=True)
+        problems = []
         for raw in exc.problems:
             try:
-                line = str(RuleProblem.model_validate(raw))
+                problems.append(str(RuleProblem.model_validate(raw)))
             except ValueError:
-                line = str(raw)
-            typer.echo(f"  - {line}", err=True)
-        raise typer.Exit(2 if exc.problems else 1) from None
+                problems.append(str(raw))
+        for line in api_error_lines(exc, problems):
+            typer.echo(line, err=True)
+        raise typer.Exit(2 if exc.problems and exc.status != 401 else 1) from None
     except ClientError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

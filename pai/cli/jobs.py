@@ -8,16 +8,13 @@ problems, a 404. No stack trace reaches a user.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any
 
 import typer
-import yaml
 from rich.table import Table
 
-from libs.protocol.pinning import PinningError, digests_by_role
-from libs.protocol.pinning import pin_images as pin_images_of
-from pai.cli import watching
 from pai.cli.client import (
     Login,
     PaiClient,
@@ -34,9 +31,13 @@ def login(
     user: str = typer.Option("admin", "--user", "-u", envvar="PAI_USER", help="user name"),
     server: str | None = ServerOption,
 ) -> None:
-    """Log in and keep the token for later commands (password from PAI_PASSWORD or a prompt)."""
+    """Log in and keep the token for later commands (password from PAI_PASSWORD or a prompt).
+
+    Without PAI_PASSWORD the password is asked for on a terminal, and read from the first line
+    of standard input otherwise (`pai login < file`, or piped from a secret store).
+    """
     server = resolve_server(server)
-    password = os.environ.get("PAI_PASSWORD") or typer.prompt("Password", hide_input=True)
+    password = os.environ.get("PAI_PASSWORD") or _password_from_input()
     with _friendly_errors(), PaiClient(server) as client:
         answer = client.login(user, password)
     path = save_login(Login(server=server, user=str(answer["user"]), token=str(answer["token"])))
@@ -44,6 +45,22 @@ def login(
     _console().print(
         f"logged in to {server} as {answer['user']} ({role}); token saved in {path}", markup=False
     )
+
+
+def _password_from_input() -> str:
+    """The password typed unseen on a terminal; piped, the first line read as it is, since a
+    hidden prompt cannot hide what is not typed and would only warn that it may be echoed."""
+    if sys.stdin.isatty():
+        return str(typer.prompt("Password", hide_input=True))
+    password = sys.stdin.readline().rstrip("\r\n")
+    if not password:
+        _error_console().print(
+            "error: no password: standard input is not a terminal and its first line is empty. "
+            "Pipe the password in, or set PAI_PASSWORD.",
+            markup=False,
+        )
+        raise typer.Exit(1)
+    return password
 
 
 def _ms(value: Any) -> str:
@@ -202,6 +219,11 @@ def clone(
     server: str | None = ServerOption,
 ) -> None:
     """Print a job's YAML to run it again (or submit it), its images pinned with --pin-images."""
+    import yaml  # only here: the other commands need no YAML
+
+    from libs.protocol.pinning import PinningError, digests_by_role
+    from libs.protocol.pinning import pin_images as pin_images_of
+
     client, login_ = _client(server)
     user, original = _split_job(job, login_)
     with _friendly_errors(), client:
@@ -218,20 +240,10 @@ def clone(
             typer.echo(text, nl=False)
             return
         submitted = client.submit(text)
+    # The clone is the logged-in user's job, named as the server stored it (as `job submit` prints).
     _console().print(
-        f"submitted {login_ or user}~{config['name']} (id {submitted.get('jobId')})", markup=False
+        f"submitted {submitted['username']}~{submitted['name']} (id {submitted['jobId']})", markup=False
     )
-
-
-def register(app: typer.Typer, job_app: typer.Typer) -> None:
-    """Add these commands to the `pai` application and its `job` group."""
-    app.command(name="login")(login)
-    job_app.command(name="submit")(watching.submit)
-    job_app.command(name="list")(list_jobs)
-    job_app.command(name="status")(status)
-    job_app.command(name="logs")(logs)
-    job_app.command(name="stop")(stop)
-    job_app.command(name="clone")(clone)
 
 
 def _gpus_of(task: dict[str, Any]) -> str:

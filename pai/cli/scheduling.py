@@ -201,8 +201,3 @@ def _sim_inflation(cluster: Path, trace: Path, inflate: float, policy: str, seed
     for key, value in report.items():
         if key != "allocation_ratio":
             typer.echo(f"{key}: {value}")
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(scheduler_app, name="scheduler")
-    app.command("sim")(sim)

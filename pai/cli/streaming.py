@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from httpx_sse import SSEError, connect_sse
 
-from pai.cli.client import ApiError, ServerUnreachableError
+from pai.cli.client import ApiError, ServerUnreachableError, hint_of
 
 RECONNECTS = 30
 EXIT_CODES = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": 2}
@@ -40,6 +40,7 @@ def _error(response: httpx.Response) -> ApiError:
         response.status_code,
         str(body.get("code") or f"HTTP{response.status_code}"),
         str(body.get("message") or response.text or response.reason_phrase),
+        hint=hint_of(body),
     )
 
 

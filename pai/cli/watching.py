@@ -95,8 +95,3 @@ def events(
                     )
         except KeyboardInterrupt:
             raise typer.Exit(0) from None
-
-
-def register(app: typer.Typer, job_app: typer.Typer) -> None:
-    app.command(name="events")(events)
-    job_app.command(name="watch")(watch)
