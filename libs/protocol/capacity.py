@@ -12,6 +12,11 @@ what tasks get, in two places that agree:
   every task): the machine's memory less the reserve, and its process table less the reserve,
   whatever was offered. Each task has its own limits inside that.
 
+Disk too: the filesystem of the data dir (the bus's store, the database, the tasks' work dirs)
+keeps a reserve free for the platform, and each task's work dir has a share of the rest; the
+orchestrator stops a task past its share, and evicts the largest task when the reserve is
+reached (as the kubelet does with ephemeral storage).
+
 The reserve, unless an admin sets it (``PAI_RESERVE_CPUS``, ``PAI_RESERVE_MEMORY_MB``,
 ``PAI_RESERVE_PIDS``): half a core; a tenth of the memory, at least 1 GiB (at most half of it);
 a tenth of the process table, at least 1,024 entries. A task's own process limit
@@ -118,6 +123,24 @@ def node_offer(
             f", times {memory_overcommit:g} (PAI_MEMORY_OVERCOMMIT))" if memory_overcommit != 1 else ")"
         )
     return Offer(cpu, memory, f"node offers {cpu_how}, {memory_how}")
+
+
+DISK_RESERVE_SHARE = 0.1
+MIN_DISK_RESERVE_MB = 64
+MAX_DISK_RESERVE_MB = 4096
+DISK_SHARES = 4
+
+
+def disk_reserve_mb(filesystem_mb: int) -> int:
+    """What the data dir's filesystem keeps free for the platform (its bus and database): a
+    tenth of it, at least 64 MB and at most 4 GB (``PAI_RESERVE_DISK_MB`` overrides it)."""
+    return min(MAX_DISK_RESERVE_MB, max(MIN_DISK_RESERVE_MB, round(filesystem_mb * DISK_RESERVE_SHARE)))
+
+
+def task_disk_mb(filesystem_mb: int, reserve_mb: int) -> int:
+    """What one task's work dir may hold: a quarter of what the filesystem keeps for tasks
+    (``PAI_TASK_DISK_MB`` overrides it)."""
+    return max(16, (filesystem_mb - reserve_mb) // DISK_SHARES)
 
 
 def read_machine() -> Machine:

@@ -42,7 +42,7 @@ from services.orchestrator.adapters.isolation import resolve_task_users
 from services.orchestrator.adapters.k8s_nodes import NodeInventory
 from services.orchestrator.adapters.k8s_pods import PodSettings
 from services.orchestrator.adapters.kubernetes import KubernetesExecutor
-from services.orchestrator.adapters.local import LocalExecutor
+from services.orchestrator.adapters.local import DiskShares, LocalExecutor
 from services.orchestrator.adapters.logs import LOGS_QUEUE, LOGS_SUBJECT, read_log, window
 from services.orchestrator.adapters.rules import RulesKeeper
 from services.orchestrator.adapters.sandboxing import detect_sandbox
@@ -92,6 +92,10 @@ class OrchestratorSettings(BackboneSettings):
     jobs_namespace: str = "pai-jobs"
     runtime_image: str = "pai/runtime:latest"
     shared_claim: str | None = None
+    # Who every container of a task pod runs as (runAsUser, runAsGroup and fsGroup), never the
+    # image's own user: Kubernetes' restricted Pod Security Standard (docs/security.md).
+    pod_task_uid: int = Field(default=1000, ge=1)
+    pod_task_gid: int = Field(default=1000, ge=1)
     image_pull_timeout_seconds: float = 300.0
     node_report_every: float = 15.0  # kubernetes: how often the nodes' inventory is read
     # The key job secrets are sealed with (libs/backbone/sealing.py), as rest's settings name it.
@@ -111,6 +115,10 @@ class OrchestratorSettings(BackboneSettings):
     # What the platform keeps of the machine from all tasks together (libs/protocol/capacity.py).
     reserve_memory_mb: int | None = Field(default=None, ge=0)
     reserve_pids: int | None = Field(default=None, ge=0)
+    # The data dir's filesystem: each task's work dir share and the platform's reserve (capacity.py).
+    task_disk_mb: int | None = Field(default=None, ge=1)
+    reserve_disk_mb: int | None = Field(default=None, ge=0)
+    disk_check_every: float = Field(default=2.0, gt=0)
     task_zero_cpu_cores: float = Field(default=DEFAULT_ZERO_CPU_CORES, gt=0)
     # Local tasks' runtimes forked from a warm one (runtime/forkserver.py); false: each task's
     # runtime is a new interpreter.
@@ -147,6 +155,8 @@ async def kubernetes_executor(
         runtime_image=settings.runtime_image,
         shared_claim=settings.shared_claim,
         grace_seconds=int(settings.stop_grace_seconds),
+        task_uid=settings.pod_task_uid,
+        task_gid=settings.pod_task_gid,
     )
     executor = KubernetesExecutor(
         client.ApiClient(configuration),
@@ -292,6 +302,7 @@ async def main(
                 engine=(await asyncio.to_thread(detect_engine, settings.task_engine, data_dir)).engine,
                 image_pull=pull_policy(settings.image_pull),
                 sandbox=(await asyncio.to_thread(detect_sandbox, settings.task_sandbox)).tools,
+                disk=DiskShares(settings.task_disk_mb, settings.reserve_disk_mb, settings.disk_check_every),
             )
             log.info(
                 "local tasks",

@@ -37,12 +37,14 @@ import fcntl
 import json
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import sysconfig
 import warnings
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,7 @@ import runtime
 from libs.backbone.running import process_ended
 from libs.failures import ContainerStatus, PodStatus, RuleSet, analyze, default_rules
 from libs.protocol import JobConfig
+from libs.protocol.capacity import disk_reserve_mb, task_disk_mb
 from libs.protocol.events import FailureInfo
 from runtime.exitcodes import from_returncode
 from runtime.processes import find_runtimes, runtime_command
@@ -246,6 +249,55 @@ def out_of_memory(exit_: TaskExit, memory: MemoryOutcome | None, rules: RuleSet)
     return TaskExit(exit_.job_id, exit_.key, OOM_EXIT_CODE, to_failure_info(verdict), why)
 
 
+@dataclass(frozen=True)
+class DiskShares:
+    """The settings of the disk guard (None: the defaults of libs/protocol/capacity.py)."""
+
+    task_mb: int | None = None
+    reserve_mb: int | None = None
+    every_s: float = 2.0
+
+
+DISK_GRACE_S = 1.0
+
+
+def over_disk(exit_: TaskExit, reason: str, why: str, rules: RuleSet) -> TaskExit:
+    """A task stopped for disk, as a cluster reports it: its own share passed (a container's
+    ``WorkDirTooLarge``) or the node's reserve reached (the pod ``Evicted``)."""
+    if reason == "Evicted":
+        pod = PodStatus(reason="Evicted", message=why)
+    else:
+        pod = PodStatus(containers=(ContainerStatus(reason=reason, message=why, exit_code=SIGKILLED),))
+    verdict = analyze(rules, exit_code=None, platform_log=why, stage="platform", pod=pod)
+    return TaskExit(exit_.job_id, exit_.key, verdict.code, to_failure_info(verdict), why)
+
+
+def tree_bytes(root: Path) -> int:
+    """The disk space a directory tree takes (allocated blocks), on its own filesystem, without
+    following links."""
+    total = 0
+    try:
+        device = root.lstat().st_dev
+    except OSError:
+        return 0
+    stack = [root]
+    while stack:
+        current = stack.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            total += info.st_blocks * 512
+            if entry.is_dir(follow_symlinks=False) and info.st_dev == device:
+                stack.append(Path(entry.path))
+    return total
+
+
 class TaskProcess(subprocess.Popen[bytes]):
     """A task's runtime. It outlives an executor that stops watching it (a restarted orchestrator
     adopts it), so being dropped while it runs is expected, not a leak: Popen still reaps it
@@ -285,8 +337,14 @@ class LocalExecutor:
         engine: Engine | None = None,
         image_pull: PullPolicy = "missing",
         sandbox: SandboxTools | None = None,
+        disk: DiskShares | None = None,
     ) -> None:
         self.data_dir = data_dir
+        # Each task's share of the data dir's filesystem, and the platform's reserve on it.
+        self.disk = disk
+        self._disk_guard: asyncio.Task[None] | None = None
+        # Tasks stopped for disk: (reason, why), the reason as a cluster would report it.
+        self._disk_stopped: dict[tuple[str, TaskKey], tuple[str, str]] = {}
         # What host tasks' commands run in (None: unsandboxed); see core/sandboxes.py.
         self.sandbox = sandbox
         # The container engine tasks run in their images through (None: on the host).
@@ -632,7 +690,13 @@ class LocalExecutor:
         # The runtime read its secrets at start; they need not outlive the task on disk.
         (directory / SECRETS_FILE).unlink(missing_ok=True)
         exit_ = self.exit_of(job_id, key, returncode=returncode, default=default)
+        stopped_for_disk = self._disk_stopped.pop((job_id, key), None)
+        if stopped_for_disk is not None:
+            exit_ = over_disk(exit_, *stopped_for_disk, self._rules_now())
         await self._remove_container(directory, exit_)
+        if stopped_for_disk is not None:
+            # As a cluster removes an evicted pod's scratch space: the space is the point.
+            await asyncio.to_thread(shutil.rmtree, directory / "work", True)
         groups = _cgroups_of(directory)
         if groups:
             exit_ = out_of_memory(exit_, self.groups.memory(groups), self._rules_now())
@@ -708,9 +772,57 @@ class LocalExecutor:
         verdict = analyze(self._rules_now(), exit_code=code, platform_log=why, stage="platform")
         return TaskExit(job_id, key, code, to_failure_info(verdict), why)
 
+    async def _guard_disk(self, disk: DiskShares) -> None:
+        """Every few seconds while tasks run: a task past its share of the data dir's filesystem
+        is stopped (UserContainerDiskLimitExceeded, not retried); when the filesystem's free
+        space falls under the platform's reserve, the task holding the most is evicted
+        (TaskEvicted, retried), as the kubelet does with ephemeral storage."""
+        while self._watchers:
+            await asyncio.sleep(disk.every_s)
+            try:
+                await self._check_disk(disk)
+            except OSError as exc:
+                log.warning("the tasks' disk use could not be read", error=str(exc))
+
+    async def _check_disk(self, disk: DiskShares) -> None:
+        fs = os.statvfs(self.data_dir)
+        total_mb = fs.f_blocks * fs.f_frsize // 2**20
+        free_mb = fs.f_bavail * fs.f_frsize // 2**20
+        reserve_mb = disk.reserve_mb if disk.reserve_mb is not None else disk_reserve_mb(total_mb)
+        share_mb = disk.task_mb or task_disk_mb(total_mb, reserve_mb)
+        running = [k for k in self._watchers if k not in self._disk_stopped]
+        dirs = {k: self.task_dir(*k) / "work" for k in running}
+        used = await asyncio.to_thread(lambda: {k: tree_bytes(d) for k, d in dirs.items()})
+        for (job_id, key), size in used.items():
+            if size > share_mb * 2**20:
+                why = (
+                    f"the task's work dir holds {size // 2**20} MB, past its share of {share_mb} MB "
+                    "of the machine's disk (PAI_TASK_DISK_MB)"
+                )
+                await self._stop_for_disk(job_id, key, "WorkDirTooLarge", why)
+        left = {k: size for k, size in used.items() if k not in self._disk_stopped}
+        if free_mb < reserve_mb and left:
+            (job_id, key), size = max(left.items(), key=lambda item: item[1])
+            why = (
+                f"the machine's disk had {free_mb} MB free, under the {reserve_mb} MB the platform "
+                f"keeps (PAI_RESERVE_DISK_MB); the task held the most ({size // 2**20} MB) and was evicted"
+            )
+            await self._stop_for_disk(job_id, key, "Evicted", why)
+
+    async def _stop_for_disk(self, job_id: str, key: TaskKey, reason: str, why: str) -> None:
+        log.warning("a task is stopped for disk", job_id=job_id, key=list(key), why=why)
+        self._disk_stopped[(job_id, key)] = (reason, why)
+        await self.stop(job_id, key, exit_code=SIGKILLED)
+        directory = self.task_dir(job_id, key)
+        pid = _pid_of(directory)
+        if pid is not None:  # what fills a disk is not given the grace a stop has
+            asyncio.get_running_loop().call_later(DISK_GRACE_S, self._kill_if_alive, directory, pid)
+
     def _watch(self, job_id: str, key: TaskKey, coro: Coroutine[Any, Any, None]) -> None:
         watcher = asyncio.ensure_future(coro)
         self._watchers[(job_id, key)] = watcher
+        if self.disk is not None and (self._disk_guard is None or self._disk_guard.done()):
+            self._disk_guard = asyncio.create_task(self._guard_disk(self.disk))
 
         def forget(done: asyncio.Future[None]) -> None:
             if self._watchers.get((job_id, key)) is done:
