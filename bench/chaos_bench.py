@@ -303,6 +303,10 @@ async def run(
             # The tasks write their markers into the caller's folder, which an unprivileged task
             # user may not enter: they run as the platform's user here.
             "PAI_TASK_USER": "none",
+            # Many small jobs at once on a small machine: the node is declared larger than the
+            # machine, as an admin may (all tasks together are still held to the machine's).
+            "PAI_CPU_OVERCOMMIT": os.environ.get("PAI_CPU_OVERCOMMIT", "16"),
+            "PAI_MEMORY_OVERCOMMIT": os.environ.get("PAI_MEMORY_OVERCOMMIT", "4"),
             **engine_env,
         },
     )
@@ -471,7 +475,9 @@ def main() -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON too")
     parser.add_argument(
-        "--engine", choices=["podman", "docker"], help="run the tasks in a local image through this engine"
+        "--engine",
+        choices=["auto", "podman", "docker"],
+        help="run the tasks in a local image through this engine (auto: the one pai up would use)",
     )
     parser.add_argument(
         "--keep",
