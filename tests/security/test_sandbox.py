@@ -183,6 +183,7 @@ SEEN = (
     "echo storage: $(cat /mnt/team/sets/hello.txt); "
     'echo work-is-home: $([ "$(pwd)" = "$HOME" ] && echo yes || echo no); '
     "echo uid: $(id -u); "
+    "echo gid: $(id -g) $(id -G); "
     "echo vars: $(env | cut -d= -f1 | grep ^PAI_ | sort | tr '\\n' ' ')"
 )
 
@@ -204,7 +205,7 @@ def _seen(log: str) -> dict[str, str]:
     return {
         line.split(":", 1)[0]: line.split(":", 1)[1].strip()
         for line in log.splitlines()
-        if line.split(":", 1)[0] in ("storage", "work-is-home", "uid", "vars")
+        if line.split(":", 1)[0] in ("storage", "work-is-home", "uid", "gid", "vars")
     }
 
 
@@ -238,7 +239,10 @@ async def test_one_job_file_sees_the_same_storage_path_and_environment_on_both_e
                 done = await detail(platform.api, "admin", "same")
                 assert done["jobStatus"]["state"] == "SUCCEEDED", (engine, done)
                 seen[engine] = _seen(await log_of(platform.api, "admin", "same"))
-                assert seen[engine]["uid"] == str(_tenant_uid(data_dir, "admin")), (engine, seen)
+                tenant = _tenant_uid(data_dir, "admin")
+                assert seen[engine]["uid"] == str(tenant), (engine, seen)
+                # The tenant's group alone (gid and uid are one number), never root's group 0.
+                assert seen[engine]["gid"] == f"{tenant} {tenant}", (engine, seen)
     finally:
         remove_image(image)
     host, container = seen["host"], seen["podman"]
