@@ -113,4 +113,4 @@ def test_the_runtime_image_keeps_python_where_the_task_pod_copies_it_from(tmp_pa
     final_stage = text.rsplit("FROM ", 1)[1]
     assert "COPY --from=build /usr/local /usr/local" in final_stage
     init = pod_dict(tmp_path)["spec"]["initContainers"][0]
-    assert init["args"][0].startswith("cp -a /usr/local/. /pai/python/")
+    assert init["args"][0].startswith("find /usr/local -mindepth 1 -maxdepth 1 -exec cp -a -t /pai/python/ ")

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +188,65 @@ def test_without_gpus_no_device_is_visible_and_no_gpu_is_requested(tmp_path: Pat
 
 def test_without_a_shared_claim_the_job_dir_is_on_the_node(tmp_path: Path) -> None:
     pod = pod_dict(tmp_path, PodSettings(shared_claim=None, host_shared_dir="/data/pai"))
-    assert volume(pod, "pai-job")["hostPath"]["path"] == f"/data/pai/jobs/{JOB_ID}"
+    assert volume(pod, "pai-job")["hostPath"]["path"] == "/data/pai"
+    assert mount(pod, "/pai/job")["subPath"] == f"jobs/{JOB_ID}"  # made with the mode of /data/pai
+
+
+def test_the_task_user_is_a_setting_and_never_root(tmp_path: Path) -> None:
+    pod = pod_dict(tmp_path, PodSettings(shared_claim="pai-shared", task_uid=2000, task_gid=3000))
+    context = pod["spec"]["securityContext"]
+    assert (context["runAsUser"], context["runAsGroup"], context["fsGroup"]) == (2000, 3000, 3000)
+    assert env(main(pod))["HOME"] == "/pai/work"
+    with pytest.raises(ValueError, match="task_uid 0"):
+        PodSettings(task_uid=0)
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A directory another uid can walk (pytest's own are the caller's only)."""
+    path = Path(tempfile.mkdtemp(prefix="pai-init-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="giving a directory to one uid and copying as another needs root and setpriv",
+)
+def test_the_init_container_copies_python_as_the_task_user(tmp_path: Path, shared_tmp: Path) -> None:
+    """The emptyDir is the kubelet's (root's, mode 2777 with fsGroup), the copy the task uid's: times,
+    links and hidden entries come over, and nothing is left to change on the directory itself."""
+    pod = pod_dict(tmp_path)
+    uid = pod["spec"]["securityContext"]["runAsUser"]
+    gid = pod["spec"]["securityContext"]["runAsGroup"]
+    copy = pod["spec"]["initContainers"][0]["args"][0].partition(" && ")[0]
+    source = shared_tmp / "usr-local"
+    (source / "bin").mkdir(parents=True)
+    (source / ".hidden").mkdir()
+    python = source / "bin" / "python3.11"
+    python.write_text("#!/bin/sh\n", encoding="utf-8")
+    python.chmod(0o755)
+    os.utime(python, (1_000_000_000, 1_000_000_000))
+    (source / "bin" / "python3").symlink_to("python3.11")
+    target = shared_tmp / "pai" / "python"
+    target.mkdir(parents=True)
+    target.chmod(0o2777)
+    command = copy.replace("/usr/local", str(source)).replace("/pai/python", str(target))
+    done = subprocess.run(
+        ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "/bin/sh", "-c", command],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    copied = target / "bin" / "python3.11"
+    assert (copied.stat().st_uid, copied.stat().st_mtime) == (uid, 1_000_000_000)
+    assert os.access(copied, os.X_OK)
+    assert os.readlink(target / "bin" / "python3") == "python3.11"
+    assert (target / ".hidden").is_dir()
 
 
 def test_pod_names_are_dns_labels_unique_per_task_attempt() -> None:
@@ -250,7 +312,8 @@ def _run_init(pod: dict[str, Any], root: Path) -> None:
     """What the init container does after copying Python, with the pod's /pai under `root`."""
     init = pod["spec"]["initContainers"][0]
     copy, _, write = init["args"][0].partition(" && ")
-    assert copy.startswith("cp -a /usr/local/. /pai/python/")
+    assert copy.startswith("find /usr/local ")
+    assert copy.endswith(" -exec cp -a -t /pai/python/ {} +")
     (root / "spec").mkdir(parents=True)
     subprocess.run(["/bin/sh", "-c", write.replace("/pai/", f"{root}/")], env=env(init), check=True)
 

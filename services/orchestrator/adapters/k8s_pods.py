@@ -20,7 +20,12 @@ The pod of one task attempt:
 - /dev/shm is a memory-backed emptyDir of the role's shmMB;
 - the job's secrets are a Secret mounted read-only; its registry credentials a second Secret used
   as an image pull secret; both are owned by the pod, so they go when it goes;
-- labels (sanitised) and annotations (exact) name the job, user, role, index and attempts.
+- labels (sanitised) and annotations (exact) name the job, user, role, index and attempts;
+- security: Kubernetes' restricted Pod Security Standard, but for the host ports (and hostPath
+  volumes where a job mounts storages or no shared claim is set). Every container runs as
+  `task_uid`/`task_gid` (never the image's own user, often root), with no capability, no privilege
+  escalation and the runtime's default seccomp profile; fsGroup makes the volumes writable to it
+  (docs/security.md, "Kubernetes").
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from typing import Any
 import structlog
 from kubernetes.client import (
     ApiClient,
+    V1Capabilities,
     V1Container,
     V1ContainerPort,
     V1EmptyDirVolumeSource,
@@ -47,10 +53,13 @@ from kubernetes.client import (
     V1OwnerReference,
     V1PersistentVolumeClaimVolumeSource,
     V1Pod,
+    V1PodSecurityContext,
     V1PodSpec,
     V1ResourceRequirements,
+    V1SeccompProfile,
     V1Secret,
     V1SecretVolumeSource,
+    V1SecurityContext,
     V1Volume,
     V1VolumeMount,
 )
@@ -81,6 +90,10 @@ _WRITE_SPEC = (
     "python3 -c 'import base64, os, sys, zlib; "
     f'sys.stdout.buffer.write(zlib.decompress(base64.b64decode(os.environ["{SPEC_ENV}"])))\' > {SPEC_PATH}'
 )
+# The init container runs as the task's uid, which does not own the emptyDir it copies into (the
+# kubelet does): `cp -a /usr/local/. /pai/python/` would fail setting the times of that directory.
+# Each entry is copied instead, with its times, so the image's compiled bytecode stays valid.
+_COPY_PYTHON = f"find /usr/local -mindepth 1 -maxdepth 1 -exec cp -a -t {POD_ROOT / 'python'}/ {{}} +"
 _SECRET_REF = re.compile(r"<%\s*\$secrets\.([A-Za-z0-9_.-]+)\s*%>")
 _LABEL_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -101,6 +114,17 @@ class PodSettings:
     host_shared_dir: str = "/var/lib/pai/shared"
     grace_seconds: int = 10
     service_account: str | None = None
+    task_uid: int = 1000
+    """The uid every container of a task pod runs as (runAsUser), never the image's own user."""
+    task_gid: int = 1000
+    """Its group (runAsGroup) and the pod's fsGroup, which makes the pod's volumes writable to it."""
+
+    def __post_init__(self) -> None:
+        if self.task_uid < 1 or self.task_gid < 1:
+            raise ValueError(
+                f"task_uid {self.task_uid} and task_gid {self.task_gid}: task pods run as a user other"
+                " than root (runAsNonRoot); give both a number of 1 or more (PAI_POD_TASK_UID/GID)"
+            )
 
 
 @dataclass(frozen=True)
@@ -277,9 +301,8 @@ def pull_secret(
     )
 
 
-def _volumes(spec: TaskSpec, who: TaskIdentity, settings: PodSettings, secret: str | None) -> list[V1Volume]:
+def _volumes(spec: TaskSpec, settings: PodSettings, secret: str | None) -> list[V1Volume]:
     me = spec.role_info(spec.role)
-    job_dir = f"jobs/{who.job_id}"
     volumes = [
         V1Volume(name="pai-python", empty_dir=V1EmptyDirVolumeSource()),
         V1Volume(name="pai-spec", empty_dir=V1EmptyDirVolumeSource()),
@@ -298,9 +321,15 @@ def _volumes(spec: TaskSpec, who: TaskIdentity, settings: PodSettings, secret: s
             )
         )
     else:
-        path = f"{settings.host_shared_dir.rstrip('/')}/{job_dir}"
+        # The job's directory is the mount's subPath, as on the claim: the kubelet creates it with
+        # the mode of host_shared_dir, so a directory the operator made writable to the task's uid
+        # (mode 1777) gives a job directory it can write; DirectoryOrCreate's own job directory
+        # would be root's, mode 0755, and the task could not write its barrier there.
         volumes.append(
-            V1Volume(name="pai-job", host_path=V1HostPathVolumeSource(path=path, type="DirectoryOrCreate"))
+            V1Volume(
+                name="pai-job",
+                host_path=V1HostPathVolumeSource(path=settings.host_shared_dir, type="DirectoryOrCreate"),
+            )
         )
     if secret is not None:
         volumes.append(
@@ -327,7 +356,7 @@ def _mounts(
         V1VolumeMount(
             name="pai-job",
             mount_path=str(POD_ROOT / "job"),
-            sub_path=f"jobs/{who.job_id}" if settings.shared_claim else None,
+            sub_path=f"jobs/{who.job_id}",
         ),
     ]
     if secret is not None:
@@ -374,7 +403,7 @@ def build_pod(
         image=settings.runtime_image,
         image_pull_policy=settings.image_pull_policy,
         command=["/bin/sh", "-c"],
-        args=[f"cp -a /usr/local/. {POD_ROOT / 'python'}/ && {write_spec}"],
+        args=[f"{_COPY_PYTHON} && {write_spec}"],
         env=init_env,
         volume_mounts=[
             V1VolumeMount(name="pai-python", mount_path=str(POD_ROOT / "python")),
@@ -383,6 +412,7 @@ def build_pod(
         resources=V1ResourceRequirements(
             requests={"cpu": "100m", "memory": "64Mi"}, limits={"memory": "256Mi"}
         ),
+        security_context=_unprivileged(),
     )
     main = V1Container(
         name=MAIN_CONTAINER,
@@ -394,10 +424,14 @@ def build_pod(
             V1EnvVar(name="NVIDIA_VISIBLE_DEVICES", value=gpus or "void"),
             V1EnvVar(name="CUDA_VISIBLE_DEVICES", value=gpus),
             V1EnvVar(name="PAI_JOB_ID", value=who.job_id),
+            # The image's passwd seldom names task_uid, and then the container's HOME is /, which
+            # the task cannot write: the work dir is its home, as the runtime's own default.
+            V1EnvVar(name="HOME", value=str(POD_ROOT / "work")),
         ],
         ports=ports or None,
         resources=V1ResourceRequirements(requests=dict(limits), limits=limits),
         volume_mounts=_mounts(spec, who, settings, secret),
+        security_context=_unprivileged(),
     )
     return V1Pod(
         api_version="v1",
@@ -413,7 +447,7 @@ def build_pod(
             node_name=node,
             init_containers=[init],
             containers=[main],
-            volumes=_volumes(spec, who, settings, secret),
+            volumes=_volumes(spec, settings, secret),
             image_pull_secrets=[V1LocalObjectReference(name=image_pull_secret)]
             if image_pull_secret
             else None,
@@ -421,8 +455,31 @@ def build_pod(
             automount_service_account_token=False,
             service_account_name=settings.service_account,
             enable_service_links=False,
+            security_context=pod_security(settings),
         ),
     )
+
+
+def pod_security(settings: PodSettings) -> V1PodSecurityContext:
+    """Every container as the task's user, never root, under the runtime's default seccomp profile.
+
+    fsGroup makes the emptyDirs, the shared claim and the secret's files (mode 0400, then 0440 to
+    the group) the task's to use. OnRootMismatch: the shared claim holds every job's directory,
+    which the kubelet would otherwise walk at every pod's start to change their group.
+    """
+    return V1PodSecurityContext(
+        run_as_non_root=True,
+        run_as_user=settings.task_uid,
+        run_as_group=settings.task_gid,
+        fs_group=settings.task_gid,
+        fs_group_change_policy="OnRootMismatch",
+        seccomp_profile=V1SeccompProfile(type="RuntimeDefault"),
+    )
+
+
+def _unprivileged() -> V1SecurityContext:
+    """No capability and no way to gain one (no setuid binary of the image works as such)."""
+    return V1SecurityContext(allow_privilege_escalation=False, capabilities=V1Capabilities(drop=["ALL"]))
 
 
 def share_limits(gpu_milli: int | None, gpu_memory_mib: int | None, settings: PodSettings) -> dict[str, str]:
