@@ -105,6 +105,15 @@ def ssh_config(task: TaskSpec, identity: Path, user: str) -> str:
     return "".join(blocks)
 
 
+def _login_name() -> str:
+    """This process's user name; a uid the image's passwd does not list (a Kubernetes task pod runs
+    as PodSettings.task_uid whatever the image) has none, and its number stands in."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # KeyError up to Python 3.12, OSError from 3.13
+        return str(os.getuid())
+
+
 def _write_private(path: Path, text: str) -> None:
     # O_NOFOLLOW: a symlink put in the file's place is refused, not written through.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -150,7 +159,7 @@ def prepare_ssh(
             _write_private(ssh_dir / PRIVATE_KEY, pair[0])
             authorized.append(pair[1])
             _write_private(ssh_dir / f"{PRIVATE_KEY}.pub", pair[1] + "\n")
-            user = task.run_as.name if task.run_as is not None else getpass.getuser()
+            user = task.run_as.name if task.run_as is not None else _login_name()
             identity = task.dirs.work_dir / ssh_dir / PRIVATE_KEY
             _write_private(ssh_dir / "config", ssh_config(task, identity, user))
     userssh = parameters.get("userssh")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,20 @@ def test_jobssh_gives_every_task_the_same_key_and_a_config_naming_each_peer(tmp_
     for name, port in [("master-0", 46001), ("worker-0", 46002), ("worker-1", 46003)]:
         assert f"Host {name}\n  HostName 127.0.0.1\n  Port {port}\n" in config
     assert any("sshd is not installed" in m for m in messages)
+
+
+def test_jobssh_works_for_a_uid_without_a_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Kubernetes task pod runs as a uid its image seldom lists in /etc/passwd."""
+
+    def unknown(uid: int) -> Any:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", unknown)
+    prepare_ssh({"jobssh": True}, _task(tmp_path, "master", 0), {}, print)
+    config = (tmp_path / "master-0" / "work" / ".ssh" / "config").read_text()
+    assert f"  User {os.getuid()}\n" in config
 
 
 def test_user_keys_are_authorized_and_unknown_userssh_types_refused(tmp_path: Path) -> None:
