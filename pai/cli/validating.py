@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 
 from libs.protocol import JobProtocolError, Problem, parse_job
+from libs.protocol.advice import advise
 from libs.protocol.limits import DEFAULT_BODY_BYTES
 
 
@@ -60,9 +61,10 @@ def check(file: JobFile) -> list[Problem]:
     if file.text is None:
         return file.problems
     try:
-        parse_job(file.text)
+        job = parse_job(file.text)
     except JobProtocolError as exc:
         return exc.problems
+    file.warnings.extend(str(warning) for warning in advise(job))
     return []
 
 
