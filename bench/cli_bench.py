@@ -3,12 +3,18 @@
 Every `pai` call is a new interpreter, so what `import pai.cli.main` loads is paid by each one.
 This runs `pai --help` N times, starts the whole platform (`pai up` in a temporary data dir, on
 free ports), logs in and submits a few jobs, then runs `pai job list` N times against it: p50,
-p90 and the CPU (user + system) of each call. Last, `python -X importtime -c "import
-pai.cli.main"`: the heaviest imports by cumulative time, and how many service, SQLAlchemy or
-Kubernetes modules the CLI loaded (none is the target). Target: `pai --help` and `pai job list`
-at most 300 ms wall p50 on the project's 2-core machine.
+p90 and the CPU (user + system) of each call. After each command, where its imports went
+(`-X importtime` self time summed per top-level package); last, `python -X importtime -c
+"import pai.cli.main"`: the heaviest imports by cumulative time, and how many service,
+SQLAlchemy or Kubernetes modules the CLI loaded (none is the target). Target: `pai --help` and
+`pai job list` at most 300 ms wall p50 on the project's 2-core machine.
 
-Command: .venv/bin/python -m bench.cli_bench [--runs N] [--jobs J] [--top T] [--no-platform]
+With --root DIR the timed calls run the CLI of DIR instead (an export of another commit,
+`git archive REV pai libs services runtime | tar -x -C DIR`), as `python -c` with DIR first on the
+path and the editable install's finder set aside, beside the same platform: a before and an
+after measured under the same load.
+
+Command: .venv/bin/python -m bench.cli_bench [--runs N] [--jobs J] [--top T] [--no-platform] [--root DIR]
 """
 
 from __future__ import annotations
@@ -45,12 +51,31 @@ taskRoles:
 """
 
 
+MAIN = "from pai.cli.main import main; main()"
+
+
 def pai_command() -> list[str]:
     """The installed `pai` script beside this interpreter, as a user runs it; else the module."""
     script = Path(sys.executable).with_name("pai")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "from pai.cli.main import main; main()"]
+    return [sys.executable, "-c", MAIN]
+
+
+def main_code(root: Path | None, then: str = MAIN) -> str:
+    """`python -c` code running ``then`` on this checkout, or on the export at ``root``: the
+    editable install's finder would import this checkout's packages whatever the path says."""
+    if root is None:
+        return then
+    return (
+        "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in type(f).__module__]; "
+        f"sys.path.insert(0, {str(root)!r}); {then}"
+    )
+
+
+def timed_cli(root: Path | None) -> list[str]:
+    """The command the timed calls run: this checkout's `pai`, or the CLI of the export."""
+    return pai_command() if root is None else [sys.executable, "-c", main_code(root)]
 
 
 def free_port() -> int:
@@ -87,21 +112,35 @@ def report(what: str, walls: list[float], cpus: list[float]) -> None:
     )
 
 
-def import_profile(top: int) -> None:
+def importtime_rows(argv: list[str], env: dict[str, str] | None = None) -> list[tuple[int, int, str]]:
+    """(self us, cumulative us, indented name) of every module `python -X importtime ARGV` loaded."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv], cwd=REPO, capture_output=True, text=True, env=env
+    )
+    rows = []
+    for line in done.stderr.splitlines():
+        match = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
+        if match:
+            rows.append((int(match.group(1)), int(match.group(2)), match.group(3) + match.group(4)))
+    return rows
+
+
+def by_package(what: str, argv: list[str], env: dict[str, str], top: int) -> None:
+    """Where a whole command's imports go: self time summed per top-level package."""
+    totals: dict[str, int] = {}
+    for own, _, name in importtime_rows(argv, env):
+        package = name.strip().split(".")[0]
+        totals[package] = totals.get(package, 0) + own
+    ranked = sorted(totals.items(), key=lambda item: -item[1])
+    print(f"imports of {what}: {sum(totals.values()) / 1000:.0f} ms in {len(totals)} top-level packages")
+    print("  " + ", ".join(f"{package} {us / 1000:.1f}" for package, us in ranked[:top]) + " (ms, self time)")
+
+
+def import_profile(top: int, root: Path | None) -> None:
     """The heaviest imports of `import pai.cli.main` (cumulative microseconds, as importtime
     prints them), and the modules of the families the command line should not need."""
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import pai.cli.main"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    rows: list[tuple[int, str]] = []
-    for line in done.stderr.splitlines():
-        match = re.match(r"import time:\s+\d+ \|\s+(\d+) \|( *)(\S+)", line)
-        if match:
-            rows.append((int(match.group(1)), match.group(2) + match.group(3)))
+    code = main_code(root, "import pai.cli.main")
+    rows = [(cumulative, name) for _, cumulative, name in importtime_rows(["-c", code])]
     total = next((us for us, name in rows if name.strip() == "pai.cli.main"), 0)
     print(f"import pai.cli.main: {total / 1000:.0f} ms cumulative, {len(rows)} modules")
     for us, name in sorted(rows, reverse=True)[1 : top + 1]:
@@ -122,7 +161,7 @@ def wait_until_up(process: subprocess.Popen[bytes], output: Path, within: float 
         time.sleep(0.2)
 
 
-def job_list(runs: int, jobs: int) -> None:
+def job_list(runs: int, jobs: int, top: int, root: Path | None) -> None:
     """`pai up` in a temporary folder, J jobs run to their end, then `pai job list` N times."""
     pai = pai_command()
     folder = Path(tempfile.mkdtemp(prefix="cli-bench-"))
@@ -164,8 +203,11 @@ def job_list(runs: int, jobs: int) -> None:
                 break
             time.sleep(1)
         time.sleep(2)  # the platform settles after the last job
-        walls, cpus = timed([*pai, "job", "list"], env, runs)
+        cli = timed_cli(root)
+        timed([*cli, "job", "list"], env, 2)  # warm, as for --help
+        walls, cpus = timed([*cli, "job", "list"], env, runs)
         report(f"pai job list ({jobs} jobs)", walls, cpus)
+        by_package("pai job list", ["-c", main_code(root), "job", "list"], env, top)
     finally:
         up.terminate()
         try:
@@ -182,15 +224,17 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10, help="jobs the listed platform holds")
     parser.add_argument("--top", type=int, default=12, help="heaviest imports shown")
     parser.add_argument("--no-platform", action="store_true", help="skip `pai job list` (no `pai up`)")
+    parser.add_argument("--root", type=Path, help="time the CLI of this export instead of this checkout's")
     args = parser.parse_args()
     env = {**os.environ, "PAI_CONFIG_DIR": tempfile.mkdtemp(prefix="cli-bench-config-")}
-    pai = pai_command()
-    timed([*pai, "--help"], env, 2)  # warm: byte code compiled, files in the page cache
-    report("pai --help", *timed([*pai, "--help"], env, args.runs))
+    cli = timed_cli(args.root)
+    timed([*cli, "--help"], env, 2)  # warm: byte code compiled, files in the page cache
+    report("pai --help", *timed([*cli, "--help"], env, args.runs))
+    by_package("pai --help", ["-c", main_code(args.root), "--help"], env, args.top)
     shutil.rmtree(env["PAI_CONFIG_DIR"], ignore_errors=True)
     if not args.no_platform:
-        job_list(args.runs, args.jobs)
-    import_profile(args.top)
+        job_list(args.runs, args.jobs, args.top, args.root)
+    import_profile(args.top, args.root)
 
 
 if __name__ == "__main__":
