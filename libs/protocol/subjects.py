@@ -72,6 +72,9 @@ def node_token(node_name: str) -> str:
 LOGS_RPC = f"{ROOT}.rpc.orchestrator.logs"
 VC_STATUS_RPC = f"{ROOT}.rpc.scheduler.virtual-clusters"
 RECONFIGURE_RPC = f"{ROOT}.rpc.scheduler.reconfigure"
+# The scheduler config in force (`pai vc config`), and a waiting job's place in its VC's queue.
+SCHEDULER_CONFIG_RPC = f"{ROOT}.rpc.scheduler.config"
+QUEUE_RPC = f"{ROOT}.rpc.scheduler.queue"
 ALERTS_RPC = f"{ROOT}.rpc.alerter.alerts"
 # Alerts resolved lately, and the alerting rules in effect (the alerter keeps both).
 RECENT_ALERTS_RPC = f"{ROOT}.rpc.alerter.recent"

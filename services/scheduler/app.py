@@ -42,9 +42,12 @@ from libs.protocol.fencing import Fence, deposed
 from libs.protocol.subjects import JOB_SUBJECTS, JOBS_STREAM, NODE_SUBJECTS, NODES_STREAM
 from services.scheduler.adapters.leasing import Lease, while_leading
 from services.scheduler.control import (
+    CONFIG_SUBJECT,
+    QUEUE_SUBJECT,
     RECONFIGURE_SUBJECT,
     VC_STATUS_SUBJECT,
     Control,
+    answer_queue,
     file_config,
     initial_config,
 )
@@ -101,6 +104,7 @@ class SchedulerService:
         self._stop = asyncio.Event()
         self._inbox: asyncio.Queue[tuple[str, Msg]] = asyncio.Queue()
         self._catch_up: dict[str, int] = {}
+        self._notes: list[str] = []
 
     async def run(self, stop: asyncio.Event) -> None:
         js = self.bus.js
@@ -116,6 +120,8 @@ class SchedulerService:
         rpcs = [
             await self.bus.nc.subscribe(VC_STATUS_SUBJECT, queue="scheduler", cb=self._answer_status),
             await self.bus.nc.subscribe(RECONFIGURE_SUBJECT, queue="scheduler", cb=self._answer_reconfigure),
+            await self.bus.nc.subscribe(CONFIG_SUBJECT, queue="scheduler", cb=self._answer_config),
+            await self.bus.nc.subscribe(QUEUE_SUBJECT, queue="scheduler", cb=self._answer_queue),
         ]
         if not self._catch_up:
             await self._decide(stop)
@@ -174,9 +180,20 @@ class SchedulerService:
             del self._catch_up[stream]
             log.info("caught up", stream=stream, sequence=target)
 
+    def _tell_notes(self) -> None:
+        """Say once what a node change did to the VCs an admin set (new GPUs to the default VC)."""
+        policy = self.core.policy
+        inner = getattr(policy, "inner", policy)
+        notes = list(getattr(inner, "notes", []))
+        if notes != self._notes:
+            self._notes = notes
+            for note in notes:
+                log.warning("virtual clusters: " + note)
+
     async def _decide(self, stop: asyncio.Event) -> None:
         """Announce the core's decisions, all sent at once; any the bus refused are sent again."""
         waiting = [self._stamped(event) for event in self.core.decide()]
+        self._tell_notes()
         delay = 0.2
         while waiting and not stop.is_set():
             sent = await asyncio.gather(
@@ -220,6 +237,19 @@ class SchedulerService:
         if await self.control.answer_reconfigure(msg):
             async with self.lock:
                 await self._decide(self._stop)  # waiting jobs may fit the new cells
+
+    async def _answer_config(self, msg: Msg) -> None:
+        if self.control is None:
+            await msg.respond(json.dumps({"error": "unavailable", "message": "not reconfigurable"}).encode())
+            return
+        if await self._still_rebuilding(msg):
+            return
+        await self.control.answer_config(msg)
+
+    async def _answer_queue(self, msg: Msg) -> None:
+        if await self._still_rebuilding(msg):
+            return
+        await answer_queue(self.core, msg)
 
     async def _answer_status(self, msg: Msg) -> None:
         # A status read during the replay would show jobs that run as not running (0 GPUs used).

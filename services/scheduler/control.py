@@ -1,10 +1,12 @@
-"""The scheduler's control plane over request/reply: VC status and run-time reconfiguration.
+"""The scheduler's control plane over request/reply: VC status, the config in force, a waiting
+job's place in its VC's queue, and run-time reconfiguration.
 
 Status and reconfiguration are questions, not facts, so they travel on `pai.rpc.scheduler.*`
-subjects answered by the leader alone. A reconfiguration is checked against every running job
-before anything changes (see `core.reconfigure`), stored in KV `PAI_SCHEDULER_CONFIG` under
-`hived` so a restarted scheduler starts from it, and only then swapped in; the service lock
-keeps events from being applied half-way through the swap.
+subjects answered by the leader alone. A reconfiguration (a whole document, or one VC set or
+removed: `core.vc_admin`) is checked against every running job before anything changes (see
+`core.reconfigure`), stored in KV `PAI_SCHEDULER_CONFIG` under `hived` so a restarted scheduler
+starts from it, and only then swapped in; the service lock keeps events from being applied
+half-way through the swap.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from libs.backbone.settings import SettingsError
-from libs.protocol.subjects import RECONFIGURE_RPC, VC_STATUS_RPC
+from libs.protocol.subjects import QUEUE_RPC, RECONFIGURE_RPC, SCHEDULER_CONFIG_RPC, VC_STATUS_RPC
 from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.queueing import SchedulerCore
 from services.scheduler.core.reconfigure import (
@@ -34,12 +36,22 @@ from services.scheduler.core.reconfigure import (
     readd_running,
 )
 from services.scheduler.core.user_limits import UserLimitedPolicy
+from services.scheduler.core.vc_admin import (
+    Change,
+    VcChangeError,
+    config_in_force,
+    remove_vc,
+    request_from,
+    set_vc,
+)
 from services.scheduler.core.vc_status import status_report
 
 log = structlog.get_logger(__name__)
 
 VC_STATUS_SUBJECT = VC_STATUS_RPC
 RECONFIGURE_SUBJECT = RECONFIGURE_RPC
+CONFIG_SUBJECT = SCHEDULER_CONFIG_RPC
+QUEUE_SUBJECT = QUEUE_RPC
 CONFIG_KEY = "hived"
 
 
@@ -75,6 +87,20 @@ async def initial_config(kv: KeyValue, path: Path | None) -> tuple[SchedulerConf
     return SchedulerConfig(hived), "file" if hived is not None else "nodes"
 
 
+async def answer_queue(core: SchedulerCore, msg: Msg) -> None:
+    """A waiting job's place in its VC's queue: `{"waiting", "position", "of", "virtualCluster"}`."""
+    try:
+        job_id = str(json.loads(msg.data or b"{}").get("jobId", ""))
+    except (ValueError, AttributeError):
+        job_id = ""
+    place = core.queue_position(job_id)
+    answer: dict[str, Any] = {"waiting": False}
+    if place is not None:
+        position, total, vc = place
+        answer = {"waiting": True, "position": position, "of": total, "virtualCluster": vc}
+    await msg.respond(json.dumps(answer).encode())
+
+
 class Control:
     """Answers status and reconfiguration requests for one running scheduler."""
 
@@ -96,27 +122,76 @@ class Control:
     async def answer_status(self, msg: Msg) -> None:
         await msg.respond(json.dumps(self.status()).encode())
 
+    def _hived(self) -> HivedPolicy | None:
+        policy = self.core.policy
+        inner = policy.inner if isinstance(policy, UserLimitedPolicy) else policy
+        return inner if isinstance(inner, HivedPolicy) else None
+
+    def in_force(self) -> dict[str, Any]:
+        """The config in force as `pai vc config` shows it, where its cells come from, and notes."""
+        hived = self._hived()
+        cells = hived.config_document() if hived is not None else self.config.hived
+        return {
+            "source": self.source,
+            "cells": "nodes" if self.config.hived is None else "config",
+            "config": config_in_force(self.config, cells),
+            "notes": list(hived.notes) if hived is not None else [],
+        }
+
+    async def answer_config(self, msg: Msg) -> None:
+        await msg.respond(json.dumps(self.in_force()).encode())
+
     async def answer_reconfigure(self, msg: Msg) -> bool:
         """Check, store and apply a new config; True when the policy changed."""
         async with self.lock:
             try:
                 request = json.loads(msg.data or b"{}")
-                answer = await self._reconfigure(request.get("document"), bool(request.get("force")))
+                force = bool(request.get("force"))
+                if "set" in request or "remove" in request:
+                    answer = await self._change_vc(request, force)
+                else:
+                    answer = await self._reconfigure(request.get("document"), force)
             except (ValueError, AttributeError) as err:
                 answer = {"error": "invalid", "message": f"the request is not JSON with a document: {err}"}
         await msg.respond(json.dumps(answer).encode())
         return bool(answer.get("applied"))
 
+    async def _change_vc(self, request: dict[str, Any], force: bool) -> dict[str, Any]:
+        """`pai vc set NAME ...` (`{"set": {"name", ...}}`) or `pai vc remove NAME` (`{"remove": NAME}`)."""
+        hived = self._hived()
+        cells = hived.config_document() if hived is not None else self.config.hived
+        try:
+            change: Change
+            if "remove" in request:
+                change = remove_vc(self.config, cells, str(request["remove"]))
+            else:
+                asked = dict(request["set"])
+                name = str(asked.pop("name", ""))
+                change = set_vc(self.config, cells, self.core.nodes, name, request_from(asked))
+        except VcChangeError as err:
+            return {"error": "invalid", "message": str(err)}
+        answer = await self._apply(change.config, force)
+        if answer.get("applied"):
+            answer["message"] = change.message
+        return answer
+
     async def _reconfigure(self, document: Any, force: bool) -> dict[str, Any]:
-        policy = self.core.policy
-        inner = policy.inner if isinstance(policy, UserLimitedPolicy) else policy
-        current = inner.config_document() if isinstance(inner, HivedPolicy) else self.config.hived
+        hived = self._hived()
+        current = hived.config_document() if hived is not None else self.config.hived
         try:
             new = merge_document(document, self.config, current)
+        except ReconfigurationError as err:
+            return {"error": "invalid", "message": str(err)}
+        return await self._apply(new, force)
+
+    async def _apply(self, new: SchedulerConfig, force: bool) -> dict[str, Any]:
+        """Check `new` against the running jobs, store it and swap it in (or say why not)."""
+        inner = self._hived()
+        try:
             candidate = build_policy(new, self.core.nodes)
         except ReconfigurationError as err:
             return {"error": "invalid", "message": str(err)}
-        before = inner.demoted_jobs() if isinstance(inner, HivedPolicy) else {}
+        before = inner.demoted_jobs() if inner is not None else {}
         impact = readd_running(candidate, self.core.running(), before)
         result: dict[str, Any] = {
             "killed": impact.killed,
@@ -138,7 +213,7 @@ class Control:
         self.source = "kv"
         log.warning(
             "scheduler reconfigured",
-            virtual_clusters=sorted((new.hived or {}).get("virtualClusters") or {}),
+            virtual_clusters=sorted(new.vc_names or []),
             forced=force and not impact.safe,
             killed=sorted(impact.killed),
             downgraded=sorted(impact.downgraded),

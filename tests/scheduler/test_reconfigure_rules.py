@@ -20,6 +20,7 @@ from services.scheduler.core.reconfigure import (
     readd_running,
 )
 from services.scheduler.core.user_limits import VcUserLimit, parse_user_limits
+from services.scheduler.core.vc_quotas import VcQuota
 from tests.scheduler.clusters import two_rack_config
 
 NODES = [NodeInventory(f"n{i}", f"10.0.0.{i}", 32, 262144, 4, "A100") for i in range(4)]
@@ -160,23 +161,25 @@ def test_limits_alone_keep_the_cells_in_force() -> None:
             "userLimits, or both",
         ),
         (
-            {"virtualClusters": {"a": {}}},
-            None,
-            "physicalCluster: the cluster has no cells yet (no GPU node reported); "
-            "send the whole HiveD config with physicalCluster",
-        ),
-        (
             {"virtualClusters": []},
             two_rack_config(),
             "virtualClusters: must map at least one VC name to its virtualCells",
         ),
     ],
-    ids=["empty", "no-cells-yet", "no-vcs"],
+    ids=["empty", "no-vcs"],
 )
 def test_a_refused_document_says_what_to_send(doc: Any, current_hived: Any, message: str) -> None:
     with pytest.raises(ReconfigurationError) as caught:
         merge_document(doc, SchedulerConfig(current_hived), current_hived)
     assert str(caught.value) == message
+
+
+def test_vcs_set_before_any_gpu_node_reported_stay_over_cells_derived_from_the_nodes() -> None:
+    merged = merge_document({"virtualClusters": {"a": {"cpu": 4, "memoryMB": 4096}}}, SchedulerConfig(), None)
+    assert merged.hived is None, "no cells are frozen: the GPUs of a later start still land in a VC"
+    assert merged.vcs == {"a": {}}
+    assert merged.declared == {}
+    assert merged.quotas == {"a": VcQuota(4, 4096)}
 
 
 def test_the_stored_config_is_read_back_and_a_bad_one_is_refused_naming_the_field() -> None:

@@ -57,7 +57,13 @@ def test_the_status_of_vcs_users_shared_devices_and_nodes() -> None:
     assert [d.job_id for d, _ in running] == ["train", "infer", "web"]
     demands = {d.job_id: d for d in jobs}
     report = status_report(policy, running, {"big": "over the limit"}, demands, NODES, "config")
-    guarantee = {"guaranteedByType": {"A100": 8}, "guaranteedCpu": 64.0, "guaranteedMemoryMb": 524288.0}
+    guarantee = {
+        "guaranteedByType": {"A100": 8},
+        "guaranteedCpu": 64.0,
+        "guaranteedMemoryMb": 524288.0,
+        "quota": None,  # no VC has a CPU and memory quota
+        "room": {"gpus": 8, "gpusByType": {"A100": 8}, "largestTaskGpus": 4},  # a node's four at most
+    }
     assert report["virtualClusters"] == [
         {
             "name": "a",
@@ -153,6 +159,7 @@ def test_cpu_and_memory_per_device_come_from_the_nodes_when_the_config_has_none(
         "nodes": [],
         "skuTypes": {},
         "waiting": {},
+        "notes": [],
     }
 
 

@@ -61,7 +61,8 @@ def test_a_gang_that_fits_gets_every_task_placed_at_once() -> None:
 
 
 def test_a_gang_that_does_not_fit_places_no_task_and_says_why() -> None:
-    core = core_with(node(cpu=4), submitted("j1", config(worker=(3, 2, 0))))
+    # Six CPUs in all, enough for the three tasks together, but no node holds two of them.
+    core = core_with(node("n1", cpu=3), node("n2", cpu=3), submitted("j1", config(worker=(3, 2, 0))))
     [decision] = core.decide()
     assert isinstance(decision, JobPending)
     assert "2 CPU" in decision.reason

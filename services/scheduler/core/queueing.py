@@ -2,9 +2,11 @@
 
 `SchedulerCore.apply` folds one event into the state; it never decides, so replaying the whole
 job stream after a restart rebuilds exactly the allocations that exist (no double allocation).
-`SchedulerCore.decide` walks the queue in priority order and returns the announcements to
-publish; each carries a deterministic message id, so a decision repeated after a crash is
-deduplicated by the bus.
+`SchedulerCore.decide` walks the queue in priority order, and within a priority in fair-share
+order (core/fair_share.py: the user holding the least of the VC first), and returns the
+announcements to publish; each carries a deterministic message id, so a decision repeated after
+a crash is deduplicated by the bus. A job its VC could never hold waits with a reason that says
+so (libs/protocol/vc_fit.py), where the policy would only say the VC is full.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from libs.protocol.events import (
 )
 from libs.protocol.events import TaskPlacement as EventPlacement
 from libs.protocol.gpu_share import gpu_shares
+from libs.protocol.vc_fit import VcDemand, VcRoom, never_fits
+from services.scheduler.core.fair_share import Candidate, FairQueue, Share, fair_order, hold
 from services.scheduler.core.placements import (
     JobDemand,
     NodeInventory,
@@ -45,6 +49,9 @@ from services.scheduler.core.placements import (
     TaskPlacement,
     Waiting,
 )
+
+# A policy that can say how much each VC could ever hold (HivedPolicy, and the wrapper of it).
+VcRooms = Callable[[], dict[str, VcRoom]]
 
 PRIORITY_CLASSES = {"crit": 1000, "prod": 100, "test": 10, "oppo": -1}
 # The most tasks one job may ask of the scheduler. REST refuses bigger jobs at validation
@@ -153,6 +160,11 @@ class SchedulerCore:
         # only when capacity may have grown (a release, a node change, a new policy).
         self._fresh: set[str] = set()
         self._everyone = True
+        # What each user holds in each VC, and the placement counter at their last placement:
+        # the fair-share order of jobs of one priority (core/fair_share.py).
+        self._shares: dict[tuple[str, str], Share] = {}
+        self._placements = 0
+        self._queue_order: dict[str, tuple[int, int, str]] | None = None
 
     @property
     def policy(self) -> PlacementPolicy:
@@ -175,7 +187,18 @@ class SchedulerCore:
         """Fold one event into the state by its type's rule (``_RULES``); other types change nothing."""
         rule = self._RULES.get(type(event))
         if rule is not None:
+            self._queue_order = None
             rule(self, event)
+
+    def _hold(self, job: _Job, sign: int) -> None:
+        """Count a job's resources to its user in its VC (placed: +1, released: -1)."""
+        gpus, cpu = _size(job.demand)
+        demand = job.demand
+        if sign > 0:
+            self._placements += 1
+            hold(self._shares, demand.virtual_cluster, demand.user, gpus, cpu, self._placements)
+        else:
+            hold(self._shares, demand.virtual_cluster, demand.user, -gpus, -cpu)
 
     def _submitted(self, event: JobSubmitted) -> None:
         if event.job_id in self._refused:
@@ -198,6 +221,7 @@ class SchedulerCore:
         if job is not None and not job.placed and event.attempt >= job.attempt:
             job.attempt = event.attempt
             job.placed = True
+            self._hold(job, 1)
             placed = Placed(event.job_id, tuple(_from_event(p) for p in event.placements))
             job.placement = placed
             self.policy.restore(job.demand, placed)
@@ -217,6 +241,8 @@ class SchedulerCore:
         if job is not None and event.next_attempt > job.attempt:
             self.policy.release(event.job_id)
             self._everyone = True
+            if job.placed:
+                self._hold(job, -1)
             job.attempt = event.next_attempt
             job.placed = False
             job.placement = None
@@ -227,9 +253,12 @@ class SchedulerCore:
     def _completed(self, event: JobCompleted) -> None:
         self._refused.pop(event.job_id, None)
         self._told.discard(event.job_id)
-        if self._jobs.pop(event.job_id, None) is not None:
+        job = self._jobs.pop(event.job_id, None)
+        if job is not None:
             self.policy.release(event.job_id)
             self._everyone = True
+            if job.placed:
+                self._hold(job, -1)
         for other in self._jobs.values():
             other.preempting.discard(event.job_id)
 
@@ -289,23 +318,30 @@ class SchedulerCore:
         self._everyone = True
 
     def decide(self) -> list[Announcement]:
-        """Try every waiting job in priority order; the announcements to publish, in order."""
+        """Try every waiting job in priority order, each priority in fair-share order; the
+        announcements to publish, in order."""
         out: list[Announcement] = []
-        if self._everyone:
-            candidates = self._ordered()
-        else:
-            candidates = [(job_id, self._jobs[job_id]) for job_id in self._fresh if job_id in self._jobs]
-            candidates.sort(key=lambda item: (-item[1].demand.priority, item[1].seq))
+        self._queue_order = None
+        ids = self._jobs if self._everyone else [job_id for job_id in self._fresh if job_id in self._jobs]
+        waiting = [self._jobs[job_id] for job_id in ids]
+        queue = FairQueue(
+            (_candidate(job) for job in waiting if not job.placed and not job.preempting), self._shares
+        )
         self._fresh.clear()
         self._everyone = False
         out.extend(self._refusals())
-        for job_id, job in candidates:
-            if job.placed or job.preempting:
-                continue
+        rooms: dict[str, VcRoom] | None = None
+        for candidate in queue:
+            job_id, job = candidate.job_id, self._jobs[candidate.job_id]
             decision = self.policy.decide(job.demand)
+            if isinstance(decision, Waiting):
+                if rooms is None:
+                    rooms = self._rooms()
+                decision = _never_fits(job.demand, rooms) or decision
             if isinstance(decision, Placed):
                 job.placed = True
                 job.placement = decision
+                self._hold(job, 1)
                 out.append(
                     JobScheduled(
                         event_id=f"{job_id}.scheduled.{job.attempt}",
@@ -393,8 +429,75 @@ class SchedulerCore:
             if not job.placed:
                 job.last_reason = ""
 
+    def _rooms(self) -> dict[str, VcRoom]:
+        """How much each VC could ever hold, where the policy can say; empty where it cannot."""
+        rooms: VcRooms | None = getattr(self.policy, "vc_rooms", None)
+        return rooms() if rooms is not None else {}
+
+    def queue_position(self, job_id: str) -> tuple[int, int, str] | None:
+        """A waiting job's place in its VC's queue: (position from 1, jobs waiting there, VC).
+
+        The order the scheduler would place the VC's waiting jobs in were each placed in its turn
+        (priority, then fair share); None for a job that is not waiting. Computed once per change.
+        """
+        if self._queue_order is None:
+            order = fair_order(
+                (_candidate(job) for job in self._jobs.values() if not job.placed), self._shares
+            )
+            totals: dict[str, int] = {}
+            for candidate in order:
+                totals[candidate.vc] = totals.get(candidate.vc, 0) + 1
+            seen: dict[str, int] = {}
+            positions: dict[str, tuple[int, int, str]] = {}
+            for candidate in order:
+                seen[candidate.vc] = seen.get(candidate.vc, 0) + 1
+                positions[candidate.job_id] = (seen[candidate.vc], totals[candidate.vc], candidate.vc)
+            self._queue_order = positions
+        return self._queue_order.get(job_id)
+
     def _ordered(self) -> list[tuple[str, _Job]]:
         return sorted(self._jobs.items(), key=lambda item: (-item[1].demand.priority, item[1].seq))
+
+
+def _size(demand: JobDemand) -> tuple[int, int]:
+    """GPUs (a job's shares of GPUs rounded up to whole ones) and CPU a job holds while it runs."""
+    shared = sum(t.gpu_milli for t in demand.tasks if t.shares_a_gpu)
+    gpus = sum(t.gpu for t in demand.tasks if not t.shares_a_gpu) + -(-shared // 1000)
+    return gpus, sum(t.cpu for t in demand.tasks)
+
+
+def _candidate(job: _Job) -> Candidate:
+    gpus, cpu = _size(job.demand)
+    d = job.demand
+    return Candidate(d.job_id, d.virtual_cluster, d.user, d.priority, job.seq, gpus, cpu)
+
+
+def _never_fits(demand: JobDemand, rooms: dict[str, VcRoom]) -> Waiting | None:
+    """A waiting reason saying the job could never start in its VC, or None when it could."""
+    room = rooms.get(demand.virtual_cluster)
+    if room is None:
+        return None
+    gpus, _ = _size(demand)
+    by_type: dict[str, int] = {}
+    for t in demand.tasks:
+        if t.sku_type and t.gpu and not t.shares_a_gpu:
+            by_type[t.sku_type] = by_type.get(t.sku_type, 0) + t.gpu
+    free = [t for t in demand.tasks if t.gpu == 0]
+    needs = VcDemand(
+        gpus=gpus,
+        gpus_by_type=by_type,
+        free_cpu=sum(t.cpu for t in free),
+        free_memory_mb=sum(t.memory_mb for t in free),
+        cpu=sum(t.cpu for t in demand.tasks),
+        memory_mb=sum(t.memory_mb for t in demand.tasks),
+        priority=demand.priority,
+        tasks=len(demand.tasks),
+        largest_task_gpus=max((t.gpu for t in demand.tasks if not t.shares_a_gpu), default=0),
+    )
+    why = never_fits(needs, room)
+    if why is None:
+        return None
+    return Waiting(demand.job_id, f"{why.message}. {why.hint}")
 
 
 def _from_event(p: EventPlacement) -> TaskPlacement:

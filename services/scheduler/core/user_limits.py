@@ -3,14 +3,17 @@
 HiveD guarantees a VC's share against other VCs but lets one user of a VC take all of it;
 OpenPAI users asked for a cap per user. The cap is checked before the inner policy is asked,
 so a job over its user's limit waits (with the limit named) without reserving or preempting
-anything, and the inner policy never learns about users at all.
+anything, and the inner policy never learns about users at all. VCs' CPU and memory quotas for
+tasks without GPUs (vc_quotas.py) are held here the same way, before the inner policy is asked.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from libs.protocol.vc_fit import VcRoom
 from libs.protocol.wording import counted
 from services.scheduler.core.placements import (
     Decision,
@@ -21,6 +24,7 @@ from services.scheduler.core.placements import (
     VirtualClusterStatus,
     Waiting,
 )
+from services.scheduler.core.vc_quotas import SHARED, VcQuota, bounds
 
 
 class UserLimitsError(ValueError):
@@ -82,6 +86,12 @@ def user_limits_document(limits: dict[str, VcUserLimit]) -> dict[str, Any]:
     return out
 
 
+def _free_use(demand: JobDemand) -> tuple[int, int]:
+    """CPU and memory of a job's tasks without GPUs, which VC quotas bound."""
+    free = [t for t in demand.tasks if t.gpu == 0]
+    return sum(t.cpu for t in free), sum(t.memory_mb for t in free)
+
+
 def _gpus(demand: JobDemand) -> int:
     """Whole GPUs, plus the job's shares of GPUs rounded up to whole ones (four halves count 2)."""
     shared = sum(t.gpu_milli for t in demand.tasks if t.shares_a_gpu)
@@ -91,10 +101,57 @@ def _gpus(demand: JobDemand) -> int:
 class UserLimitedPolicy:
     """A `PlacementPolicy` that holds back jobs over their user's GPU limit in their VC."""
 
-    def __init__(self, inner: PlacementPolicy, limits: dict[str, VcUserLimit] | None = None) -> None:
+    def __init__(
+        self,
+        inner: PlacementPolicy,
+        limits: dict[str, VcUserLimit] | None = None,
+        quotas: dict[str, VcQuota] | None = None,
+    ) -> None:
         self.inner = inner
         self.limits = dict(limits or {})
+        self.quotas = dict(quotas or {})
         self._held: dict[str, tuple[str, str, int]] = {}  # job -> (vc, user, GPUs)
+        # job -> (VC, or SHARED for VCs without a quota; CPU and memory of its tasks without GPUs)
+        self._held_free: dict[str, tuple[str, int, int]] = {}
+        self._free_sums: dict[str, tuple[int, int]] = {}  # group -> CPU and memory held
+        self._nodes_cpu = 0
+        self._nodes_memory = 0
+
+    def quota_bounds(self) -> tuple[dict[str, VcQuota], VcQuota]:
+        """Each VC's quota, and what the VCs without one share (nothing in force: both empty)."""
+        return bounds(self.quotas, self._nodes_cpu, self._nodes_memory)
+
+    def quota_of(self, vc: str) -> tuple[VcQuota, bool] | None:
+        """The CPU and memory bound of a VC's tasks without GPUs, and whether it is shared; None
+        when no VC has a quota."""
+        if not self.quotas:
+            return None
+        own, shared = self.quota_bounds()
+        return (own[vc], False) if vc in own else (shared, True)
+
+    def _group(self, vc: str) -> str:
+        return vc if vc in self.quotas else SHARED
+
+    def _quota_wait(self, demand: JobDemand) -> Waiting | None:
+        cpu, memory = _free_use(demand)
+        if not self.quotas or not (cpu or memory):
+            return None
+        vc = demand.virtual_cluster
+        bound, shared = self.quota_of(vc) or (VcQuota(0, 0), False)
+        used_cpu, used_memory = self._free_sums.get(self._group(vc), (0, 0))
+        if used_cpu + cpu <= bound.cpu and used_memory + memory <= bound.memory_mb:
+            return None
+        whose = (
+            "the VCs without a quota share what the quotas leave of the nodes"
+            if shared
+            else f"VC {vc} has a quota of {counted(bound.cpu, 'CPU')} and {bound.memory_mb} MB memory"
+        )
+        return Waiting(
+            demand.job_id,
+            f"{whose} ({bound.cpu} CPU, {bound.memory_mb} MB) for tasks without GPUs; their running "
+            f"jobs hold {used_cpu} CPU and {used_memory} MB and this job needs {cpu} CPU and {memory} MB; "
+            "it starts when enough of them finish",
+        )
 
     def used_by(self, vc: str, user: str) -> int:
         return sum(n for v, u, n in self._held.values() if v == vc and u == user)
@@ -108,6 +165,9 @@ class UserLimitedPolicy:
         return out
 
     def set_nodes(self, nodes: list[NodeInventory]) -> None:
+        healthy = [n for n in nodes if n.healthy]
+        self._nodes_cpu = sum(n.cpu for n in healthy)
+        self._nodes_memory = sum(n.memory_mb for n in healthy)
         self.inner.set_nodes(nodes)
 
     def decide(self, demand: JobDemand) -> Decision:
@@ -130,18 +190,47 @@ class UserLimitedPolicy:
                         f"({field_name}); {used} are in use by their running jobs and this job "
                         f"needs {needed}; it starts when enough of them finish",
                     )
+            waiting = self._quota_wait(demand)
+            if waiting is not None:
+                return waiting
         decision = self.inner.decide(demand)
         if isinstance(decision, Placed):
-            self._held[demand.job_id] = (demand.virtual_cluster, demand.user, _gpus(demand))
+            self._hold(demand)
         return decision
+
+    def _hold(self, demand: JobDemand) -> None:
+        self._held[demand.job_id] = (demand.virtual_cluster, demand.user, _gpus(demand))
+        cpu, memory = _free_use(demand)
+        if (cpu or memory) and demand.job_id not in self._held_free:
+            group = self._group(demand.virtual_cluster)
+            self._held_free[demand.job_id] = (group, cpu, memory)
+            held_cpu, held_memory = self._free_sums.get(group, (0, 0))
+            self._free_sums[group] = (held_cpu + cpu, held_memory + memory)
 
     def restore(self, demand: JobDemand, placement: Placed) -> None:
         self.inner.restore(demand, placement)
-        self._held[demand.job_id] = (demand.virtual_cluster, demand.user, _gpus(demand))
+        self._hold(demand)
 
     def release(self, job_id: str) -> None:
         self._held.pop(job_id, None)
+        free = self._held_free.pop(job_id, None)
+        if free is not None:
+            group, cpu, memory = free
+            held_cpu, held_memory = self._free_sums[group]
+            self._free_sums[group] = (held_cpu - cpu, held_memory - memory)
         self.inner.release(job_id)
 
     def virtual_clusters(self) -> list[VirtualClusterStatus]:
         return self.inner.virtual_clusters()
+
+    def vc_rooms(self) -> dict[str, VcRoom]:
+        """The inner policy's, with each VC's CPU and memory quota where quotas are in force."""
+        rooms: Callable[[], dict[str, VcRoom]] | None = getattr(self.inner, "vc_rooms", None)
+        out = rooms() if rooms is not None else {}
+        if not self.quotas:
+            return out
+        with_quotas: dict[str, VcRoom] = {}
+        for vc, room in out.items():
+            bound, _ = self.quota_of(vc) or (VcQuota(0, 0), False)
+            with_quotas[vc] = replace(room, quota_cpu=bound.cpu, quota_memory_mb=bound.memory_mb)
+        return with_quotas

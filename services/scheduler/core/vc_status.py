@@ -6,7 +6,11 @@ the REST service turns them into OpenPAI's response shapes. CPU and memory of a 
 guarantee come from the SKU types of the HiveD config (per device), or, when the config has
 none, from the nodes of that GPU model (node CPU and memory divided by its devices). Each node
 says what it offers and what the running tasks placed on it hold, in all and per VC: jobs
-without GPUs are fitted onto any node by CPU and memory, whatever their VC.
+without GPUs are fitted onto any node by CPU and memory, whatever their VC, within the VC's CPU
+and memory quota where quotas are in force (vc_quotas.py): a VC's own quota counts in its
+guaranteed CPU and memory. Each VC also says how much it could ever hold (`room`, what a
+submission is judged by: libs/protocol/vc_fit.py), and the report carries the notes of a node
+change that moved cells between VCs.
 """
 
 from __future__ import annotations
@@ -148,11 +152,15 @@ def status_report(
             jobs + 1,
         )
     node_use, node_vc_use = _use_by_node(running)
+    rooms = policy.vc_rooms() if isinstance(policy, UserLimitedPolicy) else {}
     node_gpus: dict[str, dict[str, int]] = {}
     vcs: list[dict[str, Any]] = []
     for vc in policy.virtual_clusters():
         by_type = _guaranteed_by_type(hived, vc.name) if hived is not None else {}
         cpu, mem, jobs = used_cpu.get(vc.name, (0, 0, 0))
+        quota = policy.quota_of(vc.name) if isinstance(policy, UserLimitedPolicy) else None
+        own_quota = quota[0] if quota is not None and not quota[1] else None
+        room = rooms.get(vc.name)
         for node, gpus in vc.nodes.items():
             node_gpus.setdefault(node, {})[vc.name] = gpus
         vcs.append(
@@ -162,8 +170,22 @@ def status_report(
                 "guaranteedGpus": vc.guaranteed_gpus,
                 "usedGpus": vc.used_gpus,
                 "guaranteedByType": by_type,
-                "guaranteedCpu": sum(n * skus.get(t, {}).get("cpu", 0) for t, n in by_type.items()),
-                "guaranteedMemoryMb": sum(n * skus.get(t, {}).get("memory", 0) for t, n in by_type.items()),
+                "guaranteedCpu": sum(n * skus.get(t, {}).get("cpu", 0) for t, n in by_type.items())
+                + (own_quota.cpu if own_quota is not None else 0),
+                "guaranteedMemoryMb": sum(n * skus.get(t, {}).get("memory", 0) for t, n in by_type.items())
+                + (own_quota.memory_mb if own_quota is not None else 0),
+                # CPU and memory its tasks without GPUs may hold at once (shared: what the VCs
+                # without a quota share); null where no VC has a quota.
+                "quota": None
+                if quota is None
+                else {"cpu": quota[0].cpu, "memoryMb": quota[0].memory_mb, "shared": quota[1]},
+                "room": None
+                if room is None
+                else {
+                    "gpus": room.gpus,
+                    "gpusByType": dict(room.gpus_by_type),
+                    "largestTaskGpus": room.largest_task_gpus,
+                },
                 "usedCpu": cpu,
                 "usedMemoryMb": mem,
                 "runningJobs": jobs,
@@ -200,4 +222,5 @@ def status_report(
         ],
         "skuTypes": skus,
         "waiting": waiting,
+        "notes": list(getattr(inner, "notes", [])),
     }

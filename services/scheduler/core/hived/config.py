@@ -73,7 +73,7 @@ def _memory_mb(value: Any) -> int:
     return int(float(text) / (1024 * 1024)) if text else 0
 
 
-def _cell_types(raw: dict[str, Any]) -> dict[str, CellTypeInfo]:
+def cell_types(raw: dict[str, Any]) -> dict[str, CellTypeInfo]:
     out: dict[str, CellTypeInfo] = {}
 
     def add(name: str, trail: tuple[str, ...]) -> CellTypeInfo:
@@ -228,7 +228,7 @@ def parse_config(doc: dict[str, Any]) -> ParsedConfig:
             "physicalCluster: missing; a HiveD config needs physicalCluster and virtualClusters"
         )
     pc = doc["physicalCluster"]
-    types = _cell_types(dict(pc.get("cellTypes") or {}))
+    types = cell_types(dict(pc.get("cellTypes") or {}))
     skus = {
         str(name): SkuInfo(int(s.get("gpu", 1)), float(s.get("cpu", 0)), _memory_mb(s.get("memory", 0)))
         for name, s in dict(pc.get("skuTypes") or {}).items()

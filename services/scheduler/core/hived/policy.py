@@ -7,17 +7,22 @@ no GPU still need CPU and memory, so they are fitted onto nodes by those alone (
 development machine has no GPUs at all). Tasks that share a GPU go onto leaf cells HiveD holds
 whole for their VC (`shares.py`): all of a job's tasks, shared or not, are placed at once or
 none is. Without a HiveD config, one "default" VC covers every GPU node, with a hierarchy derived
-from the node list.
+from the node list; VCs an admin set over such cells (GPUs per leaf type) are carved out of it
+anew at each node change (carving.py), the default VC holding the rest, and `notes` says what
+changed since they were set.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from libs.protocol.vc_fit import VcRoom
 from libs.protocol.wording import counted
 from services.scheduler.core.gpu_share import ShareDemand
 from services.scheduler.core.hived.algorithm import PREEMPTING_PHASE, HivedAlgorithm
+from services.scheduler.core.hived.carving import split_by_type
 from services.scheduler.core.hived.config import parse_config
 from services.scheduler.core.hived.defaults import config_from_nodes
 from services.scheduler.core.hived.groups import BindInfo, HivedUserError, PodPlacementInfo, PodSpec
@@ -54,6 +59,15 @@ def _gangs(demand: JobDemand) -> list[list[TaskDemand]]:
     return list(gangs.values())
 
 
+def _node_leaves(cfg: Any, chain: str) -> int:
+    """The devices of one node of a chain (its node-level cell), the most one task may have."""
+    for _, name in sorted(cfg.level_types.get(chain, {}).items()):
+        info = cfg.cell_types[name]
+        if info.has_node and not info.multi_nodes:
+            return int(info.leaf_num)
+    return 1 << 30
+
+
 def _host_prefix(job_id: str) -> str:
     return f"{job_id}/gpu-share-"
 
@@ -62,9 +76,20 @@ class HivedPolicy:
     """A `PlacementPolicy` running the HiveD algorithm; pure and single-threaded."""
 
     def __init__(
-        self, config: dict[str, Any] | None = None, rack_size: int = 0, detailed_reasons: bool = True
+        self,
+        config: dict[str, Any] | None = None,
+        rack_size: int = 0,
+        detailed_reasons: bool = True,
+        *,
+        vcs: Mapping[str, Mapping[str, int]] | None = None,
+        declared: Mapping[str, int] | None = None,
     ) -> None:
         self._doc = config
+        # Without a config: VCs (GPUs per leaf type) an admin set over the cells derived from the
+        # nodes, and the GPUs per type the nodes had then.
+        self._vcs = vcs
+        self._declared = declared
+        self.notes: list[str] = []
         self._detailed = detailed_reasons
         self._rack_size = rack_size
         self._nodes: dict[str, NodeInventory] = {}
@@ -79,6 +104,7 @@ class HivedPolicy:
         self._low: set[str] = set()  # nodes with less than the low thresholds of CPU or memory free
         self._shape: dict[str, Any] | None = None
         self._shares = ShareHosts(parsed.sharing_policy) if parsed else ShareHosts()
+        self._vc_rooms: dict[str, VcRoom] | None = None
 
     @property
     def shares(self) -> ShareHosts:
@@ -94,6 +120,7 @@ class HivedPolicy:
         return self._doc if self._doc is not None else self._shape
 
     def set_nodes(self, nodes: list[NodeInventory]) -> None:
+        self._vc_rooms = None
         self._nodes = {n.name: n for n in nodes}
         healthy = [n for n in nodes if n.healthy]
         self._node_names = {n.name for n in healthy}
@@ -104,6 +131,8 @@ class HivedPolicy:
             self._account({name: (0, 0)}, 1)
         if self._doc is None:
             shape = config_from_nodes(nodes, self._rack_size)
+            if self._vcs is not None:
+                shape, self.notes = split_by_type(shape, self._vcs, self._declared)
             if shape != self._shape:
                 self._shape = shape
                 self._algo = HivedAlgorithm(parse_config(shape))
@@ -570,6 +599,44 @@ class HivedPolicy:
         if self._algo is not None:
             for spec in job.pending:
                 self._algo.delete_unallocated_pod(spec)
+
+    def vc_rooms(self) -> dict[str, VcRoom]:
+        """The most each VC could ever hold: its cells' devices (per leaf type), the cluster's
+        devices and what every node offers (kept until the nodes or the cells change)."""
+        if self._vc_rooms is not None:
+            return self._vc_rooms
+        cpu = sum(n.cpu for n in self._nodes.values())
+        memory = sum(n.memory_mb for n in self._nodes.values())
+        rooms: dict[str, VcRoom] = {}
+        if self._algo is None:
+            self._vc_rooms = rooms
+            return rooms
+        cfg = self._algo.cfg
+        cluster_gpus = sum(len(ccl.get(1, [])) for ccl in self._algo.full.values())
+        for vc in cfg.vc_names:
+            by_type: dict[str, int] = {}
+            cells = [*cfg.vc_full.get(vc, {}).items()]
+            phys = cfg.vc_pinned_physical.get(vc, {})
+            cells += [(phys[pid].chain, ccl) for pid, ccl in cfg.vc_pinned.get(vc, {}).items() if pid in phys]
+            largest = 0
+            for chain, ccl in cells:
+                leaf_type = cfg.cell_types[chain].leaf_type if chain in cfg.cell_types else chain
+                by_type[leaf_type] = by_type.get(leaf_type, 0) + len(ccl.get(1, []))
+                node_level = _node_leaves(cfg, chain)
+                for level, members in ccl.items():
+                    if members:
+                        largest = max(largest, min(cfg.level_leaf_num[chain].get(level, 1), node_level))
+            rooms[vc] = VcRoom(
+                vc,
+                gpus=sum(by_type.values()),
+                gpus_by_type=by_type,
+                cluster_cpu=cpu,
+                cluster_memory_mb=memory,
+                cluster_gpus=cluster_gpus,
+                largest_task_gpus=largest,
+            )
+        self._vc_rooms = rooms
+        return rooms
 
     def virtual_clusters(self) -> list[VirtualClusterStatus]:
         if self._algo is None:
