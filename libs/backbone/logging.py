@@ -4,11 +4,13 @@ Every service logs through structlog: JSON lines in production (one object per l
 ship and query), a readable console rendering on a terminal. Context such as ``job_id`` and
 ``msg_id`` is bound with contextvars by the consume loop, so every line a handler writes carries
 them without passing a logger around. Standard-library loggers (nats-py, aiohttp) are routed
-through the same renderer so a service writes one format only.
+through the same renderer so a service writes one format only. A line the log's file refuses
+(its disk full) is dropped: the service goes on, and an error answer being logged still leaves.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from typing import Any, TextIO
@@ -29,6 +31,24 @@ def add_trace_ids(_logger: WrappedLogger, _method: str, event_dict: EventDict) -
         event_dict.setdefault("trace_id", format(context.trace_id, "032x"))
         event_dict.setdefault("span_id", format(context.span_id, "016x"))
     return event_dict
+
+
+class DroppingPrintLogger(structlog.PrintLogger):
+    """structlog's PrintLogger, but a line its file cannot take (ENOSPC: the disk of a service's
+    log is full) is dropped instead of raised: logging a failed request must not fail the request
+    (REST's error boundary answered a bare 500 when its log line met a full disk)."""
+
+    def msg(self, message: str) -> None:
+        with contextlib.suppress(OSError):
+            super().msg(message)
+
+    log = debug = info = warn = warning = msg
+    fatal = failure = err = error = critical = exception = msg
+
+
+class DroppingPrintLoggerFactory(structlog.PrintLoggerFactory):
+    def __call__(self, *args: Any) -> DroppingPrintLogger:
+        return DroppingPrintLogger(self._file)
 
 
 def configure_logging(settings: BackboneSettings, *, stream: TextIO | None = None) -> None:
@@ -56,7 +76,7 @@ def configure_logging(settings: BackboneSettings, *, stream: TextIO | None = Non
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=output),
+        logger_factory=DroppingPrintLoggerFactory(file=output),
         cache_logger_on_first_use=False,
     )
 

@@ -53,6 +53,7 @@ from libs.web.addresses import (
     unix_url,
 )
 from pai.embedded.mps import NodeMps
+from pai.embedded.reviving import SpaceWatch
 from pai.embedded.supervising import Child, NatsChild, Supervised, Supervisor, die_with_parent
 from runtime.processes import find_runtimes
 from services.monitor.inventory import detect_gpus
@@ -354,6 +355,8 @@ class EmbeddedPlatform:
             "PAI_NATS_URL": nats_url,
             "PAI_NATS_CA": str(tls.ca),
             "PAI_DATA_DIR": str(self.data_dir),
+            # Where the bus stores JetStream: REST answers 507 when that disk is full.
+            "PAI_NATS_STORE_DIR": str(self.nats.store_dir),
             "PAI_REST_HOST": "127.0.0.1",
             "PAI_REST_PORT": str(ports["api"]),
             "PAI_REST_SOCKET": str(sockets["rest"]),
@@ -419,7 +422,8 @@ class EmbeddedPlatform:
             tls=tls,
             preexec_fn=die_with_parent(),
         )
-        bus = NatsChild(self.nats)
+        # Restarted once there is room again after a full disk wedged it (reviving.py).
+        bus = NatsChild(self.nats, space=SpaceWatch(self.nats.store_dir, self.nats.log_path))
         await bus.start()
         return bus, tls
 

@@ -5,6 +5,9 @@ its own log file. A child that exits while the platform runs is started again af
 that doubles on quick repeated crashes (so a broken service does not spin), and resets once it
 has stayed up a while. The bus restarts within a second: every service waits on it.
 
+The bus is also restarted when a full disk has wedged it and there is room again (reviving.py):
+nats-server keeps failing writes after ENOSPC until it restarts.
+
 Stopping sends SIGTERM to every service at once and waits for them together, then stops the
 bus, so the platform is down within one grace period however many services there are; a
 child that outlives it is killed. ``kill`` is the second Ctrl-C: SIGKILL to everything now.
@@ -27,6 +30,7 @@ from typing import Protocol
 import structlog
 
 from libs.backbone.natsserver import EmbeddedNats
+from pai.embedded.reviving import CHECK_EVERY, SpaceWatch
 
 log = structlog.get_logger(__name__)
 
@@ -145,7 +149,11 @@ class Child:
 
 @dataclass
 class NatsChild:
-    """The embedded nats-server as a supervised child: same port, same store, back within a second."""
+    """The embedded nats-server as a supervised child: same port, same store, back within a second.
+
+    With ``space``, its exit is also brought about: once the server has met a full disk and
+    there is room again, it is stopped, and the supervisor starts it again as after any exit.
+    """
 
     server: EmbeddedNats
     name: str = "nats"
@@ -153,17 +161,39 @@ class NatsChild:
     first_delay: float = NATS_FIRST_DELAY
     max_delay: float = NATS_MAX_DELAY
     ready_within: float = 15.0
+    space: SpaceWatch | None = None
+    check_every: float = CHECK_EVERY
+    # Restarts made because a full disk had wedged the server (a part of ``restarts``).
+    revivals: int = 0
 
     @property
     def pid(self) -> int | None:
         return self.server.pid if self.server.is_running else None
 
     async def start(self) -> None:
+        if self.space is not None:
+            self.space.started()
         await self.server.start(self.ready_within)
         log.info("service started", service=self.name, pid=self.server.pid, url=self.server.url)
 
     async def wait(self) -> int:
-        return await self.server.wait()
+        exited = asyncio.ensure_future(self.server.wait())
+        try:
+            while self.space is not None and not exited.done():
+                await asyncio.wait({exited}, timeout=self.check_every)
+                reason = None if exited.done() else self.space.restart_because()
+                if reason is not None:
+                    self.revivals += 1
+                    log.warning(
+                        "the bus met a full disk and there is room again; restarting it",
+                        service=self.name,
+                        reason=reason,
+                    )
+                    await self.server.stop(NATS_STOP_GRACE)
+                    break
+            return await exited
+        finally:
+            exited.cancel()  # a cancelled wait (the supervisor stopping) leaves no task behind
 
     def kill(self) -> None:
         pid = self.pid

@@ -20,6 +20,7 @@ from libs.backbone.connecting import connect
 from libs.backbone.consuming import by_job_id, consume
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.sealing import cipher_for
+from libs.backbone.space import database_full
 from libs.protocol.subjects import JOBS_STREAM
 from services.rest import ratelimit
 from services.rest.adapters.bus import PROJECTION_DURABLE, RestBus
@@ -28,7 +29,7 @@ from services.rest.adapters.database import create_engine, create_read_engine, m
 from services.rest.adapters.jobs_store import JobInserter
 from services.rest.auth import PRINCIPAL, credentials_of, ensure_admin, load_or_create_secret
 from services.rest.auth_cache import CachedTokens
-from services.rest.availability import BUS_ERRORS, bus_down
+from services.rest.availability import BUS_ERRORS, DATABASE, bus_refused, out_of_space
 from services.rest.bodies import body_middleware
 from services.rest.core.text import unstorable
 from services.rest.detail_cache import TaskRolesCache
@@ -89,9 +90,14 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return web.json_response(exc.body(), status=exc.status, headers=exc.headers or None)
     except BUS_ERRORS as exc:
         log.warning("bus unavailable", method=request.method, path=request.path, error=repr(exc))
-        error = bus_down(f"{request.method} {request.path}")
-        return web.json_response(error.body(), status=error.status, headers=error.headers)
+        error = bus_refused(request, f"{request.method} {request.path}", exc)
+        return web.json_response(error.body(), status=error.status, headers=error.headers or None)
     except DBAPIError as exc:
+        if (full := database_full(exc)) is not None:
+            # What a route did before the refused write may stand: "nothing changed" is not said.
+            log.warning("database full", method=request.method, path=request.path, error=full)
+            refused = out_of_space(f"{request.method} {request.path}", DATABASE, full, nothing_changed=False)
+            return web.json_response(refused.body(), status=refused.status)
         if getattr(exc.orig, "sqlstate", None) not in UNSTORABLE_TEXT_STATES:
             log.exception("request failed", method=request.method, path=request.path)
             return _internal_error()
@@ -224,7 +230,7 @@ async def projection_ctx(app: web.Application) -> AsyncIterator[None]:
 async def unpublished_ctx(app: web.Application) -> AsyncIterator[None]:
     """Publish the event of any submission a killed REST process left unpublished."""
     stop = asyncio.Event()
-    task = asyncio.create_task(repair_forever(app[ENGINE], app[BUS], stop))
+    task = asyncio.create_task(repair_forever(app[ENGINE], app[BUS], stop, app[JOB_INSERTER].withdrawn))
     yield
     stop.set()
     await asyncio.wait([task], timeout=2.0)

@@ -6,6 +6,10 @@ asks ``connected_bus`` first: while the connection is down the request is refuse
 instead of waiting out a timeout, and the caller is told when to retry. Bus errors that
 still escape a route (the bus went down mid-request) are turned into the same answer by the
 error boundary (``app.py``) through ``BUS_ERRORS``.
+
+A write refused because a disk is full is no outage: retrying in two seconds does not help,
+freeing space does. ``out_of_space`` answers it with 507 InsufficientStorageError naming what is
+full (the database, the message bus), and ``bus_refused`` tells a full bus from one that is away.
 """
 
 from __future__ import annotations
@@ -17,14 +21,21 @@ from typing import Any
 import nats.errors
 from aiohttp import web
 
+from libs.backbone.space import bus_full, filesystem_full
 from services.rest.adapters.bus import PublishFailedError, RestBus
-from services.rest.errors import SERVICE_UNAVAILABLE, ApiError, invalid_parameters
-from services.rest.keys import BUS
+from services.rest.errors import INSUFFICIENT_STORAGE, SERVICE_UNAVAILABLE, ApiError, invalid_parameters
+from services.rest.keys import BUS, SETTINGS
 
 # The embedded bus is back within a second of a crash; a client retrying after this many
 # seconds usually finds it up.
 RETRY_AFTER_SECONDS = 2
 BUS_ERRORS: tuple[type[Exception], ...] = (nats.errors.Error, PublishFailedError)
+DATABASE = "the database"
+MESSAGE_BUS = "the message bus"
+FREE_SPACE_HINT = (
+    "Free space on the filesystem that holds it (under `pai up`, the data dir's); the platform "
+    "takes writes again once there is room, and nothing it stored is lost."
+)
 
 
 def bus_down(doing: str, detail: str | None = None) -> ApiError:
@@ -42,6 +53,29 @@ def bus_down(doing: str, detail: str | None = None) -> ApiError:
     )
     error.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return error
+
+
+def out_of_space(doing: str, what: str, detail: str, *, nothing_changed: bool = True) -> ApiError:
+    """507 InsufficientStorageError: ``what`` (the database, the message bus) has no space left
+    on device; ``detail`` is what it said. No Retry-After: only freed space makes a retry work."""
+    after = "; nothing was changed." if nothing_changed else "."
+    return INSUFFICIENT_STORAGE(
+        FREE_SPACE_HINT, reason=f"{doing} was not done: {what} has no space left on device ({detail}){after}"
+    )
+
+
+def bus_refused(request: web.Request, doing: str, exc: Exception) -> ApiError:
+    """The answer to a bus write that failed: 507 when the bus is out of space (JetStream said
+    so, or its store is on this machine and that filesystem is full), else 503 as ``bus_down``."""
+    detail = bus_full(exc)
+    store = request.app[SETTINGS].nats_store_dir
+    if detail is None and store is not None and filesystem_full(store):
+        # A stream whose write met ENOSPC does not answer: the unconfirmed publish is the sign.
+        detail = f"its store's filesystem is full; {exc}"
+    if detail is not None:
+        return out_of_space(doing, MESSAGE_BUS, detail)
+    unconfirmed = isinstance(exc, PublishFailedError)
+    return bus_down(doing, str(exc) if unconfirmed else None)
 
 
 def connected_bus(request: web.Request, doing: str) -> RestBus:

@@ -133,6 +133,9 @@ UNAVAILABLE = OpenPaiError(503, "UnknownError", "{reason}")
 # the monitor, the alerter), said so, with Retry-After; and a body over the admin's size limit.
 SERVICE_UNAVAILABLE = OpenPaiError(503, "ServiceUnavailableError", "{reason}")
 REQUEST_TOO_LARGE = OpenPaiError(413, "RequestEntityTooLargeError", "{reason}")
+# This platform's own too: a write refused because the disk under the database or the bus is
+# full. OpenPAI has no code for it; 507 Insufficient Storage (RFC 4918) says what a retry needs.
+INSUFFICIENT_STORAGE = OpenPaiError(507, "InsufficientStorageError", "{reason}")
 
 TABLE: tuple[OpenPaiError, ...] = tuple(
     value for value in globals().values() if isinstance(value, OpenPaiError)

@@ -65,6 +65,10 @@ class RestSettings(BackboneSettings):
     rest_socket: Path | None = None
     # None means an embedded SQLite file in the data dir.
     database_url: str | None = None
+    # The bus's JetStream store, where it is on this machine (`pai up`: <data dir>/nats): a write
+    # the bus did not confirm while that filesystem is full is answered 507, naming the bus. A
+    # stream whose write met a full disk does not answer at all, so this is the only sign.
+    nats_store_dir: Path | None = None
     admin_user: str = "admin"
     admin_password: str | None = None
     # Login tokens last a week unless the login request asks for less.

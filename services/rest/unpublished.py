@@ -7,7 +7,8 @@ row without its event: listed, WAITING, and never scheduled, while the client (w
 state some seconds after submission, with no `job.submitted` on the stream) and publishes the
 event from the row, with an event id derived from the job so two replicas repairing the same
 job publish it once. A job's secrets were written before the row's event, so they are in KV
-when its event appears.
+when its event appears. A row whose submission was refused, but which the database would not
+delete then (its disk full), is in the inserter's ``withdrawn``: deleted here, never published.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ import nats.errors
 import structlog
 from nats.js.errors import NotFoundError
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from libs.protocol.events import JobSubmitted
 from libs.protocol.subjects import JOBS_STREAM, job_subject
 from services.rest.adapters.bus import PublishFailedError, RestBus
+from services.rest.adapters.jobs_store import delete_job
 from services.rest.adapters.tables import jobs
 from services.rest.core.states import SUB_STATE_WAITING
 
@@ -55,15 +58,31 @@ async def _candidates(engine: AsyncEngine, older_than_ms: int) -> list[dict[str,
         return [dict(row._mapping) for row in await conn.execute(query)]
 
 
-async def repair_once(engine: AsyncEngine, bus: RestBus, seen: set[str]) -> int:
-    """Publish the event of every row that lacks it; returns how many were published."""
+async def delete_withdrawn(engine: AsyncEngine, withdrawn: set[str]) -> None:
+    """Delete the rows of refused submissions that the database would not delete at the time."""
+    for job_id in sorted(withdrawn):
+        try:
+            await delete_job(engine, job_id)
+        except SQLAlchemyError as exc:  # still no room: the next round tries again
+            log.warning("a refused submission's row is not deleted yet", job_id=job_id, error=str(exc))
+            return
+        withdrawn.discard(job_id)
+        log.info("a refused submission's row deleted", job_id=job_id)
+
+
+async def repair_once(
+    engine: AsyncEngine, bus: RestBus, seen: set[str], withdrawn: set[str] | None = None
+) -> int:
+    """Publish the event of every row that lacks it (never a withdrawn one); returns how many."""
+    withdrawn = set() if withdrawn is None else withdrawn
+    await delete_withdrawn(engine, withdrawn)
     if not bus.bus.is_connected:
         return 0
     older_than = int((time.time() - GRACE_SECONDS) * 1000)
     published = 0
     for row in await _candidates(engine, older_than):
         job_id = str(row["id"])
-        if job_id in seen:
+        if job_id in seen or job_id in withdrawn:
             continue
         try:
             await bus.bus.js.get_last_msg(JOBS_STREAM, job_subject(job_id, "job.submitted"))
@@ -87,12 +106,14 @@ async def repair_once(engine: AsyncEngine, bus: RestBus, seen: set[str]) -> int:
     return published
 
 
-async def repair_forever(engine: AsyncEngine, bus: RestBus, stop: asyncio.Event) -> None:
+async def repair_forever(
+    engine: AsyncEngine, bus: RestBus, stop: asyncio.Event, withdrawn: set[str] | None = None
+) -> None:
     seen: set[str] = set()
     while not stop.is_set():
         try:
-            await repair_once(engine, bus, seen)
-        except (nats.errors.Error, PublishFailedError, TimeoutError) as exc:
+            await repair_once(engine, bus, seen, withdrawn)
+        except (nats.errors.Error, PublishFailedError, TimeoutError, SQLAlchemyError) as exc:
             log.warning("unpublished submissions not checked; retrying", error=f"{type(exc).__name__}: {exc}")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), EVERY_SECONDS)

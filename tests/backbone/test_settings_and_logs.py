@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import logging
@@ -69,6 +70,29 @@ def test_json_logs_carry_the_service_and_the_bound_job_and_message_ids() -> None
     assert first["level"] == "info"
     assert second["event"] == "library says hello"
     assert "job_id" not in second
+
+
+class FullDisk(io.StringIO):
+    """A log file on a disk with no space left, until ``full`` is cleared."""
+
+    full = True
+
+    def write(self, text: str) -> int:
+        if self.full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return super().write(text)
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_a_log_line_a_full_disk_refuses_is_dropped_and_the_service_goes_on() -> None:
+    out = FullDisk()
+    configure_logging(BackboneSettings(service_name="rest", log_format="json"), stream=out)
+    structlog.get_logger().error("request failed", path="/api/v2/jobs")  # raises nothing
+    structlog.get_logger().exception("request failed too")
+    out.full = False
+    structlog.get_logger().warning("written once there is room")
+    events = [json.loads(line)["event"] for line in out.getvalue().splitlines()]
+    assert events == ["written once there is room"]
 
 
 def test_a_trace_context_survives_injection_into_headers_and_extraction() -> None:

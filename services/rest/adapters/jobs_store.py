@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Text, and_, cast, delete, func, insert, literal_column, or_, select, type_coerce
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -80,16 +80,34 @@ async def insert_jobs(engine: AsyncEngine, rows: Sequence[Row]) -> list[None]:
 
 
 class JobInserter:
-    """Submissions' rows, inserted in groups (see libs/backbone/grouping.py); a duplicate fails alone."""
+    """Submissions' rows, inserted in groups (see libs/backbone/grouping.py); a duplicate fails alone.
+
+    A row whose event the bus refused is withdrawn again. When the database refuses that delete
+    too (its disk full, as the bus's often is), the row's id is kept in ``withdrawn``: the loop
+    that publishes rows left without their event (services/rest/unpublished.py) deletes it
+    later and never publishes it, so a submission answered "not done" never runs.
+    """
 
     def __init__(self, engine: AsyncEngine, *, max_batch: int = 64) -> None:
+        self._engine = engine
         self._group: GroupCommit[Row, None] = GroupCommit(
             functools.partial(insert_jobs, engine), functools.partial(insert_job, engine), max_batch=max_batch
         )
+        self.withdrawn: set[str] = set()
 
     async def insert(self, row: Row) -> None:
         """Insert one job row; raises DuplicateJobError when (username, name) is taken."""
         await self._group.submit(row)
+
+    async def withdraw(self, job_id: str) -> bool:
+        """Delete the row of a submission that was refused; False when the database refused the
+        delete, and the row is kept in ``withdrawn`` to be deleted later (see above)."""
+        try:
+            await delete_job(self._engine, job_id)
+        except SQLAlchemyError:
+            self.withdrawn.add(job_id)
+            return False
+        return True
 
     async def close(self) -> None:
         await self._group.close()

@@ -2,7 +2,8 @@
 
 Submitting never leaves a half-created job: the row is written first (the unique user+name
 index answers 409 atomically), then the secrets go to KV and ``job.submitted`` is published;
-if the bus does not confirm, the secrets and the row are removed and the caller gets 503.
+if the bus does not confirm, the secrets and the row are removed and the caller gets 503 (507
+when the bus, or the database before it, is out of space).
 Reads come from the SQL read model the projection keeps.
 """
 
@@ -15,7 +16,9 @@ from typing import Any
 import structlog
 import yaml
 from aiohttp import web
+from sqlalchemy.exc import DBAPIError
 
+from libs.backbone.space import database_full
 from libs.protocol import JobConfig, JobProtocolError, gpu_enforcement, masked_config, parse_job
 from libs.protocol.events import JobStopRequested, JobStorage, JobSubmitted, JobTagged
 from libs.protocol.gpu_share import gpu_shares
@@ -27,7 +30,6 @@ from services.rest.adapters.jobs_store import (
     DuplicateJobError,
     JobFilter,
     attempts_of,
-    delete_job,
     find_job,
     list_jobs,
     task_rows,
@@ -35,7 +37,7 @@ from services.rest.adapters.jobs_store import (
 )
 from services.rest.adapters.tagging import change_tag
 from services.rest.auth import Principal, require_user
-from services.rest.availability import bus_down, connected_bus
+from services.rest.availability import DATABASE, bus_refused, connected_bus, out_of_space
 from services.rest.bodies import read_json
 from services.rest.core import views
 from services.rest.core.node_fit import oversized
@@ -199,7 +201,7 @@ async def submit_job(request: web.Request) -> web.Response:
     await require_usable_vc(request, principal, job)
     await require_fitting_tasks(request, job)
     storages = await storages_for(request, job)
-    engine, bus = request.app[ENGINE], connected_bus(request, "Submitting a job")
+    bus = connected_bus(request, "Submitting a job")
     job_id = uuid.uuid4().hex
     event = JobSubmitted(
         job_id=job_id,
@@ -213,21 +215,29 @@ async def submit_job(request: web.Request) -> web.Response:
     row = job_row_from_config(event, epoch_ms(event.occurred_at))
     row.update(total_gpus=job.total_gpus, total_tasks=job.total_tasks, total_task_roles=job.total_task_roles)
     row["priority_class"] = job.priority_class
+    inserter = request.app[JOB_INSERTER]
     try:
-        await request.app[JOB_INSERTER].insert(row)
+        await inserter.insert(row)
     except DuplicateJobError:
         raise CONFLICT_JOB(
             "Choose another name in the job config.", job=f"{principal.username}~{job.name}"
         ) from None
+    except DBAPIError as exc:
+        if (full := database_full(exc)) is None:
+            raise
+        log.warning("submission refused: the database is full", error=full)
+        raise out_of_space("Submitting the job", DATABASE, full) from None
     try:
         if job.secrets:
             await bus.put_secrets(job_id, dict(job.secrets))
         await bus.publish(event)
     except PublishFailedError as exc:
         await bus.delete_secrets(job_id)
-        await delete_job(engine, job_id)
-        log.warning("submission not confirmed by the bus", job_id=job_id, error=str(exc))
-        raise bus_down("Submitting the job", str(exc)) from None
+        withdrawn = await inserter.withdraw(job_id)
+        log.warning(
+            "submission not confirmed by the bus", job_id=job_id, error=str(exc), row_deleted=withdrawn
+        )
+        raise bus_refused(request, "Submitting the job", exc) from None
     return web.json_response(
         {
             "message": f"update job {job.name} successfully",
@@ -377,7 +387,7 @@ async def set_execution_type(request: web.Request) -> web.Response:
         try:
             await connected_bus(request, "Stopping a job").publish(event)
         except PublishFailedError as exc:
-            raise bus_down("Stopping the job", str(exc)) from None
+            raise bus_refused(request, "Stopping the job", exc) from None
     return web.json_response({"message": f"execute job {job['name']} successfully"}, status=202)
 
 
@@ -467,7 +477,7 @@ async def _publish_tag(request: web.Request, job: dict[str, Any], tag: str, *, r
     try:
         await connected_bus(request, "Changing a tag").publish(event)
     except PublishFailedError as exc:
-        raise bus_down("Changing the tag", str(exc)) from None
+        raise bus_refused(request, "Changing the tag", exc) from None
 
 
 @routes.put(JOB_PATH + "/tag")
