@@ -291,6 +291,31 @@ class PaiClient:
         result: dict[str, dict[str, Any]] = response.json()
         return result
 
+    def set_vc(self, name: str, asked: dict[str, Any], *, force: bool = False) -> dict[str, Any]:
+        """Create or resize one VC (admin): `{"gpus", "model", "cells", "cpu", "memoryMB"}`."""
+        response = self._request(
+            "PUT",
+            f"/api/v2/virtual-clusters/{quote(name, safe='')}",
+            params={"force": "true"} if force else {},
+            json=asked,
+        )
+        result: dict[str, Any] = response.json()
+        return result
+
+    def remove_vc(self, name: str, *, force: bool = False) -> dict[str, Any]:
+        response = self._request(
+            "DELETE",
+            f"/api/v2/virtual-clusters/{quote(name, safe='')}",
+            params={"force": "true"} if force else {},
+        )
+        result: dict[str, Any] = response.json()
+        return result
+
+    def vc_config(self) -> dict[str, Any]:
+        """The scheduler config in force (admin): `config`, its `yaml`, `cells` and `notes`."""
+        result: dict[str, Any] = self._request("GET", "/api/v2/virtual-clusters/config").json()
+        return result
+
     def set_vc_config(self, yaml_text: str, *, force: bool = False) -> dict[str, Any]:
         """Replace VCs, cells or user limits (admin); a harmful change raises ApiError 409."""
         response = self._request(

@@ -127,6 +127,11 @@ def status(
         out.print(f"gpu shares {held}: {detail.get('gpuShareEnforcement', '')}", markup=False, soft_wrap=True)
     if st.get("pendingReason"):
         out.print(f"waiting    {st['pendingReason']}", markup=False)
+    if st.get("queue"):
+        queue = st["queue"]
+        out.print(
+            f"queue: {queue['position']} of {queue['of']} in VC {queue['virtualCluster']}", markup=False
+        )
     if st.get("appExitCode") is not None:
         spec = st.get("appExitSpec") or {}
         out.print(f"exit       {st['appExitCode']} {spec.get('phrase', '')}", markup=False)

@@ -1,5 +1,8 @@
 """`pai vc`: see virtual clusters and change them at run time (admins).
 
+`set NAME --gpus N` (or `--cells TYPE=N`, `--cpu N --memory MB`) creates or resizes one VC,
+taking GPUs from the default VC, and `remove NAME` gives them back; `config` prints the HiveD
+config in force as YAML, with its cell types, ready to edit and send back with `set-config`.
 `set-config` sends a HiveD config (whole, or its virtualClusters part, with optional
 userLimits); the scheduler re-adds every running job into it first and refuses a change that
 would kill a job or take its guarantee, naming the jobs. `--force` applies it anyway and lists
@@ -73,6 +76,98 @@ def list_vcs(server: str | None = ServerOption) -> None:
             _used_of(used.get("memory"), cluster.get("memoryMb")),
         )
     _console().print(table)
+    notes: list[str] = next((list(vc["notes"]) for vc in vcs.values() if vc.get("notes")), [])
+    for note in notes:
+        _console().print(f"note: {note}", markup=False, soft_wrap=True)
+
+
+def _gpus_option(value: str) -> tuple[int, str | None]:
+    count, _, model = value.partition(":")
+    if not count.strip().isdigit():
+        raise typer.BadParameter(f"{value!r}: expected a count or COUNT:MODEL such as 2 or 8:V100")
+    return int(count), model.strip() or None
+
+
+def _cells_option(values: list[str]) -> dict[str, int]:
+    cells: dict[str, int] = {}
+    for value in values:
+        for part in value.split(","):
+            name, _, count = part.strip().partition("=")
+            if not name or not count.strip().isdigit():
+                raise typer.BadParameter(f"{part!r}: expected CELL-TYPE=N, such as V100-NODE8=1")
+            cells[name] = cells.get(name, 0) + int(count)
+    return cells
+
+
+def _print_answer(answer: dict[str, Any]) -> None:
+    out = _console()
+    out.print(answer["message"], markup=False)
+    for kind in ("killed", "downgraded"):
+        for job, why in (answer.get(kind) or {}).items():
+            out.print(f"  {kind}: {job}: {why}", markup=False)
+
+
+@vc_app.command("set")
+def set_vc(
+    name: str = typer.Argument(..., help="the VC's name (a new one is created)"),
+    gpus: str | None = typer.Option(
+        None, "--gpus", help="GPUs it is guaranteed, N or N:MODEL; taken from the default VC"
+    ),
+    cells: list[str] = typer.Option(
+        [], "--cells", help="its cells instead, CELL-TYPE=N (repeat, or comma-separated)"
+    ),
+    cpu: int | None = typer.Option(None, "--cpu", min=0, help="CPU quota for its tasks without GPUs"),
+    memory: int | None = typer.Option(None, "--memory", min=0, help="memory quota in MB (with --cpu)"),
+    force: bool = typer.Option(False, "--force", help="apply even if running jobs lose their guarantee"),
+    server: str | None = ServerOption,
+) -> None:
+    """Create or resize a VC; refused, naming what is free, when it does not fit."""
+    asked: dict[str, Any] = {}
+    if gpus is not None:
+        asked["gpus"], model = _gpus_option(gpus)
+        if model:
+            asked["model"] = model
+    if cells:
+        asked["cells"] = _cells_option(cells)
+    if cpu is not None:
+        asked["cpu"] = cpu
+    if memory is not None:
+        asked["memoryMB"] = memory
+    if not asked:
+        typer.echo("error: say what the VC gets: --gpus N, --cells TYPE=N, or --cpu N --memory MB", err=True)
+        raise typer.Exit(2)
+    client, _ = _client(server)
+    with _friendly_errors(), client:
+        answer = client.set_vc(name, asked, force=force)
+    _print_answer(answer)
+
+
+@vc_app.command("remove")
+def remove_vc(
+    name: str = typer.Argument(..., help="the VC's name"),
+    force: bool = typer.Option(
+        False, "--force", help="remove it even if its running jobs lose their guarantee"
+    ),
+    server: str | None = ServerOption,
+) -> None:
+    """Remove a VC; its GPUs go back to the default VC."""
+    client, _ = _client(server)
+    with _friendly_errors(), client:
+        answer = client.remove_vc(name, force=force)
+    _print_answer(answer)
+
+
+@vc_app.command("config")
+def show_config(server: str | None = ServerOption) -> None:
+    """Print the HiveD config in force as YAML, with its cell types (edit it, then `set-config`)."""
+    client, _ = _client(server)
+    with _friendly_errors(), client:
+        answer = client.vc_config()
+    cells = "derived from the nodes" if answer.get("cells") == "nodes" else "given by the config"
+    out = [f"# The scheduler config in force; its cells are {cells}."]
+    out += [f"# note: {note}" for note in answer.get("notes") or []]
+    typer.echo("\n".join(out))
+    typer.echo(str(answer.get("yaml") or ""), nl=False)
 
 
 @vc_app.command("show")

@@ -13,6 +13,9 @@ answered yet, it is still replaying its streams after a start, or no node has re
 cluster coming up). A scheduler that does not answer within the timeout (busy, or its answer
 too large for the bus) is not asked again for ``keep_for``: each submission would otherwise
 wait for it, where not knowing costs only a job that waits with a reason.
+
+The same answer says how much each VC could ever hold (its cells, its quota, the nodes in all),
+so a job its VC could never hold is refused too (``rooms``, judged by libs/protocol/vc_fit.py).
 """
 
 from __future__ import annotations
@@ -27,13 +30,17 @@ import structlog
 from aiohttp import web
 from nats.aio.client import Client as NATS
 
+from libs.protocol import JobConfig, Problem, masked_config
 from libs.protocol.subjects import VC_STATUS_RPC
-from services.rest.core.node_fit import NodeSize, sizes_in_status
+from libs.protocol.vc_fit import VcRoom, demand_of_config, never_fits
+from services.rest.core.node_fit import NodeSize, rooms_in_status, sizes_in_status
+from services.rest.errors import INVALID_PROTOCOL
 from services.rest.keys import BUS
 
 log = structlog.get_logger(__name__)
 
 Sizes = tuple[NodeSize, ...]
+Rooms = dict[str, VcRoom]
 
 
 class NodeSizes:
@@ -54,8 +61,15 @@ class NodeSizes:
         self._ask_again_after = ask_again_after
         self._clock = clock
         self._asked: tuple[Sizes, float] | None = None
+        self._rooms: Rooms = {}  # from the same answer as the nodes
         self._silent_since: float | None = None
         self._asking = asyncio.Lock()
+
+    async def rooms(self, fits: Callable[[Rooms], bool]) -> Rooms | None:
+        """How much each VC could ever hold, fresh enough to judge a job (``fits``: whether it
+        fits them); None when nobody can tell."""
+        sizes = await self.sizes(lambda _: fits(self._rooms))
+        return self._rooms if sizes is not None and self._rooms else None
 
     async def sizes(self, fits: Callable[[Sizes], bool]) -> Sizes | None:
         """The nodes, fresh enough to judge a job (``fits``: whether it fits them); None when
@@ -99,9 +113,13 @@ class NodeSizes:
             return None
         self._silent_since = None
         try:
-            return sizes_in_status(json.loads(reply.data or b"null"))
+            answer = json.loads(reply.data or b"null")
         except ValueError:
             return None
+        sizes = sizes_in_status(answer)
+        if sizes is not None:
+            self._rooms = rooms_in_status(answer, sizes)
+        return sizes
 
 
 NODE_SIZES = web.AppKey("node_sizes", NodeSizes)
@@ -111,3 +129,21 @@ async def node_sizes_ctx(app: web.Application) -> AsyncIterator[None]:
     """Open after the bus; nothing to close (questions are asked as submissions come)."""
     app[NODE_SIZES] = NodeSizes(app[BUS].bus.nc)
     yield
+
+
+async def require_vc_room(request: web.Request, job: JobConfig) -> None:
+    """400 InvalidProtocolError for a job its VC could never hold (more GPUs than its cells, a
+    task larger than its largest cell, more than its quota or the nodes in all), naming the VC,
+    its size and the job's demand; accepted when the VCs' sizes are not known."""
+    demand = demand_of_config(masked_config(job), job.priority or None)
+
+    def judged(rooms: Rooms) -> bool:
+        room = rooms.get(job.virtual_cluster)
+        return room is None or never_fits(demand, room) is None
+
+    rooms = await request.app[NODE_SIZES].rooms(judged)
+    room = (rooms or {}).get(job.virtual_cluster)
+    why = never_fits(demand, room) if room is not None else None
+    if why is not None:
+        problem = Problem(path="defaults.virtualCluster", message=why.message, hint=why.hint)
+        raise INVALID_PROTOCOL(why.hint, reason=why.message, problems=[problem.model_dump()])

@@ -46,6 +46,9 @@ def names_in_config(value: bytes | None) -> frozenset[str] | None:
         return None
     hived = document.get("hived") if isinstance(document, dict) else None
     vcs = hived.get("virtualClusters") if isinstance(hived, dict) else None
+    if hived is None and isinstance(document, dict) and isinstance(document.get("vcs"), dict):
+        # VCs an admin set over cells derived from the nodes, beside the default VC.
+        return frozenset({"default", *(str(name) for name in document["vcs"])})
     if not isinstance(vcs, dict) or not vcs:
         return None
     return frozenset(str(name) for name in vcs)

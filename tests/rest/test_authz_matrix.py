@@ -96,6 +96,9 @@ MATRIX: list[tuple[str, str, str, dict[str, Any], tuple[int, ...]]] = [
     ("GET", "/api/v2/virtual-clusters/{vc}", "/api/v2/virtual-clusters/a", {}, SIGNED_IN),
     ("GET", "/api/v2/cluster/sku-types", "", {}, SIGNED_IN),
     ("PUT", "/api/v2/virtual-clusters/config", "", {"data": "- not a mapping"}, ADMIN),
+    ("GET", "/api/v2/virtual-clusters/config", "", {}, ADMIN),
+    ("PUT", "/api/v2/virtual-clusters/{vc}", "/api/v2/virtual-clusters/a", {"json": {"gpu": 1}}, ADMIN),
+    ("DELETE", "/api/v2/virtual-clusters/{vc}", "/api/v2/virtual-clusters/default", {}, ADMIN),
     ("GET", "/api/v2/openapi.json", "", {}, ANYONE),
     # Without OIDC settings these answer 404 NoApiError to everyone (tests/rest/test_oidc.py has the flow).
     ("GET", "/api/v2/authn/oidc/login", "", {"allow_redirects": False}, ANYONE),

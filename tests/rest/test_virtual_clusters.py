@@ -199,6 +199,24 @@ def test_pai_vc_commands(
         assert "user alice: 4 GPUs" in output
         assert pai("vc", "show", "zz")[0] == 1
 
+        code, output = pai("vc", "config")
+        assert code == 0, output
+        assert output.startswith("# The scheduler config in force; its cells are given by the config.\n")
+        shown = yaml.safe_load(output)
+        assert set(shown["physicalCluster"]["cellTypes"]) == {"A100-2GPU", "A100-NODE", "A100-RACK"}
+        assert set(shown["virtualClusters"]) == {"a", "b"}
+        code, output = pai("vc", "set", "c", "--gpus", "4")
+        assert code == 1
+        assert "VC c cannot get 4 GPUs; it may have at most 0" in " ".join(output.split())
+        code, output = pai("vc", "set", "b", "--gpus", "4")
+        assert (code, output) == (0, "VC b now has 4 GPUs\n")
+        code, output = pai("vc", "set", "c", "--gpus", "4")  # the four b gave up, in no VC
+        assert (code, output) == (0, "VC c was created with 4 GPUs\n")
+        code, output = pai("vc", "remove", "c")
+        assert code == 0, output
+        assert output == "VC c was removed; its 4 GPUs went to no VC (there is no default VC)\n"
+        assert pai("vc", "set", "c")[0] == 2, "nothing asked"
+
         config = tmp_path / "vcs.yaml"
         config.write_text(VC_B_ONLY)
         code, output = pai("vc", "set-config", str(config))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from libs.protocol import JobConfig, Problem
+from libs.protocol.vc_fit import VcRoom
 from libs.protocol.wording import counted
 
 
@@ -42,6 +43,38 @@ def sizes_in_status(answer: Any) -> tuple[NodeSize, ...] | None:
     except (KeyError, TypeError, ValueError):
         return None
     return sizes or None
+
+
+def rooms_in_status(answer: Any, nodes: Sequence[NodeSize]) -> dict[str, VcRoom]:
+    """How much each VC of a scheduler status answer could ever hold (its `room` and `quota`,
+    the nodes in all); VCs the answer does not size are left out."""
+    vcs = answer.get("virtualClusters") if isinstance(answer, dict) else None
+    cpu = sum(node.cpu for node in nodes)
+    memory = sum(node.memory_mb for node in nodes)
+    out: dict[str, VcRoom] = {}
+    for vc in vcs if isinstance(vcs, list) else []:
+        room = vc.get("room") if isinstance(vc, dict) else None
+        if not isinstance(room, dict):
+            continue
+        quota = vc.get("quota") if isinstance(vc.get("quota"), dict) else None
+        try:
+            by_type = {str(t): int(n) for t, n in (room.get("gpusByType") or {}).items()}
+            out[str(vc["name"])] = VcRoom(
+                str(vc["name"]),
+                gpus=int(room["gpus"]),
+                gpus_by_type=by_type,
+                quota_cpu=float(quota["cpu"]) if quota else None,
+                quota_memory_mb=int(quota["memoryMb"]) if quota else None,
+                cluster_cpu=cpu,
+                cluster_memory_mb=memory,
+                cluster_gpus=sum(node.gpus for node in nodes),
+                largest_task_gpus=None
+                if room.get("largestTaskGpus") is None
+                else int(room["largestTaskGpus"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
 
 
 # Per resource: its field in the job, how an amount of it is said, and NodeSize's attribute.

@@ -59,7 +59,8 @@ from services.rest.errors import (
     invalid_parameters,
 )
 from services.rest.keys import DETAIL_CACHE, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS
-from services.rest.node_sizes import NODE_SIZES
+from services.rest.node_sizes import NODE_SIZES, require_vc_room
+from services.rest.queue_places import queue_place
 from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int, readable_job
 from services.rest.routes.storages import usable_storages
 from services.rest.vc_names import VC_NAMES
@@ -169,6 +170,7 @@ async def dry_run(request: web.Request, principal: Principal, job: JobConfig) ->
     checks = (
         require_usable_vc(request, principal, job),
         require_fitting_tasks(request, job),
+        require_vc_room(request, job),
         storages_for(request, job),
         require_new_name(request, principal, job),
     )
@@ -200,6 +202,7 @@ async def submit_job(request: web.Request) -> web.Response:
         return await dry_run(request, principal, job)
     await require_usable_vc(request, principal, job)
     await require_fitting_tasks(request, job)
+    await require_vc_room(request, job)
     storages = await storages_for(request, job)
     bus = connected_bus(request, "Submitting a job")
     job_id = uuid.uuid4().hex
@@ -327,6 +330,8 @@ async def _detail(request: web.Request, attempt_id: int | None) -> web.Response:
     cache.keep(job["id"], table)
     detail = views.job_detail(job, chosen, (), roles={})
     del detail["taskRoles"], detail["sharedGpus"]
+    if detail["jobStatus"].get("state") == "WAITING" and (place := await queue_place(request, job["id"])):
+        detail["jobStatus"]["queue"] = place  # e.g. 3 of 7 waiting in its VC, in the order of placement
     declared = request.app[SETTINGS].simulated_gpus
     if declared and job["total_gpus"]:
         # The platform's GPUs are declared by `pai up --gpus`, not hardware: say so plainly.

@@ -261,6 +261,21 @@ INPUTS: dict[tuple[str, str], Inputs] = {
     ("PUT", "/v2/alert-rules"): Inputs(body={"text/yaml": ALERT_RULES}),
     ("GET", "/v2/cluster/sku-types"): Inputs(query={"vc": STRING}),
     ("PUT", "/v2/virtual-clusters/config"): Inputs(query={"force": BOOLEAN}, body={"text/yaml": VC_CONFIG}),
+    ("PUT", "/v2/virtual-clusters/{vc}"): Inputs(
+        query={"force": BOOLEAN},
+        body=_json(
+            _object(
+                {
+                    "gpus": COUNT,
+                    "model": STRING,
+                    "cells": {"type": "object", "additionalProperties": COUNT},
+                    "cpu": COUNT,
+                    "memoryMB": COUNT,
+                }
+            )
+        ),
+    ),
+    ("DELETE", "/v2/virtual-clusters/{vc}"): Inputs(query={"force": BOOLEAN}),
     ("POST", "/v2/users"): Inputs(
         body=_json(
             _object({"username": USER_NAME, "password": PASSWORD, **USER_FIELDS}, "username", "password")

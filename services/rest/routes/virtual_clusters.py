@@ -9,7 +9,13 @@ dedicate nodes to VCs). nodeList names every node the scheduler knows: HiveD bin
 to nodes only as they are used, and jobs without GPUs go to any node. Fields OpenPAI does not
 have ride along under their own names: `nodes` (each node's CPU, memory and GPUs, what this VC
 uses there and what every job there uses), `cluster` (the nodes' totals), per-user use and
-limits, jobs waiting or running without their guarantee.
+limits, jobs waiting or running without their guarantee, a VC's CPU and memory quota, and the
+notes of a node change that moved cells between VCs.
+
+Admins change VCs whole (`PUT .../config` with a HiveD config) or one at a time
+(`PUT .../virtual-clusters/NAME` with `{gpus}`, `{cells}` or `{cpu, memoryMB}`, `DELETE` to
+remove one), and read the config in force (`GET .../config`, JSON with the same config as YAML);
+the scheduler decides each (services/scheduler/core/vc_admin.py).
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ import nats.errors
 import yaml
 from aiohttp import web
 
-from libs.protocol.subjects import RECONFIGURE_RPC, VC_STATUS_RPC
+from libs.protocol.subjects import RECONFIGURE_RPC, SCHEDULER_CONFIG_RPC, VC_STATUS_RPC
 from libs.protocol.yamlsource import YamlTooLargeError, safe_load_bounded
-from services.rest.auth import require_interactive, require_user
+from services.rest.auth import Principal, require_interactive, require_user
 from services.rest.availability import connected_bus
+from services.rest.bodies import read_json
 from services.rest.errors import (
     CONFLICT_VIRTUAL_CLUSTER,
     NO_VIRTUAL_CLUSTER,
@@ -56,7 +63,7 @@ async def _ask(request: web.Request, subject: str, payload: dict[str, Any], wait
     answer = json.loads(reply.data or b"{}")
     if not isinstance(answer, dict):
         raise unavailable("The scheduler answered in an older format; upgrade it to this version.")
-    if subject == STATUS_SUBJECT and "error" in answer:
+    if subject in (STATUS_SUBJECT, SCHEDULER_CONFIG_RPC) and "error" in answer:
         # Right after a start the scheduler replays the job stream before it reports.
         raise unavailable(f"The scheduler cannot report yet: {answer.get('message')}.")
     return answer
@@ -122,6 +129,11 @@ def openpai_vc(vc: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         # GPUs shared by tasks asking a fraction (extras.gpuShare): each device, what is in use of
         # it in thousandths, and who holds how much.
         "sharedGpus": vc.get("sharedGpus", []),
+        # CPU and memory its tasks without GPUs may hold at once (shared by the VCs without a
+        # quota); null where no VC has one.
+        "quota": vc.get("quota"),
+        # What a node change did to the VCs an admin set (new GPUs to the default VC, ...).
+        "notes": status.get("notes", []),
     }
 
 
@@ -134,6 +146,32 @@ async def list_virtual_clusters(request: web.Request) -> web.Response:
     require_user(request)
     status = await _ask(request, STATUS_SUBJECT, {}, STATUS_TIMEOUT)
     return web.json_response({vc["name"]: openpai_vc(vc, status) for vc in status["virtualClusters"]})
+
+
+def _admin(request: web.Request) -> Principal:
+    principal = require_interactive(request)  # an application token serves job operations only
+    if not principal.admin:
+        raise NON_ADMIN("Only admins change virtual clusters.")
+    return principal
+
+
+@routes.get("/v2/virtual-clusters/config")
+async def get_config(request: web.Request) -> web.Response:
+    """The scheduler config in force (admin only): HiveD's cells and VCs (with their quotas) and
+    the user limits, as data (`config`) and as YAML to edit (`yaml`); where the cells come from
+    (`cells`: `nodes` or `config`), and notes of what a node change did to the VCs."""
+    _admin(request)
+    answer = await _ask(request, SCHEDULER_CONFIG_RPC, {}, STATUS_TIMEOUT)
+    config = answer.get("config") or {}
+    return web.json_response(
+        {
+            "source": answer.get("source"),
+            "cells": answer.get("cells"),
+            "config": config,
+            "yaml": yaml.safe_dump(config, sort_keys=False, default_flow_style=False),
+            "notes": answer.get("notes", []),
+        }
+    )
 
 
 @routes.get("/v2/virtual-clusters/{vc}")
@@ -167,13 +205,60 @@ async def sku_types(request: web.Request) -> web.Response:
     )
 
 
+def _forced(request: web.Request) -> bool:
+    return request.query.get("force", "").lower() in ("1", "true", "yes")
+
+
+async def _changed(request: web.Request, payload: dict[str, Any], done: str) -> web.Response:
+    """Ask the scheduler for a change and answer as OpenPAI would: 400, 409 naming the harmed
+    jobs, 503, or what is in force now."""
+    answer = await _ask(request, RECONFIGURE_SUBJECT, payload, RECONFIGURE_TIMEOUT)
+    details = {k: answer.get(k, {}) for k in ("killed", "downgraded", "jobVirtualClusters")}
+    error = answer.get("error")
+    if error == "invalid":
+        raise invalid_parameters(str(answer.get("message")))
+    if error == "conflict":
+        raise CONFLICT_VIRTUAL_CLUSTER(reason=str(answer.get("message")), **details)
+    if error is not None:
+        raise unavailable(str(answer.get("message")))
+    harmed = len(details["killed"]) + len(details["downgraded"])
+    message = str(answer.get("message") or done)
+    if harmed:
+        message += f" Forced: {harmed} running job(s) were harmed, listed in downgraded and killed."
+    return web.json_response(
+        {"message": message, "virtualClusters": answer.get("virtualClusters", []), **details}
+    )
+
+
+@routes.put("/v2/virtual-clusters/{vc}")
+async def set_virtual_cluster(request: web.Request) -> web.Response:
+    """Create or resize one VC (admin only): `{"gpus": N}` (and `model`), `{"cells": {TYPE: N}}`,
+    `{"cpu": N, "memoryMB": M}`; GPUs come from the default VC. Refused, naming what is free,
+    when it does not fit; 409 when it would harm running jobs, unless `?force=true`."""
+    _admin(request)
+    body = await read_json(request, '{"gpus": 2}')
+    if not isinstance(body, dict):
+        raise invalid_parameters('body: expected a JSON object such as {"gpus": 2}.')
+    name = request.match_info["vc"]
+    return await _changed(
+        request, {"set": {**body, "name": name}, "force": _forced(request)}, f"VC {name} was set."
+    )
+
+
+@routes.delete("/v2/virtual-clusters/{vc}")
+async def remove_virtual_cluster(request: web.Request) -> web.Response:
+    """Remove one VC (admin only); its GPUs go back to the default VC. 409 when it would harm
+    running jobs, unless `?force=true`."""
+    _admin(request)
+    name = request.match_info["vc"]
+    return await _changed(request, {"remove": name, "force": _forced(request)}, f"VC {name} was removed.")
+
+
 @routes.put("/v2/virtual-clusters/config")
 async def set_config(request: web.Request) -> web.Response:
     """Replace VCs, cells or per-user limits (admin only), refused if it harms running jobs."""
-    principal = require_interactive(request)  # an application token serves job operations only
-    if not principal.admin:
-        raise NON_ADMIN("Only admins change virtual clusters.")
-    force = request.query.get("force", "").lower() in ("1", "true", "yes")
+    _admin(request)
+    force = _forced(request)
     text = await request.text()
     try:
         document = safe_load_bounded(text)
@@ -185,23 +270,8 @@ async def set_config(request: web.Request) -> web.Response:
         raise invalid_parameters(
             "body: expected a YAML mapping with virtualClusters (and physicalCluster, userLimits)."
         )
-    answer = await _ask(
-        request, RECONFIGURE_SUBJECT, {"document": document, "force": force}, RECONFIGURE_TIMEOUT
-    )
-    details = {k: answer.get(k, {}) for k in ("killed", "downgraded", "jobVirtualClusters")}
-    error = answer.get("error")
-    if error == "invalid":
-        raise invalid_parameters(str(answer.get("message")))
-    if error == "conflict":
-        raise CONFLICT_VIRTUAL_CLUSTER(reason=str(answer.get("message")), **details)
-    if error is not None:
-        raise unavailable(str(answer.get("message")))
-    harmed = len(details["killed"]) + len(details["downgraded"])
-    message = "The new virtual cluster config is in force."
-    if harmed:
-        message += f" Forced: {harmed} running job(s) were harmed, listed in downgraded and killed."
-    return web.json_response(
-        {"message": message, "virtualClusters": answer.get("virtualClusters", []), **details}
+    return await _changed(
+        request, {"document": document, "force": force}, "The new virtual cluster config is in force."
     )
 
 
