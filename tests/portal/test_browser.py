@@ -274,14 +274,15 @@ async def test_a_waiting_job_shows_its_reason_and_the_list_updates_live(
     await page.wait_for_selector("body[data-live]")
     navigations = await count_navigations(page)
 
-    # Two tasks that each ask for every CPU the node offers: each fits the node, so the job is
-    # taken, but never both at once, so it waits (a task larger than the node is refused at once).
+    # A job that holds every CPU the node offers, then one more asking for them all: it fits the
+    # node, so it is taken, and waits (a job larger than the nodes together is refused at once).
     async def nodes() -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = (await platform.admin.get("/api/v2/kubernetes/nodes")).json()["items"]
         return items
 
     cores = max(int(node["status"]["capacity"]["cpu"]) for node in await eventually(nodes, bool))
-    await submit_as(platform, USER, USER_PASSWORD, "too-big", cpu=cores, instances=2)
+    await submit_as(platform, USER, USER_PASSWORD, "holds-all", cpu=cores, command="sleep 300")
+    await submit_as(platform, USER, USER_PASSWORD, "too-big", cpu=cores)
     row = page.locator('tr[data-job="alice~too-big"]')
     await row.wait_for(timeout=15_000)
     assert navigations == [], "the new job appeared without a reload"
@@ -291,10 +292,14 @@ async def test_a_waiting_job_shows_its_reason_and_the_list_updates_live(
     reason = await page.text_content("#pending") or ""
     assert reason.startswith("Waiting:")
     assert f"{cores} CPU" in reason, reason
+    await page.wait_for_function(
+        "() => /Queue\\s*\\d+ of \\d+ in VC default/.test(document.querySelector('#summary').textContent)"
+    )
     await page.screenshot(path=str(artifacts / "job-detail-waiting.png"), full_page=True)
     page.on("dialog", lambda dialog: dialog.accept())
     await page.click("#stop")
     await page.wait_for_selector("body[data-state=STOPPED]", timeout=30_000)
+    await platform.admin.put("/api/v2/jobs/alice~holds-all/executionType", json={"value": "STOP"})
     await page.context.close()
 
 
@@ -940,6 +945,37 @@ async def test_an_admin_changes_the_virtual_clusters_and_hears_the_schedulers_ch
     assert "research" not in (await platform.admin.get("/api/v2/virtual-clusters")).json()
     await page.screenshot(path=str(artifacts / "vc-admin-refused.png"), full_page=True)
     await page.context.close()
+
+
+async def test_the_vc_editor_starts_from_the_config_in_force(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    made = await platform.admin.put("/api/v2/virtual-clusters/editor-team", json={"cpu": 1, "memoryMB": 256})
+    assert made.status_code == 200, made.text
+    try:
+        page = await signed_in(browser, platform, "admin", ADMIN_PASSWORD)
+        await page.goto(platform.url + "/virtual-clusters.html")
+        await page.wait_for_selector("body[data-ready=true]")
+        await page.wait_for_function(
+            "() => document.querySelector('#vc-config').value.includes('editor-team:')"
+        )
+        text = await page.input_value("#vc-config")
+        assert text.startswith("# The scheduler config in force; its cells are derived from the nodes.\n"), (
+            text
+        )
+        assert "physicalCluster:" in text
+        assert "cellTypes:" in text, "with its cell types"
+        assert "CELL-TYPE" not in text, "no skeleton to fill in"
+        assert "  editor-team:\n    virtualCells: []\n    cpu: 1\n    memoryMB: 256\n" in text
+        await page.click("#vc-config-form button[type=submit]")  # sent back as it is: nothing changes
+        await page.wait_for_selector("#vc-config-answer .ok")
+        vcs = (await platform.admin.get("/api/v2/virtual-clusters")).json()
+        assert vcs["editor-team"]["quota"] == {"cpu": 1, "memoryMb": 256, "shared": False}
+        await page.screenshot(path=str(artifacts / "vc-editor-in-force.png"), full_page=True)
+        await page.context.close()
+    finally:
+        removed = await platform.admin.delete("/api/v2/virtual-clusters/editor-team")
+        assert removed.status_code == 200, removed.text
 
 
 async def test_an_older_checks_late_answer_never_overwrites_a_newer_one(

@@ -53,6 +53,7 @@ function showSummary() {
     term("Status", stateBadge(s.state)),
     term("User", s.username),
     term("Virtual cluster", s.virtualCluster),
+    s.queue ? term("Queue", `${s.queue.position} of ${s.queue.of} in VC ${s.queue.virtualCluster}`) : null,
     term("Submitted", fmtTime(s.submissionTime)),
     term("Launched", fmtTime(s.launchedTime)),
     term("Completed", fmtTime(s.completedTime)),

@@ -51,12 +51,21 @@ async function refresh() {
   document.body.dataset.ready = "true";
 }
 
-// Admins: the scheduler's HiveD config, applied through PUT /api/v2/virtual-clusters/config, whose
-// checks (the scheduler's) answer here: what is wrong, or which running jobs a change would harm.
-function skeleton(vcs) {
-  return "# Each virtual cluster with the cells it is guaranteed (cell types of the physicalCluster).\n" +
-    "virtualClusters:\n" + Object.keys(vcs).sort().map((name) =>
-      `  ${name}:\n    virtualCells:\n      - cellType: CELL-TYPE\n        cellNumber: 1\n`).join("");
+// Admins: the scheduler's HiveD config, starting from the one in force (GET
+// /api/v2/virtual-clusters/config: its cell types, every VC's cells and quotas, user limits) and
+// applied through PUT /api/v2/virtual-clusters/config, whose checks (the scheduler's) answer here:
+// what is wrong, or which running jobs a change would harm.
+/** @param {any} answer */
+export function configText(answer) {
+  const cells = answer.cells === "nodes" ? "derived from the nodes" : "given by the config";
+  const notes = (answer.notes || []).map((/** @type {string} */ n) => `# note: ${n}\n`).join("");
+  return `# The scheduler config in force; its cells are ${cells}.\n${notes}${answer.yaml || ""}`;
+}
+
+async function loadConfig() {
+  try {
+    $("#vc-config").value = configText(await api("/virtual-clusters/config"));
+  } catch (error) { showError($("#vc-config-answer"), error); }
 }
 
 /** @param {any} answer */
@@ -68,8 +77,7 @@ function harmed(answer) {
 async function adminEditor() {
   if (document.body.dataset.role !== "admin") return;
   $("#vc-admin").classList.remove("hidden");
-  const vcs = await api("/virtual-clusters").catch(() => ({}));
-  if (!$("#vc-config").value) $("#vc-config").value = skeleton(vcs || {});
+  if (!$("#vc-config").value) await loadConfig();
   $("#vc-config-form").addEventListener("submit", async (e) => {
     e.preventDefault();
     const force = /** @type {HTMLInputElement} */ ($("#vc-force")).checked;
@@ -79,6 +87,7 @@ async function adminEditor() {
       const answer = await api("/virtual-clusters/config" + (force ? "?force=true" : ""), { method: "PUT", body: $("#vc-config").value, type: "text/yaml" });
       fill(out, el("p", { class: "ok" }, answer.message), harmed(answer));
       refresh();
+      loadConfig();
     } catch (error) {
       fill(out, el("p", { class: "bad" }, `Not applied: ${error.message}`), harmed(error.body || {}));
     }
