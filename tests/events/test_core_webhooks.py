@@ -21,6 +21,7 @@ from services.events.core.webhooks import (
     backoff,
     check_body,
     literal_address,
+    loopback_name,
     normalised,
     parse_networks,
     parse_ports,
@@ -168,6 +169,8 @@ def test_a_receiver_s_port_is_its_url_s_or_the_scheme_s() -> None:
         ("0.0.0.0", "0.0.0.0"),
         ("1.2.65535", "1.2.255.255"),
         ("0x0A.0", "10.0.0.0"),
+        ("127.0.0.1.", "127.0.0.1"),
+        ("2130706433.", "127.0.0.1"),
     ],
 )
 def test_a_literal_address_in_any_form_is_read(host: str, address: str) -> None:
@@ -189,10 +192,28 @@ def test_a_literal_address_in_any_form_is_read(host: str, address: str) -> None:
         "1..2",
         "0xZZ.1",
         "g::1",
+        "1.2.3.4..",
+        ".",
     ],
 )
 def test_what_is_no_address_is_left_to_the_resolver(host: str) -> None:
     assert literal_address(host) is None
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("localhost", True),
+        ("localhost.", True),
+        ("LocalHost.", True),
+        ("api.localhost.", True),
+        ("localhost.example", False),
+        ("notlocalhost", False),
+        ("example.com.", False),
+    ],
+)
+def test_localhost_names_are_loopback_with_or_without_the_trailing_dot(host: str, loopback: bool) -> None:
+    assert loopback_name(host) is loopback
 
 
 def test_only_addresses_reaching_this_machine_become_loopback() -> None:

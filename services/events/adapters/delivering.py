@@ -53,13 +53,16 @@ from services.events.adapters.following import STREAM_NAMES, STREAM_SUBJECTS, Hu
 from services.events.core.directory import locate
 from services.events.core.filters import wanted
 from services.events.core.webhooks import (
+    LOOPBACK_ADDRESSES,
     Attempt,
     Attempts,
+    IPAddress,
     TargetPolicy,
     Webhook,
     backoff,
     client_error_verdict,
     literal_address,
+    loopback_name,
     refused_address,
     retryable,
     signature,
@@ -104,15 +107,14 @@ class CheckingResolver(AbstractResolver):
     ) -> list[ResolveResult]:
         literal = literal_address(host)
         if literal is not None:
-            infos: list[ResolveResult] = [
-                ResolveResult(
-                    hostname=host,
-                    host=str(literal),
-                    port=port,
-                    family=socket.AF_INET6 if literal.version == 6 else socket.AF_INET,
-                    proto=0,
-                    flags=socket.AI_NUMERICHOST,
-                )
+            infos = [_numeric(host, literal, port)]
+        elif loopback_name(host):
+            # localhost names are this machine's, whatever the resolver would say of them.
+            version = {socket.AF_INET: 4, socket.AF_INET6: 6}.get(family)
+            infos = [
+                _numeric(host, address, port)
+                for address in LOOPBACK_ADDRESSES
+                if version is None or address.version == version
             ]
         else:
             infos = await self._inner.resolve(host, port, family)
@@ -123,6 +125,17 @@ class CheckingResolver(AbstractResolver):
 
     async def close(self) -> None:
         await self._inner.close()
+
+
+def _numeric(host: str, address: IPAddress, port: int) -> ResolveResult:
+    return ResolveResult(
+        hostname=host,
+        host=str(address),
+        port=port,
+        family=socket.AF_INET6 if address.version == 6 else socket.AF_INET,
+        proto=0,
+        flags=socket.AI_NUMERICHOST,
+    )
 
 
 async def check_target(url: str, resolver: CheckingResolver) -> None:

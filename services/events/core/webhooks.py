@@ -1,7 +1,8 @@
 """Webhook subscriptions: what they are, which URLs they may name, how they are signed and retried.
 
 Pure: the address check (``TargetPolicy``) takes addresses already resolved, normalised first
-(IPv4-mapped and -compatible IPv6, unspecified addresses, decimal and octal IPv4 hosts), the
+(IPv4-mapped and -compatible IPv6, unspecified addresses, decimal and octal IPv4 hosts, a
+rooted name's trailing dot; ``localhost`` names are loopback whatever a resolver says), the
 backoff takes the attempt number, the signature is HMAC-SHA256 over the exact body sent
 (``X-PAI-Signature-256``, ``sha256=<hex>``, the form GitHub's webhooks use, so receivers' checks fit).
 """
@@ -177,9 +178,11 @@ def literal_address(host: str) -> IPAddress | None:
 
     IPv6 literals (with or without brackets and zone) and IPv4 in the forms of ``inet_aton``:
     dotted quads, fewer parts (``127.1``), decimal (``2130706433``), octal (``0177.0.0.1``) and
-    hex (``0x7f.1``) parts. A name (anything else) is None: the resolver answers for it.
+    hex (``0x7f.1``) parts, each also with the trailing dot of a rooted name (``127.0.0.1.``),
+    which URL parsers keep and clients connect through. A name (anything else) is None: the
+    resolver answers for it.
     """
-    text = host.strip().strip("[]").split("%", 1)[0]
+    text = host.strip().strip("[]").split("%", 1)[0].removesuffix(".")
     if ":" in text:
         try:
             return ipaddress.IPv6Address(text)
@@ -208,6 +211,17 @@ def literal_address(host: str) -> IPAddress | None:
     for index, number in enumerate(leading):
         value += number << (8 * (3 - index))
     return ipaddress.IPv4Address(value)
+
+
+LOOPBACK_ADDRESSES = (_LOOPBACK_V4, ipaddress.IPv6Address("::1"))
+
+
+def loopback_name(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a name under it, with or without the trailing dot
+    (``localhost.``): loopback by RFC 6761 whatever a resolver says. Most resolvers answer so, but
+    one that does not (no ``localhost.`` in /etc/hosts) would let such a URL through creation."""
+    name = host.strip().lower().removesuffix(".")
+    return name == "localhost" or name.endswith(".localhost")
 
 
 def normalised(address: IPAddress) -> IPAddress:
