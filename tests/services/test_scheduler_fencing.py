@@ -12,9 +12,12 @@ from libs.backbone.connecting import Bus
 from libs.backbone.fencing import FenceReader, raise_fence
 from libs.backbone.leasing import Lease
 from libs.backbone.topology import FENCES, LEASES, ensure_topology, publish_event
-from libs.protocol.events import JobCompleted, JobScheduled, JobState, TaskPlacement
+from libs.protocol.events import JobCompleted, JobPreempting, JobScheduled, JobState, JobSubmitted
 from libs.protocol.fencing import Fence, deposed
 from services.orchestrator.handlers import Orchestrator
+from services.scheduler.app import SchedulerService
+from services.scheduler.core.hived import HivedPolicy
+from services.scheduler.core.queueing import SchedulerCore
 from tests.services.test_scheduler_service import NODE, job, running_scheduler
 from tests.support.events import JobEvents
 
@@ -28,6 +31,27 @@ class Recording(Orchestrator):
 
     async def apply(self, job_id: str, message: Any) -> None:
         self.applied.append(message)
+
+
+async def stalled_leader(bus: Bus) -> Lease:
+    """A leader that held the lease and raised its fence; then it stalled, and its lease expired."""
+    leases = await bus.js.key_value(LEASES.bucket)
+    old = Lease(leases, "scheduler", "old")
+    assert await old.acquire(asyncio.Event())
+    assert old.epoch is not None
+    await raise_fence(bus.js, await bus.js.key_value(FENCES.bucket), old.epoch)
+    await leases.purge("scheduler")
+    return old
+
+
+async def deposed_leader_decides(bus: Bus, epoch: int, *events: JobSubmitted) -> None:
+    """What a leader of ``epoch`` that knew only the node and ``events`` decides, sent as every
+    leader sends its decisions (stamped with its epoch, in its payload and its id)."""
+    core = SchedulerCore(HivedPolicy())
+    core.apply(NODE)
+    for event in events:
+        core.apply(event)
+    await SchedulerService(bus, core, epoch=epoch)._decide(asyncio.Event())
 
 
 def test_the_rule_ignores_an_older_epoch_after_a_newer_cut_only() -> None:
@@ -53,14 +77,8 @@ async def test_a_deposed_scheduler_leaders_late_decision_is_ignored(bus: Bus, na
     await bus.js.subscribe("pai.job.*.job.scheduled", ordered_consumer=True, cb=keep)
     await publish_event(bus.js, NODE)  # 4 CPUs
 
-    # The old leader held the lease and raised its fence; then it stalled, and its lease expired.
-    leases = await bus.js.key_value(LEASES.bucket)
-    fences_kv = await bus.js.key_value(FENCES.bucket)
-    old = Lease(leases, "scheduler", "old")
-    assert await old.acquire(asyncio.Event())
+    old = await stalled_leader(bus)
     assert old.epoch is not None
-    await raise_fence(bus.js, fences_kv, old.epoch)
-    await leases.purge("scheduler")
 
     async with running_scheduler(nats_server.url, "new"):
         await publish_event(bus.js, job("a", instances=2, cpu=2))  # takes every CPU
@@ -71,23 +89,27 @@ async def test_a_deposed_scheduler_leaders_late_decision_is_ignored(bus: Bus, na
         await publish_event(bus.js, job("b", instances=1, cpu=1))
         await seen.wait_for("job.pending", "b")
 
-        # The old leader wakes and publishes what it decided before it stalled: b on n1. No
-        # CPU is free there, since a holds them all under the new leader.
-        late = JobScheduled(
-            job_id="b",
-            attempt=0,
-            epoch=old.epoch,
-            placements=(TaskPlacement(role="worker", index=0, node="n1", node_address="127.0.0.1"),),
-        )
-        await publish_event(bus.js, late)
+        # The old leader wakes and sends what it had decided before it stalled, as it sends every
+        # decision: b on n1. No CPU is free there, since a holds them all under the new leader.
+        await deposed_leader_decides(bus, old.epoch, job("b", instances=1, cpu=1))
         await seen.wait_for("job.scheduled", "b", lambda e: e.epoch == old.epoch)
 
-        # The new leader did not count it: once a ends, b is placed by the new leader itself.
+        # The new leader did not count it: once a ends, b is placed by the new leader itself. Its
+        # decision is the same decision for the same attempt: only the epoch in its Nats-Msg-Id
+        # keeps the stream from dropping it as a repeat of the deposed leader's.
         await publish_event(
             bus.js, JobCompleted(job_id="a", attempt=0, state=JobState.SUCCEEDED, exit_code=0)
         )
-        [placed_b] = await seen.wait_for("job.scheduled", "b", lambda e: e.epoch == new_epoch)
-        assert placed_b.event_id != late.event_id
+        await seen.wait_for("job.scheduled", "b", lambda e: e.epoch == new_epoch, within=20)
+
+    stored = [
+        (JobScheduled.model_validate_json(m.data), (m.headers or {}).get("Nats-Msg-Id")) for m in placements
+    ]
+    assert [(e.job_id, e.epoch, msg_id) for e, msg_id in stored] == [
+        ("a", new_epoch, f"a.scheduled.0.e{new_epoch}"),
+        ("b", old.epoch, f"b.scheduled.0.e{old.epoch}"),
+        ("b", new_epoch, f"b.scheduled.0.e{new_epoch}"),
+    ]
 
     # The orchestrator carries out the new leader's decisions only.
     orchestrator = Recording(await FenceReader.open(bus.js))
@@ -95,3 +117,42 @@ async def test_a_deposed_scheduler_leaders_late_decision_is_ignored(bus: Bus, na
         await orchestrator.handle_message(msg)
     carried = [(m.job_id, m.epoch) for m in orchestrator.applied]
     assert carried == [("a", new_epoch), ("b", new_epoch)]
+
+
+async def test_a_deposed_scheduler_leaders_late_preemption_is_not_counted_by_the_new_leader(
+    bus: Bus, nats_server: Any
+) -> None:
+    """Counted, the preemption would keep its preemptor waiting for a victim that never stops
+    (the orchestrator ignores it), though room is free for it elsewhere."""
+    await ensure_topology(bus.js)
+    seen = JobEvents()
+    await bus.js.subscribe("pai.job.>", ordered_consumer=True, cb=seen.on_msg)
+    await publish_event(bus.js, NODE)  # 4 CPUs
+    old = await stalled_leader(bus)
+
+    async with running_scheduler(nats_server.url, "new"):
+        for job_id in ("a", "c"):
+            await publish_event(bus.js, job(job_id, instances=1, cpu=2))
+            await seen.wait_for("job.scheduled", job_id)
+        await publish_event(bus.js, job("b", instances=1, cpu=2))
+        await seen.wait_for("job.pending", "b")
+
+        # The old leader had decided to stop a for b; it sends that now, after the new fence.
+        late = JobPreempting(
+            event_id=f"a.preempting.b.0.e{old.epoch}",
+            job_id="a",
+            by_job_id="b",
+            reason="late",
+            epoch=old.epoch,
+        )
+        await publish_event(bus.js, late)
+        await seen.wait_for("job.preempting", "a")
+
+        # c ends: its CPUs fit b, which the new leader places without waiting for a.
+        await publish_event(
+            bus.js, JobCompleted(job_id="c", attempt=0, state=JobState.SUCCEEDED, exit_code=0)
+        )
+        [placed_b] = await seen.wait_for("job.scheduled", "b", within=20)
+        assert placed_b.epoch is not None
+        assert placed_b.epoch > old.epoch
+    assert seen.of("job.completed", "a") == []
