@@ -48,7 +48,7 @@ from services.rest.keys import (
 from services.rest.leading import project_while_leading
 from services.rest.logins import LoginBackoff, Passwords
 from services.rest.node_sizes import node_sizes_ctx
-from services.rest.projection import MAX_BATCH, Projector, projection_handler
+from services.rest.projection import MAX_BATCH, Projector, fences_on, projection_handler
 from services.rest.routes import alert_history as alert_history_routes
 from services.rest.routes import alert_rules as alert_rule_routes
 from services.rest.routes import alerts as alert_routes
@@ -193,7 +193,8 @@ async def contacts_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def projection_ctx(app: web.Application) -> AsyncIterator[None]:
     stop = asyncio.Event()
-    projector = Projector(app[ENGINE])
+    # The scheduler's fences: a deposed leader's late decision is not shown (as it is not carried out).
+    projector = Projector(app[ENGINE], fences=fences_on(app[BUS].bus.js))
     handler = projection_handler(projector)
     # Keyed by job: one job's events apply in order, different jobs' events concurrently; a job's
     # queued events are handed over together (pipeline), so they share a commit in stream order.

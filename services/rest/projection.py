@@ -11,55 +11,186 @@ group commit, libs/backbone/grouping.py): a handler returns, and its message is 
 event is committed. A batch that fails as a whole is retried event by event, so one bad event
 fails alone. One job's events come in stream order, several at a time (the consume loop's
 pipeline), and share a commit too: a job of 10,000 tasks is not 20,000 transactions.
+
+A scheduler decision carrying its leader's epoch counts only if that leader was not deposed
+when the decision was stored (libs/protocol/fencing.py): the one rule the scheduler and the
+orchestrator apply, so a late decision changes nothing a user reads either. The fences are read
+by the writer, which takes events in order, not by the handler: a handler that awaited a read
+before handing its event in would let the job's later events overtake it. A fence still being
+raised holds the writer until it has its cut (a new leader's two writes, or, when it died
+between them, its successor's), so no event is applied past an undecided decision; one still
+undecided after ``FENCE_PATIENCE`` is retried later, with its job's later events of the group.
 """
 
 from __future__ import annotations
 
-import functools
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
+import nats.errors
+import structlog
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from libs.backbone.consuming import Handler
 from libs.backbone.errors import TemporaryError
+from libs.backbone.fencing import FenceReader
 from libs.backbone.grouping import GroupCommit
-from libs.protocol.events import EventBase, decode_event
-from services.rest.adapters.projecting import apply_event, apply_events
+from libs.protocol.events import (
+    EventBase,
+    JobCompleted,
+    JobPending,
+    JobPreempting,
+    JobScheduled,
+    decode_event,
+)
+from libs.protocol.fencing import Fence, deposed
+from services.rest.adapters.projecting import apply_events
+
+log = structlog.get_logger(__name__)
 
 # Bounds how long one commit holds SQLite's writer, and so how long a submission may wait for it.
 MAX_BATCH = 64
+# The scheduler's decisions; those stamped with an epoch are fenced (the scheduler's own list).
+DECISIONS = (JobScheduled, JobPending, JobPreempting, JobCompleted)
+# How long the writer waits for a fence being raised to get its cut: more than a lease's TTL and
+# a standby's poll (libs/backbone/leasing.py), within which a leader that died between its
+# fence's two writes is replaced and its fence finished by the successor.
+FENCE_PATIENCE = 10.0
+FENCE_POLL = 0.1
+
+Fences = Callable[[], Awaitable[tuple[Fence, ...]]]
+"""Reads the scheduler's fences as they are now."""
+
+
+def fences_on(js: JetStreamContext) -> Fences:
+    """The fences in the bus's PAI_FENCES bucket, the bucket opened at the first read."""
+    reader: FenceReader | None = None
+
+    async def read() -> tuple[Fence, ...]:
+        nonlocal reader
+        if reader is None:
+            reader = await FenceReader.open(js)
+        return await reader.fences()
+
+    return read
+
+
+@dataclass(frozen=True)
+class _Item:
+    event: EventBase
+    sequence: int | None  # where the job stream stored it; None: not fenced
+
+    @property
+    def fenced(self) -> bool:
+        return (
+            self.sequence is not None and isinstance(self.event, DECISIONS) and self.event.epoch is not None
+        )
+
+
+_Outcome = bool | TemporaryError
 
 
 class Projector:
     """Applies events handed in concurrently, committing each group that gathers in one transaction."""
 
-    def __init__(self, engine: AsyncEngine, *, max_batch: int = MAX_BATCH) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        fences: Fences | None = None,
+        max_batch: int = MAX_BATCH,
+        fence_patience: float = FENCE_PATIENCE,
+    ) -> None:
         self.engine = engine
-        self._group: GroupCommit[EventBase, bool] = GroupCommit(
-            functools.partial(apply_events, engine),
-            functools.partial(apply_event, engine),
-            max_batch=max_batch,
+        self._fences = fences
+        self._patience = fence_patience
+        self._group: GroupCommit[_Item, _Outcome] = GroupCommit(
+            self._write, self._write_one, max_batch=max_batch
         )
 
-    async def apply(self, event: EventBase) -> bool:
-        """Apply one event (False when applied before); returns once it is committed.
+    async def apply(self, event: EventBase, sequence: int | None = None) -> bool:
+        """Apply one event (False when applied before, or a deposed leader's decision); returns
+        once it is committed. ``sequence`` is where the job stream stored it: a scheduler
+        decision with an epoch is checked against the fences only when it is given.
 
         The event takes its place in the commit order before this first waits, so events handed
         in one after another (a job's, pipelined by the consume loop) commit in that order.
         """
-        return await self._group.submit(event)
+        outcome = await self._group.submit(_Item(event, sequence))
+        if isinstance(outcome, TemporaryError):
+            raise outcome
+        return outcome
 
     async def close(self) -> None:
         """Stop the writer (after the consume loop ended, nothing waits for it any more)."""
         await self._group.close()
+
+    async def _write_one(self, item: _Item) -> _Outcome:
+        return (await self._write([item]))[0]
+
+    async def _write(self, items: Sequence[_Item]) -> list[_Outcome]:
+        """Apply a group in order: a deposed leader's decisions recorded but not applied; one whose
+        fence stayed undecided past the patience, and its job's later events, left to be retried."""
+        verdicts = await self._verdicts(items)
+        ignored = {items[i].event.event_id for i, verdict in verdicts.items() if verdict}
+        held: set[str] = set()  # jobs with an undecided decision: their later events wait too
+        outcomes: list[_Outcome | None] = []
+        kept: list[EventBase] = []
+        for index, item in enumerate(items):
+            job_id: str | None = getattr(item.event, "job_id", None)
+            if (index in verdicts and verdicts[index] is None) or (job_id is not None and job_id in held):
+                if job_id is not None:
+                    held.add(job_id)
+                outcomes.append(TemporaryError("a new scheduler leader is raising its fence", delay=0.5))
+                continue
+            if item.event.event_id in ignored:
+                log.warning(
+                    "ignoring a decision of a deposed scheduler leader",
+                    type=getattr(item.event, "type", None),
+                    job_id=job_id,
+                    epoch=getattr(item.event, "epoch", None),
+                    sequence=item.sequence,
+                )
+            outcomes.append(None)
+            kept.append(item.event)
+        applied = iter(await apply_events(self.engine, kept, ignored=ignored))
+        return [next(applied) if outcome is None else outcome for outcome in outcomes]
+
+    async def _verdicts(self, items: Sequence[_Item]) -> dict[int, bool | None]:
+        """Per fenced decision of the group (by index): deposed (True), counts (False) or still
+        undecided after the patience (None). One read of the fences answers for the whole group:
+        each of its events was stored before the read."""
+        fenced = {index: item for index, item in enumerate(items) if item.fenced}
+        if not fenced or self._fences is None:
+            return {}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._patience
+        while True:
+            verdicts: dict[int, bool | None] = dict.fromkeys(fenced)
+            try:
+                fences = await self._fences()
+            except (nats.errors.Error, TimeoutError) as exc:
+                error: str | None = f"{type(exc).__name__}: {exc}"
+            else:
+                error = None
+                for index, item in fenced.items():
+                    verdicts[index] = deposed(getattr(item.event, "epoch", None), item.sequence or 0, fences)
+            if None not in verdicts.values() or loop.time() >= deadline:
+                if error is not None or None in verdicts.values():
+                    log.warning("the scheduler's fence stayed undecided; retrying later", error=error)
+                return verdicts
+            await asyncio.sleep(FENCE_POLL)
 
 
 def projection_handler(projector: Projector) -> Handler:
     async def handle(msg: Msg) -> None:
         event = decode_event(msg.data)
         try:
-            await projector.apply(event)
+            await projector.apply(event, msg.metadata.sequence.stream)
         except OperationalError as exc:
             raise TemporaryError(f"database unavailable: {exc.orig}", delay=1.0) from exc
 

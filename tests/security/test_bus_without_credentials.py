@@ -11,9 +11,12 @@ from nats.aio.client import Client as NATS
 
 from libs.backbone.busauth import CREDENTIALS_FILE, authorization_config, load_credentials
 from libs.backbone.connecting import connect
+from libs.backbone.fencing import SCHEDULER_FENCE
 from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.provisioning import ensure_kv
-from libs.backbone.topology import SECRETS
+from libs.backbone.topology import FENCES, SECRETS
+from libs.protocol.fencing import Fence, encode
+from services.rest.projection import fences_on
 
 SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter")
 
@@ -86,6 +89,26 @@ async def test_only_rest_and_the_orchestrator_reach_the_secrets_bucket(
                 await other.js.publish("$KV.PAI_SECRETS.job1", b"forged", timeout=0.5)
         finally:
             await other.close()
+
+
+async def test_rest_reads_the_scheduler_fences(private_bus: tuple[EmbeddedNats, dict[str, str]]) -> None:
+    # REST's read model skips a deposed scheduler leader's decisions as the orchestrator does.
+    server, credentials = private_bus
+    scheduler = await connect(
+        server.url, user="scheduler", password=credentials["scheduler"], initial_timeout=5
+    )
+    try:
+        kv = await ensure_kv(scheduler.js, FENCES)
+        await kv.put(SCHEDULER_FENCE, encode([Fence(3, 42)]))
+    finally:
+        await scheduler.close()
+    rest = await connect(
+        server.url, user="rest", password=credentials["rest"], initial_timeout=5, js_timeout=2
+    )
+    try:
+        assert await fences_on(rest.js)() == (Fence(3, 42),)
+    finally:
+        await rest.close()
 
 
 def test_credentials_are_private_and_kept_across_starts(tmp_path: Path) -> None:

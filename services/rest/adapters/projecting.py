@@ -4,13 +4,15 @@ Every event is applied in the same transaction as the record of its id in ``appl
 a redelivered or duplicated event finds its id there and changes nothing, and a crash between
 the two cannot happen because they commit together. ``apply_events`` applies a batch in one
 transaction (one commit, one look-up of applied ids, one read of the jobs' rows), which is how
-the projection keeps up with bursts; events of one job are given in stream order.
+the projection keeps up with bursts; events of one job are given in stream order. A decision
+of a deposed scheduler leader (services/rest/projection.py reads the fences) is given as
+``ignored``: its id is recorded, nothing else changes.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,11 +170,15 @@ async def apply_event(engine: AsyncEngine, event: EventBase) -> bool:
     return (await apply_events(engine, [event]))[0]
 
 
-async def apply_events(engine: AsyncEngine, events: Sequence[EventBase]) -> list[bool]:
+async def apply_events(
+    engine: AsyncEngine, events: Sequence[EventBase], *, ignored: Collection[str] = frozenset()
+) -> list[bool]:
     """Apply events in one transaction, in the order given; per event, False when applied before.
 
     All or nothing: if one event fails, the transaction rolls back and the caller may retry the
-    events one by one. An event id given twice is applied once.
+    events one by one. An event id given twice is applied once. An event whose id is in
+    ``ignored`` is recorded as applied but changes nothing else (False), so a redelivery of it
+    changes nothing either.
     """
     if not events:
         return []
@@ -183,17 +189,22 @@ async def apply_events(engine: AsyncEngine, events: Sequence[EventBase]) -> list
             seen.update(await conn.scalars(_SEEN, {"ids": list(chunk)}))
         results: list[bool] = []
         fresh: list[EventBase] = []
+        recorded: list[EventBase] = []
         for event in events:
-            results.append(event.event_id not in seen)
-            if results[-1]:
+            new = event.event_id not in seen
+            results.append(new and event.event_id not in ignored)
+            if new:
                 seen.add(event.event_id)
-                fresh.append(event)
-        if fresh:
+                recorded.append(event)
+                if event.event_id not in ignored:
+                    fresh.append(event)
+        if recorded:
             now = int(time.time() * 1000)
             await conn.execute(
                 _RECORD_APPLIED,
-                [{"event_id": e.event_id, "job_id": _job_id(e), "applied_at": now} for e in fresh],
+                [{"event_id": e.event_id, "job_id": _job_id(e), "applied_at": now} for e in recorded],
             )
+        if fresh:
             job_ids = list(dict.fromkeys(job_id for e in fresh if (job_id := _job_id(e)) is not None))
             rows = await _JobRows.read(conn, job_ids)
             for run in task_event_runs(fresh):
