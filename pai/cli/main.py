@@ -31,6 +31,11 @@ JOB_COMMANDS = (
         "Print a task's log (its latest attempt); -f follows it, as `tail -f`, until the task ends.",
     ),
     Deferred(
+        "exec",
+        "pai.cli.executing:exec_command",
+        "Run a command in a running task, as the task runs (`pai job exec JOB -it -- bash`).",
+    ),
+    Deferred(
         "stop",
         "pai.cli.jobs:stop",
         "Ask the platform to stop a job; a job that has already finished is left as it is.",

@@ -63,7 +63,13 @@ log = structlog.get_logger(__name__)
 # The API's port when free (the CLI's default server); every other port is the system's choice.
 DEFAULT_API_PORT = 9186
 SOCKETS_DIR = "sockets"
-SOCKETS = {"rest": "rest.sock", "events": "events.sock", "marketplace": "marketplace.sock"}
+SOCKETS = {
+    "rest": "rest.sock",
+    "events": "events.sock",
+    "marketplace": "marketplace.sock",
+    # `pai job exec`: REST reaches the orchestrator there (services/orchestrator/adapters/entering.py).
+    "orchestrator": "orchestrator.sock",
+}
 METRICS_HOST = "PAI_METRICS_HOST"
 API_START_TIMEOUT = 60.0
 SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter", "events", "marketplace", "portal")
@@ -285,8 +291,8 @@ class EmbeddedPlatform:
         # Service to service over Unix sockets in a directory only the platform's user may enter:
         # no TCP port between them for a task to take (libs/web/addresses.py).
         sockets_dir = self._sockets_dir()
-        rest_socket, events_socket, marketplace_socket = (
-            sockets_dir / SOCKETS[name] for name in ("rest", "events", "marketplace")
+        rest_socket, events_socket, marketplace_socket, orchestrator_socket = (
+            sockets_dir / SOCKETS[name] for name in ("rest", "events", "marketplace", "orchestrator")
         )
         # The bus is private: each service its own NATS user, passwords kept in the data dir.
         # The portal talks to the platform through the API only: it gets no bus user.
@@ -302,7 +308,12 @@ class EmbeddedPlatform:
             password = self.admin_password or secrets.token_urlsafe(12)
         env = self._environment(
             {"api": api_port, "portal": portal_port, "metrics": metrics_port},
-            {"rest": rest_socket, "events": events_socket, "marketplace": marketplace_socket},
+            {
+                "rest": rest_socket,
+                "events": events_socket,
+                "marketplace": marketplace_socket,
+                "orchestrator": orchestrator_socket,
+            },
             tls,
             password,
         )
@@ -369,6 +380,10 @@ class EmbeddedPlatform:
             "PAI_MARKETPLACE_SOCKET": str(sockets["marketplace"]),
             "PAI_MARKETPLACE_URL": unix_url(sockets["marketplace"]) if "marketplace" in self.services else "",
             "PAI_REST_URL": unix_url(sockets["rest"]),
+            "PAI_ORCHESTRATOR_SOCKET": str(sockets["orchestrator"]),
+            "PAI_ORCHESTRATOR_URL": (
+                unix_url(sockets["orchestrator"]) if "orchestrator" in self.services else ""
+            ),
             # Webhooks may not reach this platform's own ports, on any address of this machine.
             "PAI_WEBHOOK_FORBIDDEN_PORTS": ",".join(
                 str(port)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 import structlog
+from aiohttp import web
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from pydantic import Field, SecretStr
@@ -35,14 +36,16 @@ from libs.backbone.settings import BackboneSettings
 from libs.backbone.topology import LEASES, SECRETS, ensure_topology, publish_event
 from libs.protocol.events import EventBase, NodeLost, decode_event
 from libs.protocol.subjects import JOBS_STREAM, NODES_STREAM, ROOT
+from libs.web.serving import site
 from services.orchestrator.adapters.confinement import TaskGroups, detect, task_pids, tasks_budget
 from services.orchestrator.adapters.engines import detect_engine, pull_policy
+from services.orchestrator.adapters.entering import ExecSettings, exec_app
 from services.orchestrator.adapters.executing import ExitCallback, TaskExit
-from services.orchestrator.adapters.isolation import resolve_task_users
+from services.orchestrator.adapters.isolation import resolve_task_users, task_environment
 from services.orchestrator.adapters.k8s_nodes import NodeInventory
 from services.orchestrator.adapters.k8s_pods import PodSettings
 from services.orchestrator.adapters.kubernetes import KubernetesExecutor
-from services.orchestrator.adapters.local import DiskShares, LocalExecutor
+from services.orchestrator.adapters.local import DiskShares, LocalExecutor, runtime_path
 from services.orchestrator.adapters.logs import LOGS_QUEUE, LOGS_SUBJECT, read_log, window
 from services.orchestrator.adapters.rules import RulesKeeper
 from services.orchestrator.adapters.sandboxing import detect_sandbox
@@ -54,6 +57,8 @@ from services.orchestrator.handlers import GROUP_LIMIT, Orchestrator
 log = structlog.get_logger(__name__)
 
 DURABLE = "orchestrator"
+HANGUP_SECONDS = 5.0
+"""At a stop, how long execs in progress are given before their sockets close (and they end)."""
 NODES_DURABLE = "orchestrator-nodes"
 NODES_CONSUMER = ConsumerSpec(
     stream=NODES_STREAM,
@@ -135,6 +140,9 @@ class OrchestratorSettings(BackboneSettings):
     # The node's NVIDIA MPS pipe directory (`pai up` sets it where its control daemon runs):
     # given to tasks holding a share of a GPU, so MPS holds them to it.
     gpu_mps_pipe_directory: Path | None = None
+    # Where `pai job exec` reaches this node's tasks (adapters/entering.py): a Unix socket in a
+    # directory only the platform's user may enter (`pai up` gives one); none: no exec here.
+    orchestrator_socket: Path | None = None
 
 
 async def kubernetes_executor(
@@ -203,6 +211,18 @@ async def pod_log_reply(executor: KubernetesExecutor, raw: bytes) -> dict[str, o
     return window(data[start : start + limit], start, len(data))
 
 
+async def serve_execs(data_dir: Path, socket_path: Path, poll_s: float) -> web.AppRunner:
+    """`pai job exec` on this node's tasks, on a Unix socket REST reaches (adapters/entering.py)."""
+    settings = ExecSettings(
+        data_dir, lambda: task_environment(os.environ, PYTHONPATH=runtime_path()), poll_s=poll_s
+    )
+    runner = web.AppRunner(exec_app(settings), shutdown_timeout=HANGUP_SECONDS)
+    await runner.setup()
+    await site(runner, "", 0, socket_path).start()
+    log.info("execs served", socket=str(socket_path))
+    return runner
+
+
 async def consume_jobs(js: JetStreamContext, orchestrator: Orchestrator, stop: asyncio.Event) -> None:
     """The orchestrator's consume loop on the job stream, until `stop`: one queue per job, and a
     job's queued messages handed over together, to be decided together (`Orchestrator.apply`)."""
@@ -229,6 +249,7 @@ async def main(
     watching_nodes: asyncio.Task[None] | None = None
     watching_cluster: asyncio.Task[None] | None = None
     leading: asyncio.Task[None] | None = None
+    exec_runner: web.AppRunner | None = None
     try:
         await ensure_topology(bus.js, settings.stream_replicas)
         await patiently(functools.partial(ensure_kv, bus.js, SECRETS))
@@ -326,6 +347,10 @@ async def main(
             await msg.respond(json.dumps(reply).encode())
 
         logs_sub = await bus.nc.subscribe(LOGS_SUBJECT, queue=LOGS_QUEUE, cb=on_logs)
+        if isinstance(executor, LocalExecutor) and settings.orchestrator_socket is not None:
+            exec_runner = await serve_execs(
+                data_dir, settings.orchestrator_socket, settings.adopt_poll_seconds
+            )
 
         async def on_node_message(msg: Msg) -> None:
             event = decode_event(msg.data)
@@ -353,6 +378,8 @@ async def main(
                 await asyncio.wait_for(watching_rules, 10)
         if logs_sub is not None:
             await logs_sub.unsubscribe()
+        if exec_runner is not None:
+            await exec_runner.cleanup()
         if executor is not None:
             await executor.close()
         stop.set()

@@ -54,7 +54,7 @@ from services.rest.routes import alert_rules as alert_rule_routes
 from services.rest.routes import alerts as alert_routes
 from services.rest.routes import auth as auth_routes
 from services.rest.routes import cluster as cluster_routes
-from services.rest.routes import events_proxy, marketplace_proxy
+from services.rest.routes import events_proxy, marketplace_proxy, task_exec
 from services.rest.routes import failure_rules as failure_rule_routes
 from services.rest.routes import groups as group_routes
 from services.rest.routes import job_events as job_event_routes
@@ -296,6 +296,7 @@ def build_app(settings: RestSettings) -> web.Application:
                     app.router.add_route(route.method, prefix + route.path, route.handler)
     vc_routes.register(app, PREFIXES)
     events_proxy.register(app, PREFIXES)  # live events and webhooks, when a gateway is named
+    task_exec.register(app, PREFIXES)  # commands in running tasks, through the orchestrator
     marketplace_proxy.register(app)  # /marketplace/api/..., 503 unless PAI_MARKETPLACE_URL is set
     accept_trailing_slash(app)  # last: only what no route matched
     return app

@@ -116,6 +116,12 @@ NO_JOB_CONFIG = OpenPaiError(404, "NoJobConfigError", "Config of job {job} is no
 NO_TAG = OpenPaiError(404, "NoTagError", "Tag {tag} is not found for job {job}.")
 NO_TASK = OpenPaiError(404, "NoTaskError", "Task {task} is not found.")
 NO_TASK_LOG = OpenPaiError(404, "NoTaskLogError", "Log of task is not found.")
+# This platform's own: a command in a running task (`pai job exec`) is for its owner and admins,
+# and needs the task to run.
+NOT_TASK_ENTERER = OpenPaiError(
+    403, "ForbiddenUserError", "User {user} is not allowed to run commands in job {job}."
+)
+TASK_NOT_RUNNING = OpenPaiError(409, "TaskNotRunningError", "Task {task} of job {job} is not running.")
 
 # --- Requests ---
 NO_API = OpenPaiError(404, "NoApiError", "API {url} is not found.")

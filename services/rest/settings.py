@@ -55,6 +55,12 @@ class RestSettings(BackboneSettings):
     events_url: str | None = None
     # The marketplace (services/marketplace): /marketplace/api/... is passed to it when set.
     marketplace_url: str | None = None
+    # The orchestrator's exec socket (`pai job exec`, routes/task_exec.py): unix:///path.sock on
+    # this machine (`pai up`); none: exec in tasks is not served here.
+    orchestrator_url: str | None = None
+    # What runs the tasks, as the orchestrator's settings name it (PAI_EXECUTOR): a job is refused
+    # what its executor cannot give it (the local one has no ssh server for the ssh plugin).
+    executor: str = "local"
     rest_host: str = "127.0.0.1"
     rest_port: int = DEFAULT_PORT
     # A listening socket inherited from the supervisor, served instead of host and port (`pai up`
@@ -152,7 +158,7 @@ class RestSettings(BackboneSettings):
     # Request bodies: larger is 413 before anything reads it (OpenPAI's job YAMLs are a few KB).
     limit_body_bytes: int = Field(default=DEFAULT_BODY_BYTES, ge=1024)
 
-    @field_validator("events_url", "marketplace_url")
+    @field_validator("events_url", "marketplace_url", "orchestrator_url")
     @classmethod
     def _usable_url(cls, url: str | None) -> str | None:
         if url:

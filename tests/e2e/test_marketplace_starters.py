@@ -27,7 +27,7 @@ SAYS = {
     "hello-world": ("main", 0, "Hello from admin~hello-world"),
     "pytorch-ddp": ("worker", 0, "rank 0 done"),
     "tensorflow-ps": ("ps", 0, "ps: served 2 workers"),
-    "horovod-mpi": ("master", 0, "Host worker-1"),
+    "horovod-mpi": ("master", 0, "rank 0: w="),
     "jupyter-notebook": ("notebook", 0, "served for 2 seconds"),
     "tensorboard-training": ("train", 0, "trained: w="),
     "hyperparameter-sweep": ("report", 0, "best: learningRate="),

@@ -75,6 +75,7 @@ async def test_services_talk_over_private_sockets_and_the_public_ports_stay_held
         ports = {name: listening_ports(pid) for name, pid in pids.items()}
         assert ports["events"] == set(), ports
         assert ports["marketplace"] == set(), ports
+        assert ports["orchestrator"] == set(), ports
         assert set().union(*ports.values()) == {api, portal, metrics, bus}, ports
         # ... each public one held by `pai up` itself (this process, in the test), not only its service.
         assert {api, portal, metrics} <= listening_ports(os.getpid())
@@ -83,7 +84,12 @@ async def test_services_talk_over_private_sockets_and_the_public_ports_stay_held
         assert stat.S_IMODE(directory.st_mode) == 0o700
         assert directory.st_uid == os.geteuid()
         sockets = sorted(str(path) for path in info.sockets_dir.iterdir())
-        assert [Path(path).name for path in sockets] == ["events.sock", "marketplace.sock", "rest.sock"]
+        assert [Path(path).name for path in sockets] == [
+            "events.sock",
+            "marketplace.sock",
+            "orchestrator.sock",  # `pai job exec`: rest reaches the tasks through the orchestrator
+            "rest.sock",
+        ]
 
         # rest, the gateway and the marketplace die together; while they come back, the stand-in
         # task goes for their ports and sockets, and the admin keeps using the API.

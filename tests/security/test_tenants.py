@@ -193,7 +193,6 @@ async def test_tenants_cannot_reach_each_others_tasks(data_dir: Path) -> None:
                     extras={
                         "com.microsoft.pai.runtimeplugin": [
                             {"plugin": "cmd", "parameters": {"postCommands": ["echo post ran"]}},
-                            {"plugin": "ssh", "parameters": {"jobssh": True}},
                         ]
                     },
                 ),

@@ -29,6 +29,7 @@ API_COMMANDS = [
     ("job", "submit"),
     ("job", "status"),
     ("job", "logs"),
+    ("job", "exec"),
     ("job", "stop"),
     ("job", "clone"),
     ("job", "watch"),

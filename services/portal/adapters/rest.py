@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 import aiohttp
 
 from libs.web.addresses import base_url, client_session
+
+REFUSAL: ContextVar[dict[str, bytes] | None] = ContextVar("portal_refused_upgrade", default=None)
+"""Set by a request that opens a WebSocket: what REST answered instead of the upgrade."""
+
+
+async def _keep_refusal(_: Any, __: Any, params: aiohttp.TraceRequestEndParams) -> None:
+    kept = REFUSAL.get()
+    if kept is not None and params.response.status != 101:
+        kept["body"] = await params.response.read()
 
 
 class RestClient:
@@ -20,9 +30,15 @@ class RestClient:
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=60),
             auto_decompress=False,
         )
+        # WebSockets (`pai job exec`) on a session of their own, which keeps the body of a refused
+        # upgrade (REST's error in OpenPAI's shape) for the one who asked (``refusal``).
+        tracing = aiohttp.TraceConfig()
+        tracing.on_request_end.append(_keep_refusal)
+        self.sockets = client_session(url, trace_configs=[tracing])
 
     async def close(self) -> None:
         await self.http.close()
+        await self.sockets.close()
 
     async def get_json(self, token: str, path: str, params: dict[str, str] | None = None) -> tuple[int, Any]:
         async with self.http.get(

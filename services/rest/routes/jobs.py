@@ -41,6 +41,7 @@ from services.rest.availability import DATABASE, bus_refused, connected_bus, out
 from services.rest.bodies import read_json
 from services.rest.core import views
 from services.rest.core.node_fit import oversized
+from services.rest.core.plugins import unsupported_plugins
 from services.rest.core.states import FINAL, epoch_ms, framework_name
 from services.rest.core.storages import StorageRefusedError, job_storages, mount_path, node_path
 from services.rest.core.totals import job_row_from_config
@@ -142,6 +143,17 @@ async def require_usable_vc(request: web.Request, principal: Principal, job: Job
         )
 
 
+async def require_supported_plugins(request: web.Request, principal: Principal, job: JobConfig) -> None:
+    """400 InvalidProtocolError for a runtime plugin the tasks' executor cannot give (core/plugins.py)."""
+    problems = unsupported_plugins(job, request.app[SETTINGS].executor, principal.username)
+    if problems:
+        raise INVALID_PROTOCOL(
+            "Each problem names its YAML path; fix them and submit again.",
+            reason="; ".join(str(problem) for problem in problems),
+            problems=[problem.model_dump() for problem in problems],
+        )
+
+
 async def require_new_name(request: web.Request, principal: Principal, job: JobConfig) -> None:
     """409 for a name the user already has (the insert itself decides for a real submission)."""
     if await find_job(request.app[ENGINE], principal.username, job.name) is not None:
@@ -168,6 +180,7 @@ async def dry_run(request: web.Request, principal: Principal, job: JobConfig) ->
     each (code, message, hint, and the YAML path where one is known)."""
     refusals: list[ApiError] = []
     checks = (
+        require_supported_plugins(request, principal, job),
         require_usable_vc(request, principal, job),
         require_fitting_tasks(request, job),
         require_vc_room(request, job),
@@ -200,6 +213,7 @@ async def submit_job(request: web.Request) -> web.Response:
     job = parsed_job(request, await request.text())
     if request.query.get("dryRun", "").lower() == "true":
         return await dry_run(request, principal, job)
+    await require_supported_plugins(request, principal, job)
     await require_usable_vc(request, principal, job)
     await require_fitting_tasks(request, job)
     await require_vc_room(request, job)
