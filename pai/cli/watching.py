@@ -61,6 +61,8 @@ def submit(
     with _friendly_errors(), client:
         answer = client.submit(text)
     _console().print(f"submitted {answer['username']}~{answer['name']} (id {answer['jobId']})", markup=False)
+    for warning in answer.get("warnings") or []:
+        _console().print(f"warning: {warning['path']}: {warning['message']}", markup=False)
     if wait:
         raise typer.Exit(_watch(server, str(answer["username"]), str(answer["name"])))
 

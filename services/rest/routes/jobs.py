@@ -20,6 +20,7 @@ from sqlalchemy.exc import DBAPIError
 
 from libs.backbone.space import database_full
 from libs.protocol import JobConfig, JobProtocolError, gpu_enforcement, masked_config, parse_job
+from libs.protocol.advice import advise
 from libs.protocol.events import JobStopRequested, JobStorage, JobSubmitted, JobTagged
 from libs.protocol.gpu_share import gpu_shares
 from services.rest.adapters.bus import PublishFailedError
@@ -199,6 +200,7 @@ async def dry_run(request: web.Request, principal: Principal, job: JobConfig) ->
                 "dryRun": True,
                 "name": job.name,
                 "username": principal.username,
+                "warnings": [warning.as_dict() for warning in advise(job)],
             }
         )
     first = refusals[0]
@@ -262,6 +264,7 @@ async def submit_job(request: web.Request) -> web.Response:
             "name": job.name,
             "username": principal.username,
             "frameworkName": framework_name(principal.username, job.name),
+            "warnings": [warning.as_dict() for warning in advise(job)],
         },
         status=202,
     )
