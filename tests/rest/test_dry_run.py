@@ -49,6 +49,7 @@ async def test_a_dry_run_of_a_good_job_says_it_would_be_accepted_and_stores_noth
         "dryRun": True,
         "name": "only-checked",
         "username": "admin",
+        "warnings": [],
     }
     assert (await api.get("/api/v2/jobs/admin~only-checked", headers=admin_headers)).status == 404
     assert await stream_messages(bus) == before
