@@ -49,17 +49,22 @@ def build_marker_image(reference: str, marker: str, *, shell: bool = True) -> No
         (root / "pai-marker").write_text(marker + "\n")
         if shell:
             _add_shell(work, root)
-        archive = work / "image.tar"
-        with tarfile.open(archive, "w") as tar:
-            tar.add(root, arcname=".")
-        imported = subprocess.run(
-            ["podman", "import", "--quiet", str(archive), reference],
-            env=podman_env(work),
-            capture_output=True,
-            text=True,
-        )
-        if imported.returncode != 0:
-            raise ImageError(f"podman import: {imported.stderr.strip()[-300:]}")
+        import_root(root, reference, work)
+
+
+def import_root(root: Path, reference: str, work: Path) -> None:
+    """``podman import`` of the tree ``root`` as ``reference`` (``work`` holds the archive)."""
+    archive = work / "image.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(root, arcname=".")
+    imported = subprocess.run(
+        ["podman", "import", "--quiet", str(archive), reference],
+        env=podman_env(work),
+        capture_output=True,
+        text=True,
+    )
+    if imported.returncode != 0:
+        raise ImageError(f"podman import: {imported.stderr.strip()[-300:]}")
 
 
 def _add_shell(work: Path, root: Path) -> None:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tarfile
 import tempfile
 from pathlib import Path
 
-from tests.support.images import ImageError, _add_shell, podman_env
+from tests.support.images import _add_shell, import_root
 
 PROBE_C = r"""
 #include <errno.h>
@@ -73,17 +72,7 @@ def build_probe_image(reference: str) -> None:
         probe = build_probe(work)
         shutil.copy(probe, root / "bin" / "probe")
         (root / "bin" / "probe").chmod(0o4755)
-        archive = work / "image.tar"
-        with tarfile.open(archive, "w") as tar:
-            tar.add(root, arcname=".")
-        imported = subprocess.run(
-            ["podman", "import", "--quiet", str(archive), reference],
-            env=podman_env(work),
-            capture_output=True,
-            text=True,
-        )
-        if imported.returncode != 0:
-            raise ImageError(f"podman import: {imported.stderr.strip()[-300:]}")
+        import_root(root, reference, work)
 
 
 def probe_report(log: str) -> dict[str, str]:
