@@ -10,10 +10,16 @@ temporary data dir, then measures:
      completed, which leaves the control plane alone on the machine;
   2. sustained submissions: C concurrent clients for S seconds, accepted jobs per second (with
      the CPU each process of the platform used per accepted job), and how many of them reached
-     running.
+     running. (With --engine, no jobs that queue: they queue behind a job holding the node's
+     simulated GPU, which has no device to give a container.)
+  3. with --engine (or --burst), a burst: B one-task jobs submitted at once (B concurrent POSTs),
+     how long until all completed (jobs/s), and the CPU per job.
 
-Command: .venv/bin/python bench/platform_bench.py [N] [C] [S] [--engine podman|docker]
-With --engine the tasks run in a local busybox+bash image through that engine (never pulled).
+Command: .venv/bin/python bench/platform_bench.py [N] [C] [S] [--engine auto|podman|docker] [--burst B]
+With --engine the tasks run in a local busybox+bash image (never pulled): ``auto`` as the platform
+runs them here (runc itself beside Podman, PAI_CONTAINER_RUNNER=auto), ``podman`` and ``docker``
+through the engine's run (PAI_CONTAINER_RUNNER=engine). B is 100 with --engine unless given;
+without --engine only --burst B measures a burst (of host tasks).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
@@ -144,7 +150,35 @@ async def submit_for(
 BENCH_IMAGE = "localhost/pai-bench-platform:1"
 
 
-async def main(n: int, clients: int, seconds: float, engine: str | None = None) -> None:
+async def submit_burst(
+    api: aiohttp.ClientSession,
+    burst: int,
+    until: Callable[[Callable[[], bool]], Awaitable[None]],
+    completed: set[str],
+    platform: EmbeddedPlatform,
+) -> tuple[list[str], float, int, float, dict[str, float]]:
+    """``burst`` one-task jobs POSTed at once: their ids, how long until all were accepted, how
+    many completed, how long from the first POST until the last completed, the CPU per process."""
+    processes = platform_processes(platform)
+    cpu_before = cpu_seconds(processes)
+    sent = time.perf_counter()
+
+    async def post(i: int) -> str | None:
+        async with api.post("/api/v2/jobs", data=JOB.format(name=f"burst-{i}")) as response:
+            return str((await response.json())["jobId"]) if response.status == 202 else None
+
+    ids = [job_id for job_id in await asyncio.gather(*(post(i) for i in range(burst))) if job_id]
+    accepted_s = time.perf_counter() - sent
+    with contextlib.suppress(TimeoutError):
+        await until(lambda: all(job_id in completed for job_id in ids))
+    elapsed = time.perf_counter() - sent
+    used = {name: cpu - cpu_before[name] for name, cpu in cpu_seconds(processes).items()}
+    return ids, accepted_s, sum(1 for job_id in ids if job_id in completed), elapsed, used
+
+
+async def main(
+    n: int, clients: int, seconds: float, engine: str | None = None, burst: int | None = None
+) -> None:
     global JOB, QUEUED_JOB, HOLDER_JOB
     engine_env: dict[str, str] = {}
     if engine is not None:
@@ -152,15 +186,21 @@ async def main(n: int, clients: int, seconds: float, engine: str | None = None) 
         JOB, QUEUED_JOB, HOLDER_JOB = (
             t.replace("python:3.11-slim", BENCH_IMAGE) for t in (JOB, QUEUED_JOB, HOLDER_JOB)
         )
-        engine_env = {"PAI_TASK_ENGINE": engine, "PAI_IMAGE_PULL": "never"}
+        engine_env = {
+            "PAI_TASK_ENGINE": engine,
+            "PAI_IMAGE_PULL": "never",
+            "PAI_CONTAINER_RUNNER": "auto" if engine == "auto" else "engine",
+        }
     try:
-        await _main(n, clients, seconds, engine_env)
+        await _main(
+            n, clients, seconds, engine_env, (100 if engine is not None else 0) if burst is None else burst
+        )
     finally:
         if engine is not None:
             remove_image(BENCH_IMAGE)
 
 
-async def _main(n: int, clients: int, seconds: float, engine_env: dict[str, str]) -> None:
+async def _main(n: int, clients: int, seconds: float, engine_env: dict[str, str], burst: int = 0) -> None:
     # How long without a start or an end the load's wait gives up: containers start slower, and
     # a burst of them keeps the machine busy for longer between two events.
     quiet_gap = 30 if engine_env else 5
@@ -229,15 +269,20 @@ async def _main(n: int, clients: int, seconds: float, engine_env: dict[str, str]
                     await until(lambda: job_id in completed)  # noqa: B023 - awaited before the next turn
                     alone.append((job_id, post_ms, running_ms))
                 spawn = bare_spawn_ms()
+                burst_result = await submit_burst(api, burst, until, completed, platform) if burst else None
 
-                async with api.post("/api/v2/jobs", data=HOLDER_JOB.format(name="holder")) as response:
-                    assert response.status == 202, await response.text()
-                    holder = (await response.json())["jobId"]
-                await until(lambda: holder in started_at)
                 processes = platform_processes(platform)
-                cpu_before = cpu_seconds(processes)
-                queued, queued_seconds = await submit_for(api, clients, seconds, QUEUED_JOB, "queued")
-                cpu_used = {name: cpu - cpu_before[name] for name, cpu in cpu_seconds(processes).items()}
+                queued: list[str] = []
+                queued_seconds, cpu_used = 0.0, {}
+                if not engine_env:
+                    # The simulated GPU has no device a container could be given: not with --engine.
+                    async with api.post("/api/v2/jobs", data=HOLDER_JOB.format(name="holder")) as response:
+                        assert response.status == 202, await response.text()
+                        holder = (await response.json())["jobId"]
+                    await until(lambda: holder in started_at)
+                    cpu_before = cpu_seconds(processes)
+                    queued, queued_seconds = await submit_for(api, clients, seconds, QUEUED_JOB, "queued")
+                    cpu_used = {name: cpu - cpu_before[name] for name, cpu in cpu_seconds(processes).items()}
                 load_started = time.perf_counter()
                 cpu_before = cpu_seconds(processes)
                 accepted, load_seconds = await submit_for(api, clients, seconds, JOB, "load")
@@ -283,9 +328,12 @@ async def _main(n: int, clients: int, seconds: float, engine_env: dict[str, str]
     print(f"  bare spawn of the task process: p50 {statistics.median(spawn):.0f} ms, max {max(spawn):.0f} ms")
     reached = sum(1 for j in accepted if j in started_at)
     print(f"sustained submissions, {clients} clients for {seconds:g} s each:")
-    print(f"  jobs that queue (no task starts): {len(queued) / queued_seconds:.0f} jobs/s accepted")
-    cpu_used.pop("tasks", None)
-    print(f"    {cpu_line(cpu_used, len(queued))}")
+    if queued_seconds:
+        print(f"  jobs that queue (no task starts): {len(queued) / queued_seconds:.0f} jobs/s accepted")
+        cpu_used.pop("tasks", None)
+        print(f"    {cpu_line(cpu_used, len(queued))}")
+    else:
+        print("  jobs that queue: not measured in images (the simulated GPU is no device for a container)")
     print(f"  jobs that run (one task process each): {len(accepted) / load_seconds:.0f} jobs/s accepted")
     print(
         f"  {reached} of them reached running within {drained:.1f} s of the load's start: "
@@ -295,14 +343,28 @@ async def _main(n: int, clients: int, seconds: float, engine_env: dict[str, str]
         f"  {ran} of them completed within {finished:.1f} s of the load's start: {ran / finished:.1f} jobs/s"
     )
     print(f"  {cpu_line(run_cpu, ran)}")
+    if burst_result is not None:
+        ids, accepted_s, done, elapsed, burst_cpu = burst_result
+        where = "in their image" if engine_env else "on the host"
+        print(f"{burst} one-task jobs {where} submitted at once:")
+        print(
+            f"  {len(ids)} accepted in {accepted_s:.1f} s; {done} completed within {elapsed:.1f} s of the "
+            f"first POST: {done / elapsed:.1f} jobs/s"
+        )
+        print(f"  {cpu_line(burst_cpu, done)}")
 
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
     engine = None
+    burst = None
     if "--engine" in argv:
         at = argv.index("--engine")
         engine = argv[at + 1]
+        del argv[at : at + 2]
+    if "--burst" in argv:
+        at = argv.index("--burst")
+        burst = int(argv[at + 1])
         del argv[at : at + 2]
     args = [int(a) for a in argv]
     asyncio.run(
@@ -311,5 +373,6 @@ if __name__ == "__main__":
             args[1] if len(args) > 1 else 16,
             args[2] if len(args) > 2 else 10,
             engine,
+            burst,
         )
     )

@@ -2,9 +2,14 @@
 trivial command, the memory of a task waiting at the gang barrier, the gang barrier, and log
 capture with secret masking.
 
-Run: .venv/bin/python bench/runtime_bench.py [--runs 40] [--engine podman]
+Run: .venv/bin/python bench/runtime_bench.py [--runs 40] [--engine auto|podman|docker]
 With --engine, only a task in its docker image is measured (and a host task beside it): the
-executor's look at the image, the runtime, and the engine's run to the command in the container.
+executor's look at the image, the task's bundle where runc runs the containers, the runtime
+(forked by the fork server as the executor forks it, then spawned), and the container's start to
+the command; and the CPU of each such task, all its processes, its removal included (a cpuacct
+group of the benchmark's own, the containers nested under it). ``auto`` runs it as the
+platform would here (runc itself beside Podman; PAI_CONTAINER_RUNNER), ``podman`` and
+``docker`` through the engine's run.
 Every task of every job starts through the runtime, so its own overhead is paid on each task
 start; log capture sits between the user program and its log files for the task's whole life.
 Tasks are started as the local executor starts them: forked by the runtime's fork server
@@ -135,58 +140,159 @@ BENCH_UID = 1_800_999_999
 BENCH_IMAGE = "localhost/pai-bench-runtime:1"
 
 
-def in_image(runs: int, engine_name: str) -> tuple[list[float], list[float]]:
-    """Request to the command and to exit of a task in a local busybox+bash image: the executor's
-    image resolution (as it makes it for an attempt's first task), the runtime's start, and the
-    engine's run; the command writes bash's clock inside the container."""
-    from services.orchestrator.adapters.engines import detect_engine, resolve_image
-    from services.orchestrator.core.containers import ContainerPlan, container_name, run_arguments
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
+class CpuGroup:
+    """A cpuacct group of the benchmark's own, this process in it: what every process of a task
+    start uses (this process's look at the image and bundle, the runtime, the engine's client,
+    its monitor and the OCI runtime, which leave this process's tree, the command) is counted
+    in it, as the containers are nested under it (``--cgroup-parent``, cgroupsPath)."""
+
+    def __init__(self) -> None:
+        self.path = f"/pai-bench-{os.getpid()}"
+        self.group = CPUACCT / self.path.lstrip("/")
+        self.group.mkdir(exist_ok=True)
+        (self.group / "cgroup.procs").write_text(str(os.getpid()))
+
+    def used(self) -> float:
+        return int((self.group / "cpuacct.usage").read_text()) / 1e9
+
+    def close(self) -> None:
+        from services.orchestrator.adapters.local import remove_engine_groups
+
+        (CPUACCT / "cgroup.procs").write_text(str(os.getpid()))
+        remove_engine_groups(self.path, set())
+
+
+Measured = tuple[list[float], list[float], float | None]
+
+
+def in_image(runs: int, engine_name: str) -> tuple[str, dict[str, Measured]]:
+    """Request to the command and to exit of a task in a local busybox+bash image, as the executor
+    starts it: its look at the image (as for an attempt's first task; the engine is asked again
+    only when its list of images changed), the task's bundle where runc runs the containers
+    (`--engine auto` on a machine with runc: the image's mount and its template made once before,
+    as the executor keeps them), the runtime's start (forked by the fork server, as the executor
+    does, and spawned as a new interpreter, as without one), and the container's; the command
+    writes bash's clock inside the container. Also the CPU of each task, removal included (None
+    where no cpuacct group can be made)."""
+    from services.orchestrator.adapters.engines import detect_engine
     from tests.support.images import build_marker_image, remove_image
 
     with tempfile.TemporaryDirectory() as conf:
-        engine = detect_engine(engine_name, Path(conf)).engine
-        assert engine is not None
+        auto = engine_name == "auto"
+        engine = detect_engine(
+            "auto" if auto else engine_name, Path(conf), "auto" if auto else "engine"
+        ).engine
+        assert engine is not None, "no container engine here"
         build_marker_image(BENCH_IMAGE, "bench")
-        to_command, to_exit = [], []
+        group = CpuGroup() if CPUACCT.is_dir() and os.geteuid() == 0 else None
         try:
+            runner = "runc" if engine.runner == "runc" else engine.name
+            measured = asyncio.run(_in_image(runs, engine, Path(conf), group))
+        finally:
+            if group is not None:
+                group.close()
+            remove_image(BENCH_IMAGE)
+    return runner, measured
+
+
+async def _in_image(runs: int, engine: Any, conf: Path, group: CpuGroup | None) -> dict[str, Measured]:
+    from services.orchestrator.adapters.bundling import Bundles, remove_rootfs, remove_task_containers
+    from services.orchestrator.adapters.engines import ImageLookups, find_image
+    from services.orchestrator.core.containers import ContainerPlan, container_name, run_arguments
+
+    bundles = Bundles(engine, conf, "bench") if engine.runner == "runc" else None
+    lookups = ImageLookups()
+    env = task_environment(os.environ, PYTHONPATH=runtime_path())
+    server = ForkServer(env, conf)
+    await server.start()
+
+    def plan_for(image: str, n: int, work: Path) -> ContainerPlan:
+        return ContainerPlan(
+            engine=engine.name,
+            image=image,
+            name=container_name(f"bench-{os.getpid()}", 0, "worker", 0, n),
+            user="0:0",
+            work_dir=str(work),
+            labels=(),
+            memory_mb=256,
+            cpus=1,
+            pids=4096,
+            cgroup_parent=group.path if group else None,
+        )
+
+    async def one(n: int, root: Path, fork: bool) -> tuple[float, float]:
+        work = root / "worker" / "work"
+        private = root / "worker" / "private"
+        work.mkdir(parents=True)
+        private.mkdir(mode=0o700)
+        t0 = time.time()
+        image = await find_image(engine, BENCH_IMAGE, "never", lookups)
+        plan = plan_for(image.run, n, work)
+        container: dict[str, Any] = {"engine": engine.program, "image": image.run, "env": engine.env}
+        if bundles is not None:
+            config = await bundles.prepare(plan, root / "worker", private)
+            runc = {
+                "program": engine.runc,
+                "root": str(bundles.state),
+                "config": str(config),
+                "name": plan.name,
+            }
+            container.update(run=[], runc=runc)
+        else:
+            container.update(run=run_arguments(plan))
+        dirs = {
+            "work_dir": str(work),
+            "log_dir": str(root / "worker" / "logs"),
+            "barrier_dir": str(root / "barrier"),
+            "private_dir": str(private),
+        }
+        path = spec(
+            root, "worker", ["worker"], 'printf %s "$EPOCHREALTIME" > started', container=container, dirs=dirs
+        )
+        if fork:
+            lock = os.open(root / "task.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            out = os.open(os.devnull, os.O_WRONLY)
+            try:
+                _, exited = await server.spawn(path, ROOT, lock, out)
+            finally:
+                os.close(lock)
+                os.close(out)
+            assert await exited == 0
+        else:
+            assert start(path).wait() == 0
+        ended = time.time() - t0
+        if bundles is not None:  # what the executor does at every task's end
+            await remove_task_containers(engine.runc, bundles.state, plan.name)
+            remove_rootfs(root / "worker", private)
+        return float((work / "started").read_text()) - t0, ended
+
+    measured: dict[str, Measured] = {}
+    try:
+        # The executor's first task of the image looks at it, mounts it and makes its template.
+        t0 = time.time()
+        with tempfile.TemporaryDirectory() as tmp:
+            await one(runs, Path(tmp), True)
+        once = "the first task of the image (its mount and template made)"
+        print(f"{once:62} {(time.time() - t0) * 1000:7.1f} ms")
+        for way in ("forked", "spawned"):
+            to_command, to_exit = [], []
+            cpu_before = group.used() if group else 0.0
             for n in range(runs):
                 with tempfile.TemporaryDirectory() as tmp:
-                    root = Path(tmp)
-                    work = root / "worker" / "work"
-                    work.mkdir(parents=True)
-                    t0 = time.time()
-                    image = asyncio.run(resolve_image(engine, BENCH_IMAGE, "never"))
-                    plan = ContainerPlan(
-                        engine=engine.name,
-                        image=image.run,
-                        name=container_name(f"bench-{os.getpid()}", 0, "worker", 0, n),
-                        user="0:0",
-                        work_dir=str(work),
-                        labels=(),
-                        memory_mb=256,
-                        cpus=1,
-                        pids=4096,
-                    )
-                    container = {
-                        "engine": engine.program,
-                        "run": run_arguments(plan),
-                        "image": image.run,
-                        "env": engine.env,
-                    }
-                    path = spec(
-                        root,
-                        "worker",
-                        ["worker"],
-                        'printf %s "$EPOCHREALTIME" > started',
-                        container=container,
-                    )
-                    proc = start(path)
-                    assert proc.wait() == 0
-                    to_exit.append(time.time() - t0)
-                    to_command.append(float((work / "started").read_text()) - t0)
-        finally:
-            remove_image(BENCH_IMAGE)
-    return to_command, to_exit
+                    command, ended = await one(n, Path(tmp), way == "forked")
+                to_command.append(command)
+                to_exit.append(ended)
+            cpu = (group.used() - cpu_before) / runs if group else None
+            measured[way] = (to_command, to_exit, cpu)
+    finally:
+        await server.close()
+        if bundles is not None:
+            await bundles.close()
+    return measured
 
 
 async def forked(
@@ -276,16 +382,26 @@ def main() -> None:
         default=ROOT,
         help="a tree to take the plain `python -m runtime` from (an export of main: the figure before)",
     )
-    parser.add_argument("--engine", choices=["podman", "docker"], help="measure a task in its image")
+    parser.add_argument(
+        "--engine",
+        choices=["auto", "podman", "docker"],
+        help="measure a task in its image (auto: as the platform would run it here)",
+    )
     args = parser.parse_args()
     runs = args.runs
     PLAIN_ROOT[0] = args.plain_root.resolve()
     if args.engine:
-        to_command, to_exit = in_image(runs, args.engine)
-        report(f"one task in its image ({args.engine}): request to the command", to_command)
-        report(f"one task in its image ({args.engine}): request to exit", to_exit)
-        to_command, to_exit, _ = spawn_to_command(runs, plain=False)
+        runner, measured = in_image(runs, args.engine)
+        for way, (to_command, to_exit, image_cpu) in measured.items():
+            how = "" if way == "forked" else ", its runtime spawned"
+            report(f"one task in its image ({runner}){how}: request to the command", to_command)
+            report(f"one task in its image ({runner}){how}: request to exit", to_exit)
+            if image_cpu is not None:
+                label = f"one task in its image ({runner}){how}: CPU per task"
+                print(f"{label:62} {image_cpu * 1000:7.1f} ms")
+        to_command, to_exit, host_cpu = spawn_to_command(runs, plain=False)
         report("one task on the host, spawned: spawn to the command", to_command)
+        print(f"{'one task on the host, spawned: CPU per task, spawn to exit':62} {host_cpu * 1000:7.1f} ms")
         return
 
     to_command, to_exit, cpu, forked_memory = asyncio.run(forked(runs))

@@ -4,9 +4,16 @@ The runtime runs each of a task's command scripts (the user's command, a plugin'
 commands) as ``<engine> run <arguments> <image> <this command>`` with the script on the
 container's stdin (services/orchestrator/core/containers.py decides the arguments). The script,
 secrets rendered in, is thus never an argument of any process, where another could read it.
+Where the executor runs containers with runc itself (services/orchestrator/core/bundles.py), the
+runtime writes each script's container's configuration from the task's and runs
+``runc run --bundle``: the same command, the script on its stdin too.
 """
 
 from __future__ import annotations
+
+TYPE_CHECKING = False  # not `typing`'s: importing it costs every task's start-up
+if TYPE_CHECKING:
+    from typing import Any
 
 LOADER = (
     # Reads the script whole from stdin (the runtime's private file: never in an argument, where
@@ -26,3 +33,50 @@ def shell_command(label: str) -> list[str]:
     """The command a container runs: the loader, under bash where the image has bash."""
     chooser = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$1" "$0"; fi; eval "$1"'
     return ["/bin/sh", "-c", chooser, label, LOADER]
+
+
+RUN_NAME_KEPT = 190
+"""Of a task's container name in each of its scripts' (runc's ids and cgroups are file names)."""
+
+
+def run_prefix(name: str) -> str:
+    """What the name of every container of a task's scripts begins with (the runc runner)."""
+    return f"{name[:RUN_NAME_KEPT]}-"
+
+
+def run_name(name: str, label: str) -> str:
+    """The container of one of a task's command scripts: a name of its own per script, so that
+    each ends with its own container and all of a task's can be found by their prefix."""
+    safe = "".join(c if c.isalnum() or c in "_.-" else "_" for c in label)[:60]
+    return run_prefix(name) + safe
+
+
+def script_config(
+    base: dict[str, Any], name: str, label: str, env: dict[str, str], mounts: list[tuple[str, str, bool]]
+) -> dict[str, Any]:
+    """The OCI configuration of one script's container under runc: the task's (written by the
+    executor, services/orchestrator/core/bundles.py) with the loader as its command, the task's
+    variables by value, the storages' mounts and a cgroup named after the script's container."""
+    process = base["process"]
+    linux = base["linux"]
+    kept = [entry for entry in process.get("env") or [] if entry.partition("=")[0] not in env]
+    binds = [
+        {
+            "destination": target,
+            "type": "bind",
+            "source": source,
+            "options": ["rbind", "rprivate", "ro" if read_only else "rw"],
+        }
+        for source, target, read_only in mounts
+    ]
+    parent = str(linux.get("cgroupsPath") or "").rpartition("/")[0]
+    return {
+        **base,
+        "process": {
+            **process,
+            "args": [*process["args"], *shell_command(label)],
+            "env": kept + [f"{key}={value}" for key, value in env.items()],
+        },
+        "mounts": [*base["mounts"], *binds],
+        "linux": {**linux, "cgroupsPath": f"{parent}/{run_name(name, label)}"},
+    }

@@ -24,7 +24,7 @@ from runtime import barrier, exitcodes
 from runtime.analysis import analyze_exit
 from runtime.capturing import LogCapture
 from runtime.confining import ConfineError, acting_as, confine_self
-from runtime.container import shell_command
+from runtime.container import run_name, script_config, shell_command
 from runtime.environment import build_environment
 from runtime.errors import PluginError
 from runtime.plugins import (
@@ -134,6 +134,7 @@ class TaskRun:
         self._task_vars: list[str] = []
         self._mounts: list[tuple[str, str, bool]] = []
         self._image: str | None = None  # the id of the image the runtime pulled
+        self._bundle: Path | None = None  # the running script's bundle (runc), removed after it
 
     # -- signals ---------------------------------------------------------------------------
 
@@ -165,6 +166,10 @@ class TaskRun:
                 # bubblewrap and its init: the platform's, not the task's (see _in_sandbox).
                 keep = {root.pid, *(p.pid for p in root.children())}
                 procs = [p for p in procs if p.pid not in keep]
+            elif self.spec.container is not None and self.spec.container.runc is not None:
+                # runc passes it to the container's init, which passes it to the loader: the
+                # container's processes get it once, as they do from the engine's signal proxy.
+                procs = [root]
         except psutil.NoSuchProcess:
             return
         for proc in procs:
@@ -243,12 +248,19 @@ class TaskRun:
             os.close(script)
             self._child = None
             path.unlink(missing_ok=True)
+            if self._bundle is not None:
+                (self._bundle / "config.json").unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    self._bundle.rmdir()
+                self._bundle = None
 
     def _in_container(self, script: int, label: str) -> subprocess.Popen[bytes]:
         """The script run in the task's image: the engine's client reads it from its stdin and
         hands it to the container's (runtime/container.py); the engine proxies a stop signal."""
         container = self.spec.container
         assert container is not None
+        if container.runc is not None:
+            return self._in_runc(script, label)
         argv = [container.engine, *container.run]
         for name in self._task_vars:
             argv += ["--env", name]
@@ -271,6 +283,43 @@ class TaskRun:
             # The engine's client and its monitor are the platform's, not the task's: out of the
             # task's groups (the container itself is nested under them, --cgroup-parent).
             preexec_fn=(lambda: _leave_groups(groups)) if groups else None,
+        )
+
+    def _in_runc(self, script: int, label: str) -> subprocess.Popen[bytes]:
+        """The script in a container of its own that runc runs on the task's bundle (prepared by
+        the executor: the task's overlay over the image, the engine's configuration for it). The
+        container gets the script on its stdin and the task's variables by value in its
+        configuration, a file of the runtime's; runc passes a stop signal to its init and deletes
+        the container when it ends."""
+        container = self.spec.container
+        assert container is not None
+        runc = container.runc
+        assert runc is not None
+        own = {name: self.env[name] for name in self._task_vars}
+        base = json.loads(runc.config.read_bytes())
+        config = script_config(base, runc.name, label, own, self._mounts)
+        name = run_name(runc.name, label)
+        bundle = self._private / "bundles" / name
+        bundle.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(bundle / "config.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(config))  # the C encoder: json.dump's is Python's, 5x slower
+        self._bundle = bundle
+        confine = self.spec.confine
+        groups = [str(group.parent / "cgroup.procs") for group in (confine.cgroups if confine else [])]
+        return subprocess.Popen(
+            [runc.program, "--root", str(runc.root), "run", "--bundle", str(bundle), name],
+            cwd=bundle,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            stdin=script,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            # runc waits for its container: the platform's, out of the task's groups (the
+            # container's own group is nested under the task's, its cgroupsPath).
+            preexec_fn=(lambda: _leave_groups(groups)) if groups else None,
+            # The mount points runc makes in the task's root filesystem (/run, the work dir's
+            # path) must be open to the task's user, whatever the platform's own umask.
+            umask=0o022,
         )
 
     def _in_sandbox(self, path: Path, script: int) -> subprocess.Popen[bytes]:
@@ -373,12 +422,19 @@ class TaskRun:
     def _check_container_started(self, code: int) -> None:
         """The engine's words, not the user's command: the container never ran its shell (the
         image has no /bin/sh, or it may not be executed). Podman's init says "failed to exec
-        pid1" (exit 1); an engine without one has its OCI runtime say it (126, 127)."""
+        pid1" (exit 1); an engine without one has its OCI runtime say it (126, 127), runc run
+        directly "unable to start container process"."""
         assert self.capture is not None
         assert self.spec.container is not None
         tail = self.capture.tail.text()
         image = self.spec.container.digest or self.spec.container.image
-        not_run = "failed to exec pid1" in tail or "OCI runtime" in tail or "OCI permission denied" in tail
+        said = (
+            "failed to exec pid1",
+            "OCI runtime",
+            "OCI permission denied",
+            "unable to start container process",
+        )
+        not_run = any(words in tail for words in said)
         if not not_run:
             return
         if "permission denied" in tail.lower():

@@ -167,6 +167,13 @@ class RunAs(Record):
     gid: int
 
 
+class Runc(Record):
+    program: str
+    root: Path
+    config: Path
+    name: str
+
+
 class Container(Record):
     engine: str
     run: list[str]
@@ -175,6 +182,7 @@ class Container(Record):
     digest: str | None = None
     pull: bool = False
     auth_file: Path | None = None
+    runc: Runc | None = None
 
 
 class Sandbox(Record):
@@ -502,9 +510,24 @@ def _container(data: Any, where: str) -> Container | None:
         digest=f.optional_text("digest"),
         pull=f.flag("pull", False),
         auth_file=f.path("auth_file", None),
+        runc=_runc(f.take("runc", None)[0], f"{where}.runc"),
     )
     f.done()
     return container
+
+
+def _runc(data: Any, where: str) -> Runc | None:
+    if data is None:
+        return None
+    f = _Fields(data, where)
+    runc = Runc(
+        program=f.text("program", min_length=1),
+        root=f.path("root"),
+        config=f.path("config"),
+        name=f.text("name", min_length=1),
+    )
+    f.done()
+    return runc
 
 
 def _sandbox(data: Any, where: str) -> Sandbox | None:

@@ -123,6 +123,17 @@ class RunAs(_Model):
     gid: int = Field(ge=0)
 
 
+class Runc(_Model):
+    """The task's containers run by runc itself on a bundle the executor prepared (the image's
+    files under an overlay of the task's own, the engine's configuration patched for the task;
+    services/orchestrator/core/bundles.py), not through the engine's ``run``."""
+
+    program: str = Field(min_length=1, description="runc")
+    root: Path = Field(description="runc's state directory (--root), the platform's")
+    config: Path = Field(description="the task's OCI configuration; each script's adds its command")
+    name: str = Field(min_length=1, description="each script's container is this name, a dash, its label")
+
+
 class Container(_Model):
     """The task's commands run in its docker image through a container engine (the runtime stays
     on the host); see services/orchestrator/core/containers.py."""
@@ -141,6 +152,9 @@ class Container(_Model):
     )
     auth_file: Path | None = Field(
         default=None, description="registry credentials for the pull (root-only; removed after it)"
+    )
+    runc: Runc | None = Field(
+        default=None, description="None: each script runs with the engine's run and `run`; else with runc"
     )
 
 

@@ -133,6 +133,11 @@ class OrchestratorSettings(BackboneSettings):
     task_engine: str = "auto"
     task_sandbox: str = "auto"
     image_pull: str = "missing"
+    # What runs their containers under Podman: "auto" (runc itself on bundles the executor makes,
+    # where runc is Podman's runtime and the platform runs as root; else the engine), "runc" or
+    # "engine"; and how many of their starts may be in flight at once (None: twice the cores).
+    container_runner: str = "auto"
+    container_starts: int | None = Field(default=None, ge=1)
     # Replicas: one leads and the others stand by until its lease in KV is free (PAI_LEADER_LEASE);
     # each replica names itself with PAI_INSTANCE (a restarted replica takes its own lease back).
     leader_lease: bool = False
@@ -320,10 +325,15 @@ async def main(
                         settings.task_zero_cpu_cores,
                     ),
                 ),
-                engine=(await asyncio.to_thread(detect_engine, settings.task_engine, data_dir)).engine,
+                engine=(
+                    await asyncio.to_thread(
+                        detect_engine, settings.task_engine, data_dir, settings.container_runner
+                    )
+                ).engine,
                 image_pull=pull_policy(settings.image_pull),
                 sandbox=(await asyncio.to_thread(detect_sandbox, settings.task_sandbox)).tools,
                 disk=DiskShares(settings.task_disk_mb, settings.reserve_disk_mb, settings.disk_check_every),
+                container_starts=settings.container_starts,
             )
             log.info(
                 "local tasks",

@@ -31,6 +31,8 @@ PAIRS = [
     (writer.RunAs, reader.RunAs),
     (writer.LogRotation, reader.LogRotation),
     (writer.Confine, reader.Confine),
+    (writer.Container, reader.Container),
+    (writer.Runc, reader.Runc),
     (writer.RuntimeExit, reader.RuntimeExit),
     (writer.RuntimeResult, reader.RuntimeResult),
 ]
@@ -101,6 +103,21 @@ def full_spec(tmp_path: Path) -> writer.TaskSpec:
         run_as=writer.RunAs(name="pai-task", uid=990, gid=990),
         confine=writer.Confine(
             cgroups=[Path("/sys/fs/cgroup/memory/pai-x/j-9.2.worker-1.1")], rlimits={"RLIMIT_DATA": 1 << 30}
+        ),
+        container=writer.Container(
+            engine="/usr/bin/podman",
+            run=["run", "--rm"],
+            image="sha256:feed",
+            env={"CONTAINERS_CONF": "/srv/pai/containers.conf"},
+            digest="registry.example/app@sha256:beef",
+            pull=True,
+            auth_file=tmp_path / "private" / "auth.json",
+            runc=writer.Runc(
+                program="/usr/sbin/runc",
+                root=tmp_path / "runc",
+                config=tmp_path / "private" / "bundle.json",
+                name="pai-j-9-2-worker-1-1",
+            ),
         ),
         notice="the docker image was not used",
     )
@@ -210,6 +227,11 @@ REFUSED = [
     ("log_rotation", None, "log_rotation"),
     ("result_tail_kib", -1, "result_tail_kib"),
     ("run_as", {"name": "root", "uid": 0, "gid": 0}, "run_as.uid"),
+    ("container.image", "", "container.image"),
+    ("container.runc.name", "", "container.runc.name"),
+    ("container.runc.root", _DELETE, "container.runc.root: field required"),
+    ("container.runc.config", 7, "container.runc.config"),
+    ("container.runc.detach", True, "container.runc.detach: extra field"),
     ("spec_version", 2, "spec_version"),
     ("surprise", True, "surprise: extra field"),
 ]

@@ -2,7 +2,9 @@
 
 The test image is made on this machine, never pulled: busybox and bash, static builds from
 Debian's packages, and a marker file, imported with `podman import`. Every platform here runs
-with PAI_IMAGE_PULL=never, so nothing ever goes looking for a registry.
+with PAI_IMAGE_PULL=never, so nothing ever goes looking for a registry. The containers run as the
+platform runs them by default here (runc itself on the executor's bundles, PAI_CONTAINER_RUNNER
+auto); a stop and an orchestrator's death mid-task are tried with ``podman run`` too.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from services.orchestrator.adapters.bundling import STATE_DIR, overlays_under
 from services.orchestrator.adapters.engines import Engine, EngineError, resolve_image
 from services.orchestrator.adapters.isolation import engine_line
 from services.orchestrator.core.containers import LABEL_JOB
@@ -29,6 +32,7 @@ from tests.support.waiting import eventually, polled
 pytestmark = pytest.mark.timeout(240)
 
 ENGINE_ENV = {"PAI_TASK_ENGINE": "podman", "PAI_IMAGE_PULL": "never"}
+RUNNERS = pytest.mark.parametrize("runner", ["runc", "engine"])
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +59,8 @@ def _image_job(name: str, image: str, command: str, **top: object) -> str:
 
 
 def _containers_of(job_id: str, conf_dir: Path) -> list[str]:
+    """The job's containers Podman knows, and those runc knows in the platform's state
+    (``runc list``); the platform's data dir is ``conf_dir/data``."""
     done = subprocess.run(
         ["podman", "ps", "--all", "--filter", f"label={LABEL_JOB}={job_id}", "--format", "{{.Names}}"],
         env=podman_env(conf_dir),
@@ -62,7 +68,23 @@ def _containers_of(job_id: str, conf_dir: Path) -> list[str]:
         text=True,
         check=True,
     )
+    return done.stdout.split() + [name for name in runc_list(conf_dir / "data") if job_id in name]
+
+
+def runc_list(data_dir: Path) -> list[str]:
+    """``runc --root <the platform's state> list``: every container runc runs for the platform."""
+    state = data_dir / STATE_DIR
+    if not state.is_dir():
+        return []
+    done = subprocess.run(
+        ["runc", "--root", str(state), "list", "--quiet"], capture_output=True, text=True, check=True
+    )
     return done.stdout.split()
+
+
+def _left_behind(job_id: str, conf_dir: Path) -> list[str]:
+    """Containers of the job and overlays under the data dir: none once its tasks are over."""
+    return _containers_of(job_id, conf_dir) + [str(p) for p in overlays_under(conf_dir / "data")]
 
 
 async def _task_of(platform: Platform, name: str) -> dict[str, object]:
@@ -86,8 +108,8 @@ async def test_a_job_runs_in_its_image_and_records_the_digest(
         task = await _task_of(platform, "in-image")
         digest = str(task["imageDigest"])
         assert digest.startswith("localhost/pai-test-marker@sha256:"), digest
-        assert "through podman" in str(task["executorNote"])
-        assert _containers_of(job_id, tmp_path) == []  # removed once it ended
+        assert "through podman and runc" in str(task["executorNote"])  # runc itself, by default
+        assert _left_behind(job_id, tmp_path) == []  # removed once it ended, its overlay unmounted
 
         # Run again on the same bits: the clone names the image by the digest it ran.
         cli = Cli(platform.info.api_url, tmp_path / "config")
@@ -147,29 +169,32 @@ async def test_an_absent_image_fails_the_task_once_with_254(tmp_path: Path) -> N
         assert detail["jobStatus"]["retries"] == 0  # permanent: never retried
 
 
+@RUNNERS
 async def test_a_job_stopped_mid_run_leaves_no_container(
-    tmp_path: Path, marker_image: tuple[str, str]
+    tmp_path: Path, marker_image: tuple[str, str], runner: str
 ) -> None:
     image, _ = marker_image
     command = "trap 'echo stopping; exit 143' TERM; echo up; sleep 300 & wait"
-    async with running_platform(tmp_path / "data", env=ENGINE_ENV) as platform:
+    env = {**ENGINE_ENV, "PAI_CONTAINER_RUNNER": runner}
+    async with running_platform(tmp_path / "data", env=env) as platform:
         job_id = await platform.submit(_image_job("stopped", image, command))
         await platform.watcher.wait_for("task.started", job_id)
         await eventually(polled(lambda: _containers_of(job_id, tmp_path)), bool, within=30)
+        assert (runc_list(tmp_path / "data") != []) == (runner == "runc")
         stopped = await platform.api.put("/api/v2/jobs/admin~stopped/executionType", json={"value": "STOP"})
         assert stopped.status_code in (200, 202), stopped.text
         assert (await platform.completed(job_id)).state == "STOPPED"
-        await eventually(
-            polled(lambda: _containers_of(job_id, tmp_path)), lambda names: names == [], within=30
-        )
+        await eventually(polled(lambda: _left_behind(job_id, tmp_path)), lambda left: left == [], within=30)
 
 
+@RUNNERS
 async def test_the_orchestrator_killed_mid_task_adopts_it_and_reports_its_end_once(
-    tmp_path: Path, marker_image: tuple[str, str]
+    tmp_path: Path, marker_image: tuple[str, str], runner: str
 ) -> None:
     image, _ = marker_image
     command = "echo ran >> ran.log; while [ ! -f gate ]; do sleep 0.05; done; echo done"
-    async with running_platform(tmp_path / "data", env=ENGINE_ENV) as platform:
+    env = {**ENGINE_ENV, "PAI_CONTAINER_RUNNER": runner}
+    async with running_platform(tmp_path / "data", env=env) as platform:
         job_id = await platform.submit(_image_job("adopted", image, command))
         await platform.watcher.wait_for("task.started", job_id)
         ran = await eventually(
@@ -188,7 +213,35 @@ async def test_the_orchestrator_killed_mid_task_adopts_it_and_reports_its_end_on
         assert ran.read_text() == "ran\n"  # the container ran once
         assert len(platform.watcher.of("task.started", job_id)) == 1
         assert len(platform.watcher.of("task.completed", job_id)) == 1
-        assert _containers_of(job_id, tmp_path) == []
+        assert _left_behind(job_id, tmp_path) == []
+
+
+@RUNNERS
+async def test_a_task_whose_runtime_dies_leaves_no_container(
+    tmp_path: Path, marker_image: tuple[str, str], runner: str
+) -> None:
+    """Its container outlives it (under conmon, or under an orphaned runc): the executor removes
+    it, and the task's overlay, when it sees the runtime gone."""
+    image, _ = marker_image
+    env = {**ENGINE_ENV, "PAI_CONTAINER_RUNNER": runner}
+    async with running_platform(tmp_path / "data", env=env) as platform:
+        job_id = await platform.submit(_image_job("orphaned", image, "echo up; sleep 300"))
+        await platform.watcher.wait_for("task.started", job_id)
+        await eventually(polled(lambda: _containers_of(job_id, tmp_path)), bool, within=30)
+        pid = next((tmp_path / "data" / "jobs" / job_id).glob("attempt-0/main-0/try-0/pid"))
+        os.kill(int(pid.read_text()), signal.SIGKILL)
+        await platform.watcher.wait_for("task.completed", job_id)
+        first = "-0-main-0-0"  # the first attempt's; a retry's are its own
+        await eventually(
+            polled(lambda: [n for n in _left_behind(job_id, tmp_path) if first in n or "/attempt-0/" in n]),
+            lambda left: left == [],
+            within=30,
+        )
+        # A runtime gone is the platform's failure: the job is tried again. Stopped, it leaves none.
+        stopped = await platform.api.put("/api/v2/jobs/admin~orphaned/executionType", json={"value": "STOP"})
+        assert stopped.status_code in (200, 202), stopped.text
+        await platform.completed(job_id)
+        await eventually(polled(lambda: _left_behind(job_id, tmp_path)), lambda left: left == [], within=30)
 
 
 async def test_an_image_without_a_shell_fails_with_openpais_start_cmd_not_found(
@@ -210,10 +263,15 @@ async def test_an_image_without_a_shell_fails_with_openpais_start_cmd_not_found(
 
 def test_pai_up_names_the_engine_and_the_pull_policy(tmp_path: Path, marker_image: tuple[str, str]) -> None:
     line = engine_line(tmp_path, {"PAI_TASK_ENGINE": "auto", "PAI_IMAGE_PULL": "never"})
-    assert (
-        line
-        == "tasks run in their docker images through podman (runc); images pulled: never (PAI_IMAGE_PULL)"
+    assert line == (
+        "tasks run in their docker images: podman's images, run by runc itself; "
+        "images pulled: never (PAI_IMAGE_PULL)"
     )
+    line = engine_line(tmp_path, {"PAI_IMAGE_PULL": "never", "PAI_CONTAINER_RUNNER": "engine"})
+    assert line == (
+        "tasks run in their docker images through podman (runc); images pulled: never (PAI_IMAGE_PULL)"
+    )
+    assert "must be auto, runc or engine" in engine_line(tmp_path, {"PAI_CONTAINER_RUNNER": "crun"})
     assert engine_line(tmp_path, {"PAI_TASK_ENGINE": "host"}) == "tasks run on the host: PAI_TASK_ENGINE=host"
     assert "must be auto, podman, docker or host" in engine_line(tmp_path, {"PAI_TASK_ENGINE": "lxc"})
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from services.orchestrator.adapters.engines import (
     Engine,
+    ImageLookups,
     ImageMissingError,
+    choose_runner,
     detect_engine,
     find_image,
     resolve_image,
@@ -110,3 +113,61 @@ async def test_an_image_not_on_the_node_is_left_to_the_tasks_runtime_to_pull(
         "registry.example/team/app@sha256:abcd",
         False,
     )
+
+
+async def test_an_image_is_looked_at_again_only_once_the_engines_list_of_images_changed(
+    fake: Engine, tmp_path: Path
+) -> None:
+    images = tmp_path / "storage" / "overlay-images" / "images.json"
+    images.parent.mkdir(parents=True)
+    images.write_text("[]")
+    engine = replace(fake, images_file=str(images))
+    lookups = ImageLookups()
+    (tmp_path / "pulled").touch()
+
+    def looks() -> int:
+        return (tmp_path / "calls").read_text().count("image inspect")
+
+    first = await find_image(engine, "app:1", "missing", lookups)
+    assert await find_image(engine, "app:1", "missing", lookups) == first
+    assert looks() == 1  # the second attempt's look is the first's
+    rewritten = images.with_name("images.json.tmp")
+    rewritten.write_text('[{"id": "another"}]')
+    os.replace(rewritten, images)  # a pull, tag, import or removal: the engine rewrites it
+    await find_image(engine, "app:1", "missing", lookups)
+    assert looks() == 2
+    await find_image(fake, "app:1", "missing", lookups)  # no list to watch (Docker): always asked
+    await find_image(fake, "app:1", "missing", lookups)
+    assert looks() == 4
+    os.remove(tmp_path / "pulled")
+    images.write_text("[]  ")
+    missing = await find_image(engine, "app:1", "missing", lookups)
+    assert missing.pull  # an image gone is gone at once
+    assert await find_image(engine, "app:1", "missing", lookups) == missing
+    assert looks() == 6  # what is not there is never kept
+
+
+def test_the_runner_is_runc_where_podman_runs_it_and_the_platform_is_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    podman = Engine("podman", "/usr/bin/podman", "runc")
+    (tmp_path / "runc").write_text("#!/bin/sh\n")
+    (tmp_path / "runc").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert choose_runner(podman, "auto") == replace(podman, runner="runc", runc=str(tmp_path / "runc"))
+    assert choose_runner(podman, "engine") == podman
+    assert choose_runner(Engine("docker", "/usr/bin/docker", "runc"), "auto").runner == "engine"
+    assert choose_runner(Engine("podman", "/usr/bin/podman", "crun"), "auto").runner == "engine"
+    with pytest.raises(ValueError, match="PAI_CONTAINER_RUNNER=runc: Podman runs crun, not runc"):
+        choose_runner(Engine("podman", "/usr/bin/podman", "crun"), "runc")
+    with pytest.raises(ValueError, match="must be auto, runc or engine"):
+        choose_runner(podman, "crun")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert choose_runner(podman, "auto") == podman
+    with pytest.raises(ValueError, match="mounting an image's files needs root"):
+        choose_runner(podman, "runc")
+    (tmp_path / "runc").unlink()
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(ValueError, match="no runc"):
+        choose_runner(podman, "runc")

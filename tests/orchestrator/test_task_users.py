@@ -487,20 +487,24 @@ def test_the_engine_line_names_a_wrong_setting(tmp_path: Path) -> None:
 def test_the_engine_line_names_the_engine_and_the_pull_policy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    asked: list[tuple[str, Path]] = []
+    asked: list[tuple[str, Path, str]] = []
 
-    def detect(setting: str, data_dir: Path) -> engines.EngineChoice:
-        asked.append((setting, data_dir))
-        return engines.EngineChoice(engines.Engine("podman", "/usr/bin/podman", "runc"))
+    def detect(setting: str, data_dir: Path, runner: str) -> engines.EngineChoice:
+        asked.append((setting, data_dir, runner))
+        podman = engines.Engine("podman", "/usr/bin/podman", "runc")
+        if runner == "auto":
+            podman = engines.Engine("podman", "/usr/bin/podman", "runc", runner="runc", runc="/usr/sbin/runc")
+        return engines.EngineChoice(podman)
 
     monkeypatch.setattr(engines, "detect_engine", detect)
     assert engine_line(tmp_path, {}) == (
-        "tasks run in their docker images through podman (runc); images pulled: missing (PAI_IMAGE_PULL)"
+        "tasks run in their docker images: podman's images, run by runc itself; "
+        "images pulled: missing (PAI_IMAGE_PULL)"
     )
-    assert engine_line(tmp_path, {"PAI_TASK_ENGINE": "podman", "PAI_IMAGE_PULL": "never"}) == (
-        "tasks run in their docker images through podman (runc); images pulled: never (PAI_IMAGE_PULL)"
-    )
-    assert asked == [("auto", tmp_path), ("podman", tmp_path)]
+    assert engine_line(
+        tmp_path, {"PAI_TASK_ENGINE": "podman", "PAI_IMAGE_PULL": "never", "PAI_CONTAINER_RUNNER": "engine"}
+    ) == ("tasks run in their docker images through podman (runc); images pulled: never (PAI_IMAGE_PULL)")
+    assert asked == [("auto", tmp_path, "auto"), ("podman", tmp_path, "engine")]
 
 
 def test_tenant_uids_made_by_hand_default_to_the_machines_registry(tmp_path: Path) -> None:

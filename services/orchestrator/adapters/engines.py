@@ -7,6 +7,12 @@ CONTAINERS_CONF to every call the platform makes and nothing else's: the OCI run
 where it is installed (crun cannot run on a machine whose cgroups are in hybrid mode) and no
 default ulimits (raising them fails where the platform itself runs under a lower hard limit).
 
+``PAI_CONTAINER_RUNNER`` says what runs a task's containers under Podman: ``auto`` (the default:
+runc itself where it is installed beside Podman and the platform runs as root, on a bundle the
+executor prepares from Podman's image and configuration, adapters/bundling.py; else the engine),
+``runc`` (that, or the orchestrator does not start) or ``engine`` (``podman run`` for each
+script). An image the task's runtime pulls first runs through the engine.
+
 ``PAI_IMAGE_PULL`` says when images are pulled: ``missing`` (the default), ``never`` or
 ``always``. An image that is not on the machine and cannot be pulled fails the task once with
 OpenPAI's 254 (ContainerImageNotExists, never retried). The registry credentials of a
@@ -24,7 +30,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -32,7 +38,9 @@ from runtime.exitcodes import IMAGE_NOT_EXISTS
 from services.orchestrator.adapters.executing import ContainmentError
 
 PullPolicy = Literal["missing", "never", "always"]
+Runner = Literal["engine", "runc"]
 ENGINES = ("podman", "docker")
+RUNNERS = ("auto", "runc", "engine")
 CONTAINERS_CONF = "containers.conf"
 PROBE_TIMEOUT_S = 30.0
 PULL_TIMEOUT_S = 1800.0
@@ -56,8 +64,17 @@ class Engine:
     runtime: str
     env: dict[str, str] = field(default_factory=dict)
     cdi: bool = False
+    runner: Runner = "engine"
+    """What runs the containers: the engine's ``run``, or ``runc`` on bundles the executor makes."""
+    runc: str = ""
+    """runc's program, where it runs them."""
+    images_file: str = ""
+    """Podman's list of its images (``<graph root>/<driver>-images/images.json``), rewritten at
+    every change of an image: what was looked up holds until it changes (ImageLookups)."""
 
     def describe(self) -> str:
+        if self.runner == "runc":
+            return f"tasks run in their docker images: {self.name}'s images, run by runc itself"
         return f"tasks run in their docker images through {self.name} ({self.runtime})"
 
 
@@ -109,7 +126,11 @@ def _has_cdi_nvidia() -> bool:
 
 
 def _probe(name: str, program: str, env: Mapping[str, str]) -> tuple[Engine | None, str]:
-    template = "{{.Host.OCIRuntime.Name}}" if name == "podman" else "{{.DefaultRuntime}}"
+    template = (
+        "{{.Host.OCIRuntime.Name}} {{.Store.GraphRoot}} {{.Store.GraphDriverName}}"
+        if name == "podman"
+        else "{{.DefaultRuntime}}"
+    )
     try:
         done = subprocess.run(
             [program, "info", "--format", template],
@@ -124,13 +145,40 @@ def _probe(name: str, program: str, env: Mapping[str, str]) -> tuple[Engine | No
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         return None, f"{name} info failed: {last}"
-    runtime = done.stdout.strip() or "default runtime"
-    return Engine(name, program, runtime, dict(env), cdi=_has_cdi_nvidia()), ""
+    runtime, *store = done.stdout.split() or ["default runtime"]
+    images = str(Path(store[0]) / f"{store[1]}-images" / "images.json") if len(store) == 2 else ""
+    return Engine(name, program, runtime, dict(env), cdi=_has_cdi_nvidia(), images_file=images), ""
 
 
-def detect_engine(setting: str, data_dir: Path) -> EngineChoice:
+def choose_runner(engine: Engine, setting: str) -> Engine:
+    """The engine with what runs its containers (PAI_CONTAINER_RUNNER); ValueError where runc
+    is asked for and cannot be."""
+    setting = (setting or "auto").strip().lower()
+    if setting not in RUNNERS:
+        raise ValueError(f"PAI_CONTAINER_RUNNER={setting!r}: must be auto, runc or engine")
+    if setting == "engine":
+        return engine
+    runc = shutil.which("runc")
+    why = ""
+    if engine.name != "podman":
+        why = f"bundles are made from Podman's images, not {engine.name}'s"
+    elif runc is None:
+        why = "no runc"
+    elif engine.runtime != "runc":
+        why = f"Podman runs {engine.runtime}, not runc"
+    elif os.geteuid() != 0:
+        why = "mounting an image's files needs root"
+    if why and setting == "runc":
+        raise ValueError(f"PAI_CONTAINER_RUNNER=runc: {why}")
+    if why or runc is None:
+        return engine
+    return replace(engine, runner="runc", runc=runc)
+
+
+def detect_engine(setting: str, data_dir: Path, runner: str = "auto") -> EngineChoice:
     """The engine tasks run through, or why they run on the host. An engine named outright that
-    does not work is an error (ValueError): the operator asked for containers."""
+    does not work is an error (ValueError): the operator asked for containers; so is a runner
+    (``runner``, PAI_CONTAINER_RUNNER) that cannot be."""
     setting = (setting or "auto").strip().lower()
     if setting == "host":
         return EngineChoice(None, "PAI_TASK_ENGINE=host")
@@ -146,7 +194,7 @@ def detect_engine(setting: str, data_dir: Path) -> EngineChoice:
         env = {"CONTAINERS_CONF": str(write_containers_conf(data_dir))} if name == "podman" else {}
         engine, why = _probe(name, program, env)
         if engine is not None:
-            return EngineChoice(engine)
+            return EngineChoice(choose_runner(engine, runner))
         reasons.append(why)
     why = "; ".join(reasons)
     if setting != "auto":
@@ -255,7 +303,7 @@ async def resolve_image(
             args[1:1] = ["--authfile", str(auth_path)]
     try:
         env_extra = {"DOCKER_CONFIG": str(auth_path.parent)} if auth_path and engine.name == "docker" else {}
-        pulling = Engine(engine.name, engine.program, engine.runtime, {**engine.env, **env_extra}, engine.cdi)
+        pulling = replace(engine, env={**engine.env, **env_extra})
         code, _, err = await _call(pulling, *args, limit_s=PULL_TIMEOUT_S)
     finally:
         if auth_path is not None:
@@ -269,13 +317,51 @@ async def resolve_image(
     return found
 
 
-async def find_image(engine: Engine, image: str, policy: PullPolicy) -> ResolvedImage:
+class ImageLookups:
+    """What ``image inspect`` said of each reference, kept while the engine's list of images is
+    the same file (inode, time, size): any pull, tag, import or removal rewrites it, and the next
+    look asks the engine again. A look costs a Podman client, some 30 ms of CPU; a task in its
+    image needs one per attempt. Without the file (Docker) every look asks the engine."""
+
+    KEPT = 256
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, str], tuple[tuple[int, int, int], ResolvedImage]] = {}
+
+    @staticmethod
+    def _stamp(engine: Engine) -> tuple[int, int, int] | None:
+        if not engine.images_file:
+            return None
+        try:
+            info = os.stat(engine.images_file)
+        except OSError:
+            return None
+        return (info.st_ino, info.st_mtime_ns, info.st_size)
+
+    async def inspect(self, engine: Engine, image: str) -> ResolvedImage | None:
+        key = (engine.program, image)
+        stamp = self._stamp(engine)
+        kept = self._found.get(key)
+        if stamp is not None and kept is not None and kept[0] == stamp:
+            return kept[1]
+        found = await _inspect(engine, image)
+        if stamp is not None and found is not None:
+            self._found.pop(key, None)
+            self._found[key] = (stamp, found)
+            while len(self._found) > self.KEPT:
+                del self._found[next(iter(self._found))]
+        return found
+
+
+async def find_image(
+    engine: Engine, image: str, policy: PullPolicy, lookups: ImageLookups | None = None
+) -> ResolvedImage:
     """The image as it will run when it is on the node; else, where the policy allows a pull, a
     reference the task's runtime pulls first (so the task shows it pulls, in its note and log);
     ImageMissingError (254) where it does not."""
     if policy == "always":
         return ResolvedImage(image, None, pull=True)
-    found = await _inspect(engine, image)
+    found = await (lookups.inspect(engine, image) if lookups is not None else _inspect(engine, image))
     if found is not None:
         return found
     if policy == "never":

@@ -459,7 +459,9 @@ def engine_line(data_dir: Path, environ: Mapping[str, str]) -> str:
     from services.orchestrator.adapters.engines import detect_engine, pull_policy
 
     try:
-        choice = detect_engine(environ.get("PAI_TASK_ENGINE", "auto"), data_dir)
+        choice = detect_engine(
+            environ.get("PAI_TASK_ENGINE", "auto"), data_dir, environ.get("PAI_CONTAINER_RUNNER", "auto")
+        )
         pull = pull_policy(environ.get("PAI_IMAGE_PULL", "missing"))
     except ValueError as exc:
         return f"task engine: {exc}"

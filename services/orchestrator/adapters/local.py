@@ -58,7 +58,8 @@ from libs.protocol.capacity import disk_reserve_mb, task_disk_mb
 from libs.protocol.events import FailureInfo
 from runtime.exitcodes import from_returncode
 from runtime.processes import find_runtimes, runtime_command
-from runtime.spec_model import Confine, Container, RunAs, Sandbox, TaskSpec
+from runtime.spec_model import Confine, Container, RunAs, Runc, Sandbox, TaskSpec
+from services.orchestrator.adapters.bundling import Bundles, remove_rootfs, remove_task_containers
 from services.orchestrator.adapters.confinement import (
     CGROUP_ROOT,
     Confinement,
@@ -68,6 +69,7 @@ from services.orchestrator.adapters.confinement import (
 )
 from services.orchestrator.adapters.engines import (
     Engine,
+    ImageLookups,
     PullPolicy,
     ResolvedImage,
     find_image,
@@ -189,6 +191,27 @@ def _container_of(directory: Path) -> str | None:
         return str(run[run.index("--name") + 1]) if "--name" in run else None
     except (OSError, ValueError, TypeError, AttributeError, IndexError):
         return None
+
+
+def _runc_of(directory: Path) -> Runc | None:
+    """How runc ran the task's containers (from its spec; None: they were not run by runc)."""
+    try:
+        data = json.loads((directory / SPEC_FILE).read_bytes())
+        runc = (data.get("container") or {}).get("runc")
+        return Runc.model_validate(runc) if runc else None
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def _runc_cgroup_parent(config: Path) -> str | None:
+    """The cgroup parent of the task's containers under runc: the task's memory group, from its
+    bundle (each script's container is a group below it)."""
+    try:
+        data = json.loads(config.read_bytes())
+        path = str(data["linux"]["cgroupsPath"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return path.rpartition("/")[0] or None
 
 
 def _cgroup_parent_of(directory: Path) -> str | None:
@@ -338,6 +361,7 @@ class LocalExecutor:
         image_pull: PullPolicy = "missing",
         sandbox: SandboxTools | None = None,
         disk: DiskShares | None = None,
+        container_starts: int | None = None,
     ) -> None:
         self.data_dir = data_dir
         # Each task's share of the data dir's filesystem, and the platform's reserve on it.
@@ -351,8 +375,19 @@ class LocalExecutor:
         self.engine = engine
         self.image_pull: PullPolicy = image_pull
         self._platform_label = platform_label(data_dir)
+        # Where runc runs the containers itself: the images' mounts and templates it keeps.
+        self._bundles = (
+            Bundles(engine, data_dir, self._platform_label)
+            if engine is not None and engine.runner == "runc"
+            else None
+        )
+        # Starts of tasks in their images in flight at once: a burst of them queues here rather
+        # than thrash the machine (each is an image look, a bundle, a runtime and its container).
+        self._starts = asyncio.Semaphore(container_starts or 2 * (os.cpu_count() or 1))
         # The images of the attempts whose tasks start now, resolved once per attempt and image.
         self._images: OrderedDict[tuple[str, int, str], ResolvedImage] = OrderedDict()
+        # What the engine said of each image, while its list of images is unchanged.
+        self._lookups = ImageLookups()
         # The node's NVIDIA MPS control daemon, where one runs: shared tasks are its clients.
         self.mps_pipe_dir = mps_pipe_dir
         # Who the tasks' commands run as: a uid per tenant, one user for all (``task_user``), or
@@ -409,42 +444,11 @@ class LocalExecutor:
                 raise AlreadyRunningError(f"{directory}: its process runs") from None
             if began(directory):
                 raise AlreadyRunningError(f"{directory}: it ran before")
-            secrets = await self._secrets(job_id)
-            if secrets:
-                fd = os.open(directory / SECRETS_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(secrets, f)
-            run_as = RunAs(name=user.name, uid=user.uid, gid=user.gid) if user is not None else None
-            image = await self._image(framework, key, directory) if self.engine is not None else None
-            spec = build_spec(
-                self.data_dir,
-                framework,
-                key,
-                directory,
-                bool(secrets),
-                run_as,
-                self._notice(framework, key, user, image),
-                self._attempt_peers(framework, key.job_attempt),
-            )
-            spec = self._confined(spec, directory, key)
-            if spec.gpu_milli and self.mps_pipe_dir is not None:
-                spec = spec.model_copy(update={"mps_pipe_dir": self.mps_pipe_dir})
-            if image is not None:
-                spec = self._in_image(spec, framework, key, user, image)
-            elif self.sandbox is not None and run_as is not None:
-                sandbox = Sandbox(
-                    wrap=wrap_arguments(self.sandbox, share_ipc=spec.mps_pipe_dir is not None),
-                    drop=drop_arguments(self.sandbox, run_as.uid, run_as.gid),
-                )
-                spec = spec.model_copy(update={"sandbox": sandbox})
-            (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
-            share_with_task(directory / SPEC_FILE, user)
-            out = os.open(directory / RUNTIME_OUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                forked = await self._fork(directory, lock, out)
-                pid, returncode = self._spawn(directory, lock, out) if forked is None else forked
-            finally:
-                os.close(out)
+            if self.engine is None:
+                pid, returncode = await self._launch(framework, key, directory, user, lock)
+            else:
+                async with self._starts:
+                    pid, returncode = await self._launch(framework, key, directory, user, lock)
             (directory / PID_FILE).write_text(str(pid))
         except ForkServerLost:
             # The server died with the request: whether it forked the task first, the lock says
@@ -460,6 +464,56 @@ class LocalExecutor:
         self._watch(job_id, key, self._wait_exit(job_id, key, returncode, directory))
         log.info("task started", job_id=job_id, key=list(key), pid=pid)
         return pid, directory
+
+    async def _launch(
+        self, framework: Framework, key: TaskKey, directory: Path, user: TaskUser | None, lock: int
+    ) -> tuple[int, Awaitable[int]]:
+        """The task's spec written and its runtime started: its pid, and its return code to await."""
+        job_id = framework.job_id
+        secrets = await self._secrets(job_id)
+        if secrets:
+            fd = os.open(directory / SECRETS_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(secrets, f)
+        run_as = RunAs(name=user.name, uid=user.uid, gid=user.gid) if user is not None else None
+        image = await self._image(framework, key, directory) if self.engine is not None else None
+        spec = build_spec(
+            self.data_dir,
+            framework,
+            key,
+            directory,
+            bool(secrets),
+            run_as,
+            self._notice(framework, key, user, image),
+            self._attempt_peers(framework, key.job_attempt),
+        )
+        spec = self._confined(spec, directory, key)
+        if spec.gpu_milli and self.mps_pipe_dir is not None:
+            spec = spec.model_copy(update={"mps_pipe_dir": self.mps_pipe_dir})
+        if image is not None:
+            spec = await self._in_image(spec, framework, key, directory, user, image)
+        elif self.sandbox is not None and run_as is not None:
+            sandbox = Sandbox(
+                wrap=wrap_arguments(self.sandbox, share_ipc=spec.mps_pipe_dir is not None),
+                drop=drop_arguments(self.sandbox, run_as.uid, run_as.gid),
+            )
+            spec = spec.model_copy(update={"sandbox": sandbox})
+        try:
+            (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
+            share_with_task(directory / SPEC_FILE, user)
+            out = os.open(directory / RUNTIME_OUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                forked = await self._fork(directory, lock, out)
+                pid, returncode = self._spawn(directory, lock, out) if forked is None else forked
+            finally:
+                os.close(out)
+        except ForkServerLost:
+            raise  # the start is tried again, or the task adopted: the bundle stays for it
+        except Exception:
+            if spec.container is not None and spec.container.runc is not None:
+                await asyncio.to_thread(remove_rootfs, directory, directory / PRIVATE_DIR)
+            raise
+        return pid, returncode
 
     async def _fork(self, directory: Path, lock: int, out: int) -> Forked | None:
         """The task's runtime forked by the fork server, or None where there is none."""
@@ -511,16 +565,24 @@ class LocalExecutor:
         ident = (framework.job_id, key.job_attempt, reference)
         found = self._images.get(ident)
         if found is None:
-            found = await find_image(self.engine, reference, self.image_pull)
+            found = await find_image(self.engine, reference, self.image_pull, self._lookups)
             self._images[ident] = found
             while len(self._images) > PEERS_KEPT:
                 self._images.popitem(last=False)
         return found
 
-    def _in_image(
-        self, spec: TaskSpec, framework: Framework, key: TaskKey, user: TaskUser | None, image: ResolvedImage
+    async def _in_image(
+        self,
+        spec: TaskSpec,
+        framework: Framework,
+        key: TaskKey,
+        directory: Path,
+        user: TaskUser | None,
+        image: ResolvedImage,
     ) -> TaskSpec:
-        """The spec with the container its commands run in."""
+        """The spec with the container its commands run in: run by runc on the task's bundle,
+        made now, where the executor runs them so (an image its runtime pulls first runs through
+        the engine), else through the engine's run."""
         assert self.engine is not None
         resources = spec.role_info(spec.role).resources
         parent = self._cgroup_parent(spec.confine.cgroups if spec.confine else [])
@@ -547,6 +609,18 @@ class LocalExecutor:
             cdi=self.engine.cdi,
             mounts=mounts,
         )
+        if self._bundles is not None and not image.pull and spec.dirs.private_dir is not None:
+            config = await self._bundles.prepare(plan, directory, spec.dirs.private_dir)
+            runc = Runc(program=self.engine.runc, root=self._bundles.state, config=config, name=plan.name)
+            container = Container(
+                engine=self.engine.program,
+                run=[],
+                image=image.run,
+                env=dict(self.engine.env),
+                digest=image.digest,
+                runc=runc,
+            )
+            return spec.model_copy(update={"container": container})
         container = Container(
             engine=self.engine.program,
             run=run_arguments(plan),
@@ -600,8 +674,9 @@ class LocalExecutor:
             )
         if resolved is not None and self.engine is not None:
             pinned = resolved.digest or resolved.run
+            through = f"{self.engine.name} and runc" if self._bundles is not None else self.engine.name
             return (
-                f"the commands run in the docker image {image} ({pinned}) through {self.engine.name}, "
+                f"the commands run in the docker image {image} ({pinned}) through {through}, "
                 f"as {who}, in directory {work} (mounted at the same path)"
             )
         return (
@@ -706,7 +781,12 @@ class LocalExecutor:
     async def _remove_container(self, directory: Path, exit_: TaskExit) -> None:
         """A container the task's runtime did not see end (the task was stopped, or its runtime
         killed) is removed: none is left behind once the task is over; nor are the cgroups the
-        engine made for its containers under the task's parent path."""
+        engine made for its containers under the task's parent path. A task whose containers runc
+        ran has its overlay unmounted and its layer removed too, however it ended."""
+        runc = _runc_of(directory)
+        if runc is not None:
+            await self._remove_runc(directory, runc)
+            return
         if self.engine is None:
             return
         name = _container_of(directory)
@@ -718,6 +798,16 @@ class LocalExecutor:
             parent = _cgroup_parent_of(directory)
             if parent:
                 await asyncio.to_thread(remove_engine_groups, parent, set(_cgroups_of(directory)))
+
+    async def _remove_runc(self, directory: Path, runc: Runc) -> None:
+        try:
+            await remove_task_containers(runc.program, runc.root, runc.name)
+        finally:
+            await asyncio.to_thread(remove_rootfs, directory, directory / PRIVATE_DIR)
+            own = _cgroups_of(directory)
+            parent = _runc_cgroup_parent(runc.config)
+            if own and parent:
+                await asyncio.to_thread(remove_engine_groups, parent, set(own))
 
     async def _remove_exited(self, directory: Path, exit_: TaskExit, name: str) -> None:
         assert self.engine is not None
@@ -856,3 +946,5 @@ class LocalExecutor:
         await asyncio.gather(*watchers, return_exceptions=True)
         if self._forks is not None:
             await self._forks.close()
+        if self._bundles is not None:
+            await self._bundles.close()

@@ -1,0 +1,159 @@
+"""A task's OCI bundle: the engine's own configuration of its image, patched for the task.
+
+Where ``runc`` is installed beside Podman the local executor runs a task's containers with runc
+itself (adapters/bundling.py): ``podman run`` costs a client, a monitor (conmon) and the OCI
+runtime for every command script, some 150 ms of CPU on two cores, where runc alone on a
+prepared bundle costs 40. Nothing of what the engine decides is written by
+hand here: the executor has the engine create one container per image with the task arguments
+of core/containers.py (the same security flags: no capability, no-new-privileges, the engine's
+default seccomp profile, its masked and read-only paths, its init), reads the OCI configuration
+the engine generated for it, and removes it. This module turns that template into one task's
+configuration, changing only what differs from task to task:
+
+- the process: its user (the tenant's uid and gid, no other group), its working directory (the
+  task's work dir), and its arguments up to the command (the engine's init and the image's
+  entrypoint; the runtime adds the script's loader, runtime/container.py);
+- the root filesystem: the task's own overlay over the image (read-write, dropped at its end);
+- the mounts: the work dir at the same path instead of the template's, the engine's files
+  (hosts, resolv.conf, hostname) from the executor's copies, read-only, ``/dev/shm`` a tmpfs of
+  the task's size, and the task's own mounts (the MPS pipe directory);
+- its cgroup, nested under the task's memory group as ``--cgroup-parent`` nests it (the runtime
+  names the leaf after each script's container), and its CPU, process and (where the task has no
+  group of its own) memory limits;
+- annotations naming the platform, the job and the task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from services.orchestrator.core.containers import ContainerPlan, run_arguments, shm_mib
+
+TEMPLATE_COMMAND = ("/bin/sh",)
+"""The command the template is created with: what follows the init and the image's entrypoint in
+its arguments, taken off again (each script's container runs the runtime's loader instead)."""
+CPU_PERIOD_US = 100_000
+SHM = "/dev/shm"
+MIB = 1024 * 1024
+_PER_CONTAINER_ANNOTATIONS = ("io.kubernetes.cri-o.Created",)
+
+
+class TemplateError(ValueError):
+    """The engine's configuration is not what a task's can be made from (an engine that changed)."""
+
+
+def template_arguments(plan: ContainerPlan) -> list[str]:
+    """``create ...`` for the template: the task's run arguments, the image and the template's
+    command (the plan's per-task values are placeholders the patch replaces)."""
+    if plan.engine != "podman":
+        raise TemplateError("a bundle's template is made by Podman")
+    return ["create", *run_arguments(plan)[1:], plan.image, *TEMPLATE_COMMAND]
+
+
+def _entry_args(process: Mapping[str, Any]) -> list[str]:
+    args = [str(a) for a in process.get("args") or []]
+    tail = len(TEMPLATE_COMMAND)
+    if len(args) < tail or tuple(args[-tail:]) != TEMPLATE_COMMAND:
+        raise TemplateError(f"the template's arguments {args} do not end with its command")
+    return args[:-tail]
+
+
+def _file_mount(mount: Mapping[str, Any], source: str) -> dict[str, Any]:
+    options = [str(o) for o in mount.get("options") or [] if o not in ("rw", "ro")]
+    return {**mount, "source": source, "options": [*options, "ro"]}
+
+
+def _bind(source: str, target: str, read_only: bool) -> dict[str, Any]:
+    return {
+        "destination": target,
+        "type": "bind",
+        "source": source,
+        "options": ["rbind", "rprivate", "ro" if read_only else "rw"],
+    }
+
+
+def _shm(memory_mb: int) -> dict[str, Any]:
+    size = shm_mib(memory_mb)
+    return {
+        "destination": SHM,
+        "type": "tmpfs",
+        "source": "shm",
+        "options": ["nosuid", "noexec", "nodev", "mode=1777", f"size={size}m"],
+    }
+
+
+def _resources(resources: Mapping[str, Any], plan: ContainerPlan) -> dict[str, Any]:
+    patched = {key: value for key, value in resources.items() if key != "memory"}
+    patched["pids"] = {**(resources.get("pids") or {}), "limit": plan.pids}
+    period = int((resources.get("cpu") or {}).get("period") or CPU_PERIOD_US)
+    patched["cpu"] = {**(resources.get("cpu") or {}), "period": period, "quota": int(plan.cpus * period)}
+    if not plan.cgroup_parent:
+        limit = plan.memory_mb * MIB
+        patched["memory"] = {**(resources.get("memory") or {}), "limit": limit, "swap": limit}
+    return patched
+
+
+def bundle_config(
+    template: Mapping[str, Any],
+    plan: ContainerPlan,
+    *,
+    rootfs: str,
+    template_work_dir: str,
+    files: Mapping[str, str],
+) -> dict[str, Any]:
+    """The task's OCI configuration: ``template`` (the engine's, for a container of the same image
+    made with ``template_arguments``) with the task's values; ``files`` maps the destination of
+    each file the engine made for the template to the executor's copy of it. The template is not
+    changed (its seccomp profile is shared, not copied)."""
+    process = template.get("process")
+    linux = template.get("linux")
+    if not isinstance(process, Mapping) or not isinstance(linux, Mapping):
+        raise TemplateError("the template has no process or no linux section")
+    uid, _, gid = plan.user.partition(":")
+    user = {**(process.get("user") or {}), "uid": int(uid), "gid": int(gid or uid)}
+    user["additionalGids"] = [user["gid"]]
+    mounts: list[dict[str, Any]] = []
+    for mount in template.get("mounts") or []:
+        target = mount.get("destination")
+        if target == template_work_dir:
+            continue
+        if target == SHM:
+            mounts.append(_shm(plan.memory_mb))
+        elif target in files:
+            mounts.append(_file_mount(mount, files[target]))
+        else:
+            mounts.append(dict(mount))
+    mounts.append(_bind(plan.work_dir, plan.work_dir, False))
+    mounts += [_bind(source, target, read_only) for source, target, read_only in plan.mounts]
+    parent = plan.cgroup_parent or str(linux.get("cgroupsPath") or "/").rpartition("/")[0]
+    annotations = {
+        key: value
+        for key, value in (template.get("annotations") or {}).items()
+        if key not in _PER_CONTAINER_ANNOTATIONS
+    }
+    annotations.update(dict(plan.labels))
+    return {
+        **template,
+        "process": {**process, "args": _entry_args(process), "cwd": plan.work_dir, "user": user},
+        "root": {"path": rootfs, "readonly": False},
+        "mounts": mounts,
+        "annotations": annotations,
+        "linux": {
+            **linux,
+            "resources": _resources(linux.get("resources") or {}, plan),
+            "cgroupsPath": f"{parent.rstrip('/')}/{plan.name}",
+        },
+    }
+
+
+def engine_files(template: Mapping[str, Any], container_id: str) -> dict[str, str]:
+    """The bind mounts of files and folders the engine made for the template container itself
+    (destination: source), which go with it: the executor keeps copies. ``/dev/shm`` is not one
+    (each task's is a tmpfs of its own)."""
+    found: dict[str, str] = {}
+    for mount in template.get("mounts") or []:
+        source, target = str(mount.get("source") or ""), str(mount.get("destination") or "")
+        if mount.get("type") == "bind" and container_id in source and target != SHM:
+            found[target] = source
+    return found

@@ -1,0 +1,251 @@
+"""A task's OCI configuration made from the engine's for its image, without an engine: only what
+differs from task to task changes, and everything the engine decided for security stays."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from services.orchestrator.core.bundles import (
+    TEMPLATE_COMMAND,
+    TemplateError,
+    bundle_config,
+    engine_files,
+    template_arguments,
+)
+from services.orchestrator.core.containers import ContainerPlan, container_name, run_arguments
+
+CONTAINER_ID = "865aeb9523b21edac9b44a5b9695145a3039134d785ea307d8a54fb31ca7286c"
+USERDATA = f"/run/containers/storage/overlay-containers/{CONTAINER_ID}/userdata"
+TEMPLATE_WORK = "/data/runc-templates/fc2a03d5-1/work"
+SECCOMP = {
+    "defaultAction": "SCMP_ACT_ERRNO",
+    "defaultErrnoRet": 38,
+    "syscalls": [{"names": ["read", "write"], "action": "SCMP_ACT_ALLOW"}],
+}
+
+
+def _template() -> dict[str, Any]:
+    """The shape of what Podman 4.3 writes for ``create --init --cap-drop all ... IMAGE /bin/sh``."""
+    return {
+        "ociVersion": "1.0.2-dev",
+        "process": {
+            "user": {"uid": 65534, "gid": 65534, "umask": 18, "additionalGids": [65534]},
+            "args": ["/run/podman-init", "--", "/entry", *TEMPLATE_COMMAND],
+            "env": ["PATH=/usr/local/bin:/usr/bin:/bin", "TERM=xterm", "container=podman"],
+            "cwd": TEMPLATE_WORK,
+            "capabilities": {},
+            "noNewPrivileges": True,
+        },
+        "root": {"path": "/var/lib/containers/storage/overlay/36a4/merged"},
+        "hostname": "vm",
+        "mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid", "noexec"]},
+            {
+                "destination": "/run/podman-init",
+                "type": "bind",
+                "source": "/usr/libexec/podman/catatonit",
+                "options": ["bind", "ro", "rprivate"],
+            },
+            {
+                "destination": "/etc/hosts",
+                "type": "bind",
+                "source": f"{USERDATA}/hosts",
+                "options": ["bind", "rprivate"],
+            },
+            {
+                "destination": "/dev/shm",
+                "type": "bind",
+                "source": f"/var/lib/containers/storage/overlay-containers/{CONTAINER_ID}/userdata/shm",
+                "options": ["bind", "rprivate", "nosuid", "noexec", "nodev"],
+            },
+            {
+                "destination": TEMPLATE_WORK,
+                "type": "bind",
+                "source": TEMPLATE_WORK,
+                "options": ["rw", "rprivate", "rbind"],
+            },
+        ],
+        "annotations": {
+            "io.container.manager": "libpod",
+            "io.kubernetes.cri-o.Created": "2026-11-28T16:09:43Z",
+            "io.podman.annotations.init": "TRUE",
+        },
+        "linux": {
+            "resources": {
+                "devices": [{"allow": False, "access": "rwm"}],
+                "cpu": {"quota": 100000, "period": 100000},
+                "pids": {"limit": 100},
+                "memory": {"limit": 268435456, "swap": 268435456},
+            },
+            "cgroupsPath": f"/libpod_parent/libpod-{CONTAINER_ID}",
+            "namespaces": [{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}],
+            "seccomp": SECCOMP,
+            "maskedPaths": ["/proc/kcore"],
+            "readonlyPaths": ["/proc/sys"],
+        },
+    }
+
+
+WORK = "/data/jobs/job-1/attempt-0/worker-2/try-1/work"
+ROOTFS = "/data/jobs/job-1/attempt-0/worker-2/try-1/rootfs"
+FILES = {"/etc/hosts": "/data/runc-templates/fc2a03d5-1/files/0-hosts"}
+
+
+def _plan(**changes: object) -> ContainerPlan:
+    values: dict[str, object] = {
+        "engine": "podman",
+        "image": "sha256:fc2a03d5",
+        "name": container_name("job-1", 0, "worker", 2, 1),
+        "user": "1800000001:1800000002",
+        "work_dir": WORK,
+        "labels": (("ai.pai.job", "job-1"), ("ai.pai.task", "0.worker-2.1")),
+        "memory_mb": 1024,
+        "cpus": 1.5,
+        "pids": 4096,
+        "cgroup_parent": "/pai-x/job-1.0.worker-2.1",
+    }
+    values.update(changes)
+    return ContainerPlan(**values)  # type: ignore[arg-type]
+
+
+def _config(template: dict[str, Any] | None = None, **changes: object) -> dict[str, Any]:
+    return bundle_config(
+        template or _template(),
+        _plan(**changes),
+        rootfs=ROOTFS,
+        template_work_dir=TEMPLATE_WORK,
+        files=FILES,
+    )
+
+
+def _mount(config: dict[str, Any], target: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [m for m in config["mounts"] if m["destination"] == target]
+    [mount] = found
+    return mount
+
+
+def test_the_process_runs_as_the_tenant_in_the_work_dir_after_the_init_and_entrypoint() -> None:
+    process = _config()["process"]
+    assert process["user"] == {
+        "uid": 1800000001,
+        "gid": 1800000002,
+        "umask": 18,
+        "additionalGids": [1800000002],
+    }
+    assert process["cwd"] == WORK
+    # The runtime appends each script's loader: what the template ran is taken off.
+    assert process["args"] == ["/run/podman-init", "--", "/entry"]
+    assert process["env"] == _template()["process"]["env"]
+
+
+def test_the_root_is_the_tasks_own_overlay_writable() -> None:
+    assert _config()["root"] == {"path": ROOTFS, "readonly": False}
+
+
+def test_the_work_dir_replaces_the_templates_and_the_engines_files_are_the_executors_copies() -> None:
+    config = _config()
+    targets = [m["destination"] for m in config["mounts"]]
+    assert TEMPLATE_WORK not in targets
+    assert _mount(config, WORK) == {
+        "destination": WORK,
+        "type": "bind",
+        "source": WORK,
+        "options": ["rbind", "rprivate", "rw"],
+    }
+    hosts = _mount(config, "/etc/hosts")
+    assert hosts["source"] == FILES["/etc/hosts"]
+    assert hosts["options"][-1] == "ro"  # shared by the image's tasks: none may change it
+    assert _mount(config, "/run/podman-init") == _template()["mounts"][1]  # the engine's init
+    assert _mount(config, "/proc") == _template()["mounts"][0]
+
+
+@pytest.mark.parametrize(
+    ("memory_mb", "size"), [(1024, "size=512m"), (64, "size=64m"), (16, "size=64m")], ids=lambda v: str(v)
+)
+def test_shm_is_a_tmpfs_of_the_tasks_own_half_its_memory_at_least_64_mib(memory_mb: int, size: str) -> None:
+    shm = _mount(_config(memory_mb=memory_mb), "/dev/shm")
+    assert shm["type"] == "tmpfs"
+    assert shm["options"][-1] == size
+    assert {"nosuid", "noexec", "nodev"} <= set(shm["options"])
+
+
+def test_the_tasks_own_mounts_follow_the_work_dir() -> None:
+    config = _config(mounts=(("/run/mps/pipe", "/run/mps/pipe", False), ("/srv/ro", "/mnt/ro", True)))
+    targets = [m["destination"] for m in config["mounts"]]
+    assert targets[-3:] == [WORK, "/run/mps/pipe", "/mnt/ro"]
+    assert _mount(config, "/mnt/ro")["options"][-1] == "ro"
+
+
+def test_the_container_nests_under_the_tasks_memory_group_which_holds_its_memory() -> None:
+    linux = _config()["linux"]
+    assert linux["cgroupsPath"] == "/pai-x/job-1.0.worker-2.1/pai-job-1-0-worker-2-1"
+    assert "memory" not in linux["resources"]
+    assert linux["resources"]["pids"] == {"limit": 4096}
+    assert linux["resources"]["cpu"] == {"quota": 150000, "period": 100000}
+    assert linux["resources"]["devices"] == _template()["linux"]["resources"]["devices"]
+
+
+def test_without_a_task_group_the_container_holds_the_memory_limit_under_the_engines_parent() -> None:
+    linux = _config(cgroup_parent=None, memory_mb=64)["linux"]
+    assert linux["resources"]["memory"] == {"limit": 64 * 2**20, "swap": 64 * 2**20}
+    assert linux["cgroupsPath"] == "/libpod_parent/pai-job-1-0-worker-2-1"
+
+
+def test_the_engines_security_settings_are_carried_over_untouched() -> None:
+    template, config = _template(), _config()
+    assert config["linux"]["seccomp"] == SECCOMP
+    assert config["process"]["capabilities"] == {}
+    assert config["process"]["noNewPrivileges"] is True
+    for key in ("namespaces", "maskedPaths", "readonlyPaths"):
+        assert config["linux"][key] == template["linux"][key]
+    assert config["hostname"] == "vm"
+
+
+def test_annotations_name_the_task_not_the_template() -> None:
+    annotations = _config()["annotations"]
+    assert annotations["ai.pai.job"] == "job-1"
+    assert annotations["ai.pai.task"] == "0.worker-2.1"
+    assert annotations["io.podman.annotations.init"] == "TRUE"
+    assert "io.kubernetes.cri-o.Created" not in annotations
+
+
+def test_the_template_is_not_changed() -> None:
+    template = _template()
+    before = copy.deepcopy(template)
+    _config(template)
+    _config(template, cgroup_parent=None)
+    assert template == before
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda t: t["process"].update(args=["/bin/other"]), "do not end with its command"),
+        (lambda t: t.pop("linux"), "no process or no linux section"),
+    ],
+    ids=["other arguments", "no linux section"],
+)
+def test_a_template_unlike_the_engines_is_refused(change: Any, message: str) -> None:
+    template = _template()
+    change(template)
+    with pytest.raises(TemplateError, match=message):
+        _config(template)
+
+
+def test_the_template_is_created_with_the_tasks_run_arguments_its_image_and_command() -> None:
+    plan = _plan()
+    args = template_arguments(plan)
+    assert args[0] == "create"
+    assert args[1:-2] == run_arguments(plan)[1:]
+    assert args[-2:] == [plan.image, *TEMPLATE_COMMAND]
+    for security in ("--cap-drop", "--security-opt", "--init"):
+        assert security in args
+    with pytest.raises(TemplateError, match="made by Podman"):
+        template_arguments(_plan(engine="docker"))
+
+
+def test_the_engines_own_files_are_found_by_the_template_containers_id() -> None:
+    assert engine_files(_template(), CONTAINER_ID) == {"/etc/hosts": f"{USERDATA}/hosts"}
