@@ -29,10 +29,12 @@ $(STAMP): requirements.lock pyproject.toml services/portal/package-lock.json
 	@! command -v npm >/dev/null || npm ci --prefix services/portal --no-audit --no-fund --silent
 	@touch $(STAMP)
 
-# Tasks as host processes unless PAI_TASK_ENGINE says otherwise (`pai up` itself defaults to
-# auto: in their images where Podman or Docker works), so the examples run at once anywhere.
+# Tasks in the images they name where this machine has them (Podman or Docker found, the image
+# here); a task whose image is not here runs on the host, sandboxed, and its log's first line
+# says so (PAI_IMAGE_MISSING=host), so the examples run at once without a registry.
+# PAI_IMAGE_MISSING=pull pulls instead; PAI_TASK_ENGINE=host keeps every task on the host.
 up: setup
-	PAI_TASK_ENGINE=$${PAI_TASK_ENGINE:-host} $(BIN)/pai up $(ARGS)
+	PAI_TASK_ENGINE=$${PAI_TASK_ENGINE:-auto} PAI_IMAGE_MISSING=$${PAI_IMAGE_MISSING:-host} $(BIN)/pai up $(ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -133,6 +133,8 @@ class OrchestratorSettings(BackboneSettings):
     task_engine: str = "auto"
     task_sandbox: str = "auto"
     image_pull: str = "missing"
+    # An image not on the node: pulled (PAI_IMAGE_PULL says when), or the task on the host.
+    image_missing: Literal["pull", "host"] = "pull"
     # What runs their containers under Podman: "auto" (runc itself on bundles the executor makes,
     # where runc is Podman's runtime and the platform runs as root; else the engine), "runc" or
     # "engine"; and how many of their starts may be in flight at once (None: twice the cores).
@@ -331,6 +333,7 @@ async def main(
                     )
                 ).engine,
                 image_pull=pull_policy(settings.image_pull),
+                image_missing=settings.image_missing,
                 sandbox=(await asyncio.to_thread(detect_sandbox, settings.task_sandbox)).tools,
                 disk=DiskShares(settings.task_disk_mb, settings.reserve_disk_mb, settings.disk_check_every),
                 container_starts=settings.container_starts,

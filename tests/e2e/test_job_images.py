@@ -316,3 +316,25 @@ async def test_a_granted_storage_is_mounted_in_the_container_at_its_mount_path(
         )
         assert (await platform.completed(await platform.submit(text))).state == "SUCCEEDED"
         assert "from the storage" in await platform.log("mounted", "main", 0)
+
+
+async def test_as_make_up_runs_them_a_present_image_runs_in_it_and_an_absent_one_on_the_host_saying_so(
+    tmp_path: Path, marker_image: tuple[str, str]
+) -> None:
+    image, marker = marker_image
+    # PAI_IMAGE_PULL is left at missing: what is not here would be pulled, but for make up's setting.
+    env = {"PAI_TASK_ENGINE": "podman", "PAI_IMAGE_MISSING": "host"}
+    async with running_platform(tmp_path / "data", env=env) as platform:
+        here = await platform.submit(_image_job("here", image, "cat /pai-marker"))
+        absent = "localhost/pai-test-absent:never-built"
+        away = await platform.submit(_image_job("away", absent, "echo ran on the host"))
+        assert (await platform.completed(here)).state == "SUCCEEDED"
+        assert (await platform.completed(away)).state == "SUCCEEDED"
+        assert marker in await platform.log("here", "main", 0)
+        assert "through podman" in str((await _task_of(platform, "here"))["executorNote"])
+        note = str((await _task_of(platform, "away"))["executorNote"])
+        assert f"the docker image {absent} is not on this machine (PAI_IMAGE_MISSING=host)" in note, note
+        assert "the commands run on the host instead" in note, note
+        log = await platform.log("away", "main", 0)
+        assert log.startswith("[pai] the docker image"), log
+        assert "ran on the host" in log

@@ -467,4 +467,6 @@ def engine_line(data_dir: Path, environ: Mapping[str, str]) -> str:
         return f"task engine: {exc}"
     if choice.engine is None:
         return choice.describe()
+    if environ.get("PAI_IMAGE_MISSING", "pull").strip().lower() == "host":
+        return f"{choice.describe()}; a task whose image is not here runs on the host (PAI_IMAGE_MISSING)"
     return f"{choice.describe()}; images pulled: {pull} (PAI_IMAGE_PULL)"

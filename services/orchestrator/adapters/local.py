@@ -46,7 +46,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 
@@ -70,6 +70,7 @@ from services.orchestrator.adapters.confinement import (
 from services.orchestrator.adapters.engines import (
     Engine,
     ImageLookups,
+    ImageMissingError,
     PullPolicy,
     ResolvedImage,
     find_image,
@@ -359,6 +360,7 @@ class LocalExecutor:
         mps_pipe_dir: Path | None = None,
         engine: Engine | None = None,
         image_pull: PullPolicy = "missing",
+        image_missing: Literal["pull", "host"] = "pull",
         sandbox: SandboxTools | None = None,
         disk: DiskShares | None = None,
         container_starts: int | None = None,
@@ -374,6 +376,8 @@ class LocalExecutor:
         # The container engine tasks run in their images through (None: on the host).
         self.engine = engine
         self.image_pull: PullPolicy = image_pull
+        # An image not on the node: pulled as image_pull says, or the task on the host (make up).
+        self.image_missing = image_missing
         self._platform_label = platform_label(data_dir)
         # Where runc runs the containers itself: the images' mounts and templates it keeps.
         self._bundles = (
@@ -476,7 +480,16 @@ class LocalExecutor:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(secrets, f)
         run_as = RunAs(name=user.name, uid=user.uid, gid=user.gid) if user is not None else None
-        image = await self._image(framework, key, directory) if self.engine is not None else None
+        on_host = ""
+        try:
+            image = await self._image(framework, key, directory) if self.engine is not None else None
+        except ImageMissingError:
+            if self.image_missing != "host":
+                raise
+            image, on_host = None, "is not on this machine (PAI_IMAGE_MISSING=host)"
+        if image is not None and image.pull and self.image_pull == "missing" and self.image_missing == "host":
+            # Not on this machine, and this platform runs such tasks on the host (make up).
+            image, on_host = None, "is not on this machine (PAI_IMAGE_MISSING=host)"
         spec = build_spec(
             self.data_dir,
             framework,
@@ -484,7 +497,7 @@ class LocalExecutor:
             directory,
             bool(secrets),
             run_as,
-            self._notice(framework, key, user, image),
+            self._notice(framework, key, user, image, on_host=on_host),
             self._attempt_peers(framework, key.job_attempt),
         )
         spec = self._confined(spec, directory, key)
@@ -655,7 +668,13 @@ class LocalExecutor:
         return None
 
     def _notice(
-        self, framework: Framework, key: TaskKey, user: TaskUser | None, resolved: ResolvedImage | None = None
+        self,
+        framework: Framework,
+        key: TaskKey,
+        user: TaskUser | None,
+        resolved: ResolvedImage | None = None,
+        *,
+        on_host: str = "",
     ) -> str:
         """Said plainly to the user: which image (or the host), which user, which directory."""
         image = image_of(JobConfig.model_validate(framework.config), key.role)
@@ -678,6 +697,11 @@ class LocalExecutor:
             return (
                 f"the commands run in the docker image {image} ({pinned}) through {through}, "
                 f"as {who}, in directory {work} (mounted at the same path)"
+            )
+        if on_host:
+            return (
+                f"the docker image {image} {on_host}: the commands run on the host instead, as {who}, "
+                f"in directory {work}; put the image on this machine (e.g. podman pull {image}) to run in it"
             )
         return (
             f"the docker image {image} was not used: this platform's local executor runs the "
