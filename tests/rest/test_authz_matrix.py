@@ -54,6 +54,8 @@ MATRIX: list[tuple[str, str, str, dict[str, Any], tuple[int, ...]]] = [
     ("PUT", JOB + "/tag", "", {"json": {"value": "t"}}, OWNER),
     ("DELETE", JOB + "/tag", "", {"json": {"value": "absent"}}, OWNER),
     ("GET", LOGS, TASK_AT.format(user="bob", job="mine") + "/0/logs", {}, PRIVATE),
+    # A command in a running task: its owner and admins only, whatever the detail's privacy.
+    ("GET", JOB + "/tasks/{role}/{index}/exec", "/api/v2/jobs/bob~mine/tasks/worker/0/exec", {}, OWNER),
     ("GET", LOGS + "/{file}", TASK_AT.format(user="bob", job="mine") + "/0/logs/none", {}, PRIVATE),
     ("GET", "/api/v2/failure-rules", "", {}, SIGNED_IN),
     ("PUT", "/api/v2/failure-rules", "", {"data": "not: [yaml"}, ADMIN),
