@@ -96,6 +96,8 @@ def list_jobs(
 
 # How many tasks' executor notes `pai job status` prints (they differ only in the directory).
 _NOTES_SHOWN = 3
+# How much of a task's exit diagnostics `pai job status` prints (the job detail has it whole).
+_CAUSE_CHARS = 400
 
 
 def status(
@@ -139,10 +141,14 @@ def status(
             out.print(f"diagnosis  {st['appExitDiagnostics']}", markup=False)
     table = Table("TASK", "STATE", "NODE", "IP", "GPUS", "EXIT", "RETRIES")
     notes: list[str] = []
+    causes: list[str] = []
     for role, role_status in (detail.get("taskRoles") or {}).items():
         for task in role_status["taskStatuses"]:
             if task.get("executorNote"):
                 notes.append(f"{role}[{task['taskIndex']}]: {task['executorNote']}")
+            if task.get("containerExitCode") not in (None, 0) and task.get("containerExitDiagnostics"):
+                cause = " ".join(str(task["containerExitDiagnostics"]).split())
+                causes.append(f"{role}[{task['taskIndex']}]: {cause[:_CAUSE_CHARS]}")
             exit_code = task.get("containerExitCode")
             table.add_row(
                 f"{role}[{task['taskIndex']}]",
@@ -154,6 +160,10 @@ def status(
                 str(task.get("retries", 0)),
             )
     out.print(table)
+    for line in causes[:_NOTES_SHOWN]:
+        out.print(f"cause      {line}", markup=False, soft_wrap=True)
+    if len(causes) > _NOTES_SHOWN:
+        out.print(f"cause      ... and {len(causes) - _NOTES_SHOWN} more tasks", markup=False)
     for gpu in detail.get("sharedGpus") or []:
         held = ", ".join(f"{t['taskRole']}[{t['taskIndex']}] {t['gpuMilli']}" for t in gpu["tasks"])
         out.print(
