@@ -1,7 +1,8 @@
 """`pai job status` says why each failed task ended: its exit diagnostics, as the detail has them.
 
-A task past its memoryMB ends with OpenPAI's -1200; the status names the limit and the peak, where
-before only the REST answer (containerExitDiagnostics) did.
+A task past its memoryMB ends with OpenPAI's -1200; the status and the last line of the task's
+log name the limit and the peak, where before only the REST answer (containerExitDiagnostics)
+did and the log ended with the kernel's "Killed".
 """
 
 from __future__ import annotations
@@ -33,3 +34,7 @@ async def test_pai_job_status_prints_each_failed_tasks_cause(tmp_path: Path) -> 
         [cause] = [line for line in out.splitlines() if line.startswith("cause")]
         assert "main[0]: the task went past its memory limit of 128 MiB" in cause, out
         assert "peak" in cause, out
+        # The task's own log ends with the same cause, after the command's "Killed".
+        last = (await platform.log("hog", "main", 0)).strip().splitlines()[-1]
+        assert last.startswith("[pai] the task went past its memory limit of 128 MiB"), last
+        assert "peak" in last, last

@@ -98,6 +98,7 @@ from services.orchestrator.adapters.isolation import (
 )
 from services.orchestrator.adapters.specs import (
     LOCK_FILE,
+    LOG_FILES,
     PID_FILE,
     RUNTIME_OUT,
     SECRETS_FILE,
@@ -294,6 +295,21 @@ def over_disk(exit_: TaskExit, reason: str, why: str, rules: RuleSet) -> TaskExi
         pod = PodStatus(containers=(ContainerStatus(reason=reason, message=why, exit_code=SIGKILLED),))
     verdict = analyze(rules, exit_code=None, platform_log=why, stage="platform", pod=pod)
     return TaskExit(exit_.job_id, exit_.key, verdict.code, to_failure_info(verdict), why)
+
+
+def note_in_log(directory: Path, text: str) -> None:
+    """A last line of the platform's in the task's log (all and stderr), as the runtime's notes
+    are written; the files are the platform's (logs/ is root's), opened without following links."""
+    data = f"[pai] {text}\n".encode()
+    for name in (LOG_FILES["all"], LOG_FILES["stderr"]):
+        try:
+            fd = os.open(directory / "logs" / name, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
 
 
 def tree_bytes(root: Path) -> int:
@@ -800,6 +816,9 @@ class LocalExecutor:
         if groups:
             exit_ = out_of_memory(exit_, self.groups.memory(groups), self._rules_now())
             self._remove_groups(groups)
+        if exit_.exit_code == OOM_EXIT_CODE or stopped_for_disk is not None:
+            # What the platform saw after the task ended: the log's last line, not only the API's.
+            note_in_log(directory, exit_.diagnostics)
         await self._on_exit(exit_)
 
     async def _remove_container(self, directory: Path, exit_: TaskExit) -> None:
