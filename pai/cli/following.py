@@ -121,6 +121,7 @@ class LogFollower:
         target = self.target
         position = 0
         reading: tuple[int, int] | None = None  # (job attempt, task attempt) of the log being read
+        waiting_said = ""  # what the follower last said of a task that has not started
         while True:
             detail = self._call(lambda: self.client.job(target.user, target.name))
             role, task = _task(detail, target)
@@ -139,6 +140,15 @@ class LogFollower:
                 self.note(
                     f"task {role}[{target.index}] has not started yet ({job_state}); use -f to wait for it."
                 )
+            elif not ended:
+                # Said once, and again when the reason changes: what it waits for, not silence.
+                reason = detail["jobStatus"].get("pendingReason") or ""
+                said = f"task {role}[{target.index}] has not started yet ({job_state}" + (
+                    f": {reason})" if reason else ")"
+                )
+                if said != waiting_said:
+                    self.note(f"{said}; its log follows once it starts")
+                    waiting_said = said
             # The state was read before the log: once it said ended, what was read is the whole log.
             if not follow or ended:
                 return

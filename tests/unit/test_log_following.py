@@ -114,3 +114,33 @@ def test_a_new_attempt_is_read_from_its_beginning() -> None:
     text, _, notes = follow(api)
     assert text == "first try\nsecond try\n"
     assert notes == ["task main[0] started again (attempt 1.0)"]
+
+
+class WaitingApi(FakeApi):
+    """The same job, its task waiting for the first looks (with a reason that changes once)."""
+
+    def __init__(self, reasons: list[str], growth: list[bytes], states: list[str]) -> None:
+        super().__init__(growth, states)
+        self.reasons = reasons
+
+    def job(self, user: str, name: str) -> dict[str, Any]:
+        if self.reasons:
+            reason = self.reasons.pop(0)
+            task = {"taskIndex": 0, "taskState": "WAITING", "attemptId": 0, "containerNodeName": None}
+            return {
+                "jobStatus": {"state": "WAITING", "attemptId": 0, "pendingReason": reason},
+                "taskRoles": {"main": {"taskStatuses": [task]}},
+            }
+        return super().job(user, name)
+
+
+def test_following_a_waiting_task_says_what_it_waits_for_then_follows_its_log() -> None:
+    api = WaitingApi(
+        ["VC default is full", "VC default is full", "2 jobs ahead"], [b"hello\n"], ["SUCCEEDED"]
+    )
+    text, _, notes = follow(api)
+    assert notes == [
+        "task main[0] has not started yet (WAITING: VC default is full); its log follows once it starts",
+        "task main[0] has not started yet (WAITING: 2 jobs ahead); its log follows once it starts",
+    ]
+    assert text == "hello\n"
