@@ -86,6 +86,15 @@ def _failure(event: dict[str, Any]) -> str:
     return f": {reason}" if reason else ""
 
 
+def _attempts(event: dict[str, Any]) -> str:
+    """The job's attempt, and the task's own try where the task was retried on its own (gang
+    allocation off): a retried task is not 'attempt 0' twice."""
+    task_attempt = event.get("task_attempt") or 0
+    if task_attempt:
+        return f"attempt {event.get('attempt')}, task retry {task_attempt}"
+    return f"attempt {event.get('attempt')}"
+
+
 def describe(kind: str, event: dict[str, Any]) -> str:
     """One line saying what happened to the job."""
     attempt = event.get("attempt")
@@ -100,9 +109,10 @@ def describe(kind: str, event: dict[str, Any]) -> str:
         case "job.preempting":
             return f"preempted to make room for another job: {event['reason']}"
         case "task.started":
-            return f"task {_task(event)} started on {event['node']} (attempt {attempt})"
+            return f"task {_task(event)} started on {event['node']} ({_attempts(event)})"
         case "task.completed":
-            return f"task {_task(event)} exited with code {event['exit_code']}{_failure(event)}"
+            again = f" ({_attempts(event)})" if event.get("task_attempt") else ""
+            return f"task {_task(event)} exited with code {event['exit_code']}{again}{_failure(event)}"
         case "job.retrying":
             counted = "counted against retries" if event.get("counted") else "not counted"
             return (
