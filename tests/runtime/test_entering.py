@@ -62,7 +62,7 @@ def test_a_host_task_of_a_tenant_without_a_sandbox_drops_to_the_tenant(tmp_path:
     assert entry.argv == ["id", "-u"]
     assert entry.drop_to == (2001, 2001)
     assert entry.env["USER"] == entry.env["LOGNAME"] == "alice"
-    assert entry.env["TMPDIR"].endswith("/work/.tmp")
+    assert Path(entry.env["TMPDIR"]).parts[-2:] == ("work", ".tmp")
 
 
 @pytest.mark.parametrize("tty", [False, True], ids=["pipes", "a-terminal"])
