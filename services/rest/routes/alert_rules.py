@@ -23,12 +23,13 @@ from typing import Any
 
 import nats.errors
 from aiohttp import web
-from nats.js.errors import BucketNotFoundError, KeyDeletedError, KeyNotFoundError
+from nats.js.errors import BucketNotFoundError
 from nats.js.kv import KeyValue
 
 from libs.alerting import ConfigError, default_text, load_config
 from libs.backbone.provisioning import ensure_kv
 from libs.backbone.topology import ALERT_RULES
+from services.rest.adapters.rule_texts import stored_text
 from services.rest.auth import require_interactive
 from services.rest.availability import connected_bus
 from services.rest.errors import NON_ADMIN, invalid_parameters, unavailable
@@ -63,18 +64,7 @@ async def _bucket(request: web.Request) -> KeyValue:
 
 async def _stored(kv: KeyValue) -> tuple[int, str | None]:
     """The revision and text of the stored configuration; text None when none is stored."""
-    try:
-        entry = await kv.get(RULES_KEY)
-    except KeyDeletedError as exc:
-        return int(getattr(exc.entry, "revision", 0) or 0), None
-    except KeyNotFoundError:
-        return 0, None
-    except (nats.errors.Error, OSError) as exc:
-        why = type(exc).__name__
-        raise unavailable(f"The alerting rules store did not answer ({why}); try again.") from None
-    if entry.value is None:
-        return int(entry.revision or 0), None
-    return int(entry.revision or 0), entry.value.decode("utf-8", "replace")
+    return await stored_text(kv, RULES_KEY, "The alerting rules store")
 
 
 def _problem(text: str) -> dict[str, str]:

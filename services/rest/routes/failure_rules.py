@@ -18,11 +18,11 @@ from typing import Any
 
 import nats.errors
 from aiohttp import web
-from nats.js.errors import KeyDeletedError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from libs.backbone.topology import FAILURE_RULES
 from libs.failures import RuleError, check_rules, default_rules, default_rules_text, load_rules
+from services.rest.adapters.rule_texts import stored_text
 from services.rest.auth import Principal, require_interactive, require_user
 from services.rest.availability import connected_bus
 from services.rest.errors import NON_ADMIN, invalid_parameters, unavailable
@@ -50,18 +50,8 @@ async def _bucket(request: web.Request) -> KeyValue:
 
 
 async def _stored(kv: KeyValue) -> tuple[int, str | None]:
-    """The revision and text of the stored rules; text None when none are stored (or deleted)."""
-    try:
-        entry = await kv.get(RULES_KEY)
-    except KeyDeletedError as exc:
-        return int(getattr(exc.entry, "revision", 0) or 0), None
-    except KeyNotFoundError:
-        return 0, None
-    except (nats.errors.Error, OSError) as exc:
-        raise unavailable(f"The rule store did not answer ({type(exc).__name__}); try again.") from None
-    if entry.value is None:
-        return int(entry.revision or 0), None
-    return int(entry.revision or 0), entry.value.decode("utf-8", "replace")
+    """The revision and text of the stored rules; text None when none is stored."""
+    return await stored_text(kv, RULES_KEY, "The rule store")
 
 
 @routes.get("/v2/failure-rules")
