@@ -92,7 +92,12 @@ def tasks_pids(machine: Machine, reserve: Reserve) -> int:
 
 def task_pids_default(machine: Machine, reserve: Reserve) -> int:
     """One task's process limit when the admin set none."""
-    return min(TASK_PIDS, tasks_pids(machine, reserve) // PIDS_SHARES)
+    return task_pids_of(tasks_pids(machine, reserve))
+
+
+def task_pids_of(all_tasks_pids: int) -> int:
+    """One task's process limit when the admin set none, from what all tasks may hold."""
+    return min(TASK_PIDS, all_tasks_pids // PIDS_SHARES)
 
 
 def node_offer(

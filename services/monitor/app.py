@@ -41,7 +41,6 @@ from libs.backbone.leasing import Lease, while_leading
 from libs.backbone.settings import BackboneSettings
 from libs.backbone.topology import LEASES, ensure_topology, publish_event
 from libs.protocol import simulated_gpus
-from libs.protocol.capacity import read_machine, reserve_for
 from libs.protocol.events import (
     JobCompleted,
     JobScheduled,
@@ -120,14 +119,14 @@ class MonitorSettings(BackboneSettings):
 
 def node_report(settings: MonitorSettings) -> NodeReported:
     simulated = simulated_gpus.from_env(value=settings.simulated_gpus)
-    machine = read_machine()
     cpu, memory_mb, gpus, model = detect_resources(
         settings.cpu_overcommit,
         settings.memory_overcommit,
         simulated,
         declared_cpus=settings.node_cpus,
         declared_memory_mb=settings.node_memory_mb,
-        reserve=reserve_for(machine, cpus=settings.reserve_cpus, memory_mb=settings.reserve_memory_mb),
+        reserve_cpus=settings.reserve_cpus,
+        reserve_memory_mb=settings.reserve_memory_mb,
     )
     return NodeReported(
         node_id=node_token(settings.node_name),

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Mapping
 from types import ModuleType
 
-from libs.protocol.capacity import Offer, Reserve, node_offer, read_machine, reserve_for
+from libs.protocol.capacity import Offer, node_offer, read_machine, reserve_for
 from libs.protocol.simulated_gpus import SimulatedGpus
 from services.monitor import gpus
 
@@ -48,7 +48,8 @@ def detect_resources(
     *,
     declared_cpus: int | None = None,
     declared_memory_mb: int | None = None,
-    reserve: Reserve | None = None,
+    reserve_cpus: float | None = None,
+    reserve_memory_mb: int | None = None,
 ) -> tuple[int, int, int, str | None]:
     """(cpu, memory MB, gpus, gpu model) this node offers to tasks: the machine less the
     platform's reserve (libs/protocol/capacity.py), or what an admin declared.
@@ -60,7 +61,8 @@ def detect_resources(
         memory_overcommit,
         declared_cpus=declared_cpus,
         declared_memory_mb=declared_memory_mb,
-        reserve=reserve,
+        reserve_cpus=reserve_cpus,
+        reserve_memory_mb=reserve_memory_mb,
     )
     count, model = detect_gpus()
     if count == 0 and simulated is not None:
@@ -74,12 +76,14 @@ def node_offer_here(
     *,
     declared_cpus: int | None = None,
     declared_memory_mb: int | None = None,
-    reserve: Reserve | None = None,
+    reserve_cpus: float | None = None,
+    reserve_memory_mb: int | None = None,
 ) -> Offer:
+    """What this machine offers, read once: the declared figures, else it less the reserve."""
     machine = read_machine()
     return node_offer(
         machine,
-        reserve or reserve_for(machine),
+        reserve_for(machine, cpus=reserve_cpus, memory_mb=reserve_memory_mb),
         cpu_overcommit=cpu_overcommit,
         memory_overcommit=memory_overcommit,
         declared_cpus=declared_cpus,
@@ -104,20 +108,13 @@ def offer_line(environ: Mapping[str, str]) -> str:
     """What the node offers and keeps, in one line for ``pai up`` (the monitor decides the same
     way from the same settings)."""
     try:
-        machine = read_machine()
-        reserve = reserve_for(
-            machine,
-            cpus=_number(environ, "PAI_RESERVE_CPUS", float),
-            memory_mb=_int(_number(environ, "PAI_RESERVE_MEMORY_MB", int)),
-            pids=_int(_number(environ, "PAI_RESERVE_PIDS", int)),
-        )
-        offer = node_offer(
-            machine,
-            reserve,
-            cpu_overcommit=float(environ.get("PAI_CPU_OVERCOMMIT") or 1),
-            memory_overcommit=float(environ.get("PAI_MEMORY_OVERCOMMIT") or 1),
+        offer = node_offer_here(
+            float(environ.get("PAI_CPU_OVERCOMMIT") or 1),
+            float(environ.get("PAI_MEMORY_OVERCOMMIT") or 1),
             declared_cpus=_int(_number(environ, "PAI_NODE_CPUS", int)),
             declared_memory_mb=_int(_number(environ, "PAI_NODE_MEMORY_MB", int)),
+            reserve_cpus=_number(environ, "PAI_RESERVE_CPUS", float),
+            reserve_memory_mb=_int(_number(environ, "PAI_RESERVE_MEMORY_MB", int)),
         )
     except ValueError as exc:
         return f"node offers: {exc}"

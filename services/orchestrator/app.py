@@ -34,10 +34,11 @@ from libs.backbone.provisioning import ConsumerSpec, ensure_consumer, ensure_kv
 from libs.backbone.sealing import cipher_for
 from libs.backbone.settings import BackboneSettings
 from libs.backbone.topology import LEASES, SECRETS, ensure_topology, publish_event
+from libs.protocol.capacity import task_pids_of
 from libs.protocol.events import EventBase, NodeLost, decode_event
 from libs.protocol.subjects import JOBS_STREAM, NODES_STREAM, ROOT
 from libs.web.serving import site
-from services.orchestrator.adapters.confinement import TaskGroups, detect, task_pids, tasks_budget
+from services.orchestrator.adapters.confinement import TaskGroups, detect, tasks_budget
 from services.orchestrator.adapters.engines import detect_engine, pull_policy
 from services.orchestrator.adapters.entering import ExecSettings, exec_app
 from services.orchestrator.adapters.executing import ExitCallback, TaskExit
@@ -297,6 +298,8 @@ async def main(
                 report_nodes(inventory, bus.js, stop, settings.node_report_every)
             )
         else:
+            # What all tasks together may hold: the machine less the platform's reserve.
+            budget = tasks_budget(settings.reserve_memory_mb, settings.reserve_pids)
             executor = LocalExecutor(
                 data_dir,
                 on_exit,
@@ -314,17 +317,9 @@ async def main(
                 fork_server=settings.fork_server,
                 mps_pipe_dir=settings.gpu_mps_pipe_directory,
                 confinement=TaskGroups(
-                    await asyncio.to_thread(
-                        functools.partial(
-                            detect,
-                            data_dir,
-                            budget=tasks_budget(settings.reserve_memory_mb, settings.reserve_pids),
-                        )
-                    ),
+                    await asyncio.to_thread(functools.partial(detect, data_dir, budget=budget)),
                     LimitDefaults(
-                        settings.task_pids_max
-                        or task_pids(settings.reserve_memory_mb, settings.reserve_pids),
-                        settings.task_zero_cpu_cores,
+                        settings.task_pids_max or task_pids_of(budget.pids), settings.task_zero_cpu_cores
                     ),
                 ),
                 engine=(

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import structlog
 
-from libs.protocol.capacity import read_machine, reserve_for, task_pids_default, tasks_memory_mb, tasks_pids
+from libs.protocol.capacity import read_machine, reserve_for, tasks_memory_mb, tasks_pids
 from services.orchestrator.core.limits import LimitDefaults, TaskLimits
 
 log = structlog.get_logger(__name__)
@@ -120,12 +120,6 @@ def tasks_budget(reserve_memory_mb: int | None = None, reserve_pids: int | None 
     machine = read_machine()
     reserve = reserve_for(machine, memory_mb=reserve_memory_mb, pids=reserve_pids)
     return TasksBudget(tasks_memory_mb(machine, reserve) * 2**20, tasks_pids(machine, reserve))
-
-
-def task_pids(reserve_memory_mb: int | None = None, reserve_pids: int | None = None) -> int:
-    """One task's process limit when the admin set none: see libs/protocol/capacity.py."""
-    machine = read_machine()
-    return task_pids_default(machine, reserve_for(machine, memory_mb=reserve_memory_mb, pids=reserve_pids))
 
 
 def detect(
