@@ -96,6 +96,17 @@ def _repository(reference: str) -> str:
     return name[:colon] if colon > slash else name
 
 
+def _digest_of(digests: list[str], reference: str) -> str | None:
+    """The digest of the repository pulled among the image's ``RepoDigests`` (one per name the
+    image has); the first where none is that repository."""
+    repository = _repository(reference)
+    for digest in digests:
+        named = digest.split("@", 1)[0]
+        if named == repository or named.endswith("/" + repository):
+            return digest
+    return digests[0] if digests else None
+
+
 def _leave_groups(procs_files: list[str]) -> None:
     """In a child before exec: move this process to the task groups' parents."""
     for procs in procs_files:
@@ -412,9 +423,7 @@ class TaskRun:
             digests = [str(d) for d in json.loads(listed or "[]") or []]
         except ValueError:
             digests = []
-        repository = _repository(reference)
-        digest = next((d for d in digests if d.split("@", 1)[0].endswith(repository)), None)
-        digest = digest or (digests[0] if digests else None)
+        digest = _digest_of(digests, reference)
         self._image = ident
         self.outcome.image_digest = digest
         self.log(f"pulled the docker image {reference}: {digest or ident}")

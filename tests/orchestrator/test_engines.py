@@ -25,7 +25,7 @@ FAKE = """#!/bin/sh
 echo "$*" >> "$FAKE_DIR/calls"
 case "$1 $2" in
   "image inspect")
-    digests='["registry.example/team/app@sha256:abcd"]'
+    digests=${FAKE_DIGESTS:-'["registry.example/team/app@sha256:abcd"]'}
     if [ -f "$FAKE_DIR/pulled" ]; then echo "sha256:1234 $digests"; exit 0; fi
     echo "Error: no such image" >&2; exit 125 ;;
   "pull --authfile")
@@ -82,6 +82,30 @@ async def test_pull_policies(fake: Engine, tmp_path: Path, monkeypatch: pytest.M
     os.remove(tmp_path / "calls")
     await resolve_image(fake, "app:1", "missing")  # there: not pulled
     assert "pull" not in (tmp_path / "calls").read_text()
+
+
+async def test_always_pulls_a_present_image_and_records_the_digest_of_the_repository_pulled(
+    fake: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One image under three names: a mirror first, a repository whose name ends like the one
+    # pulled, then the one pulled.
+    monkeypatch.setenv(
+        "FAKE_DIGESTS",
+        '["mirror.example/team/app@sha256:1111", "registry.example/team/myapp@sha256:2222",'
+        ' "registry.example/team/app@sha256:3333"]',
+    )
+    (tmp_path / "pulled").touch()
+    found = await resolve_image(fake, "registry.example/team/app:1", "always")
+    assert (tmp_path / "calls").read_text().splitlines()[0] == "pull --quiet registry.example/team/app:1"
+    assert found.digest == "registry.example/team/app@sha256:3333"
+    monkeypatch.setenv(
+        "FAKE_DIGESTS", '["registry.example/team/myapp@sha256:2222", "docker.io/library/app@sha256:5555"]'
+    )
+    hub = await resolve_image(fake, "app:1", "missing")  # a short name: docker.io/library/app
+    assert hub.digest == "docker.io/library/app@sha256:5555"
+    monkeypatch.setenv("FAKE_DIGESTS", '["docker.io/library/busybox@sha256:4444"]')
+    by_id = await resolve_image(fake, "sha256:1234", "missing")  # by id: no repository named
+    assert by_id.digest == "docker.io/library/busybox@sha256:4444"
 
 
 def test_an_engine_named_outright_that_does_not_work_stops_the_start(

@@ -27,7 +27,9 @@ case "$1" in
     touch "$dir/pulled"; exit 0 ;;
   image)
     [ -f "$dir/pulled" ] || { echo "Error: no such image" >&2; exit 125; }
-    echo 'sha256:feed ["registry.example/team/app@sha256:beef"]'; exit 0 ;;
+    digests='["registry.example/team/app@sha256:beef"]'
+    [ -f "$dir/digests" ] && digests=$(cat "$dir/digests")
+    echo "sha256:feed $digests"; exit 0 ;;
   run)
     while [ "$1" != "sha256:feed" ]; do
       shift; [ $# -gt 0 ] || { echo "ran another image" >&2; exit 99; }
@@ -95,3 +97,16 @@ def test_an_image_that_cannot_be_pulled_ends_the_task_with_254_before_its_comman
     assert result["failure"]["code"] == 254
     assert result["userExitCode"] is None
     assert "in-the-image" not in all_log(spec)
+
+
+def test_an_image_with_several_names_records_the_digest_of_the_repository_pulled(
+    tmp_path: Path, engine: Path
+) -> None:
+    (engine.parent / "digests").write_text(
+        '["mirror.example/team/app@sha256:1111", "registry.example/team/myapp@sha256:2222",'
+        ' "registry.example/team/app@sha256:3333"]'
+    )
+    spec = _spec(tmp_path, engine)
+    code, err = run_runtime(write_spec(tmp_path, spec))
+    assert code == 0, err
+    assert result_of(spec)["imageDigest"] == "registry.example/team/app@sha256:3333"

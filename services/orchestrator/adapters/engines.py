@@ -255,11 +255,19 @@ async def _inspect(engine: Engine, image: str) -> ResolvedImage | None:
         digests = [str(d) for d in json.loads(digests_json or "[]") or []]
     except ValueError:
         digests = []
+    return ResolvedImage(ident, digest_of(digests, image))
+
+
+def digest_of(digests: list[str], image: str) -> str | None:
+    """The digest of the repository ``image`` names among an image's ``RepoDigests`` (an image
+    tagged under several names has one per repository); the first where none is that repository
+    (an image named by its id)."""
     repository = _repository(image)
-    digest = next((d for d in digests if d.split("@", 1)[0].endswith(repository)), None)
-    if digest is None and digests:
-        digest = digests[0]
-    return ResolvedImage(ident, digest)
+    for digest in digests:
+        named = digest.split("@", 1)[0]
+        if named == repository or named.endswith("/" + repository):
+            return digest
+    return digests[0] if digests else None
 
 
 def _auth_file(directory: Path, registry: str, username: str, password: str) -> Path:
