@@ -3,12 +3,15 @@
 Rights come from groups (admin, virtual clusters), so `pai user set --vc` and `--admin` join
 or leave groups on the server; `pai group` shows and edits those groups directly. Passwords
 are prompted for (hidden, confirmed) or read from ``PAI_NEW_PASSWORD`` for scripts, never
-taken as a visible argument. `pai token create` prints an application token that does not
-expire: scripts use it for job operations only.
+taken as a visible argument. `pai token create` prints an application token, named with
+``--name`` and expiring after ``--expires-in`` days (30 unless told; 0: never): scripts use it
+for job operations only. `pai token list` prints each token first on its line, then its name,
+kind and expiry.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -210,22 +213,43 @@ def remove_user(
         )
 
 
+DAY_SECONDS = 86_400
+
+
+def _expiry(ms: Any) -> str:
+    if ms is None:
+        return "never expires"
+    return "expires " + datetime.fromtimestamp(int(ms) / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
 @token_app.command("list")
 def list_tokens(server: str | None = ServerOption) -> None:
-    """Your tokens that are still valid, one a line."""
+    """Your tokens that are still valid, one a line: the token, its name, kind and expiry."""
     client, _ = _client(server)
     with _friendly_errors(), client:
-        tokens = _call(client, "GET", "/api/v2/tokens")["tokens"]
-    for token in tokens:
-        typer.echo(token)
+        answer = _call(client, "GET", "/api/v2/tokens")
+    details = answer.get("details") or [{"token": token} for token in answer["tokens"]]
+    for item in details:
+        kind = "application" if item.get("application") else "sign-in"
+        name = item.get("name") or "-"
+        typer.echo(f"{item['token']}  {name}  {kind}  {_expiry(item.get('expiresTime'))}")
 
 
 @token_app.command("create")
-def create_token(server: str | None = ServerOption) -> None:
-    """Print a new application token: it never expires and serves job operations only."""
+def create_token(
+    name: str = typer.Option("", "--name", help="what the token is for, shown in token lists"),
+    expires_in: int = typer.Option(
+        30, "--expires-in", min=0, max=3660, help="days until the token expires (0: never)"
+    ),
+    server: str | None = ServerOption,
+) -> None:
+    """Print a new application token: it serves job operations only."""
+    body: dict[str, Any] = {"name": name}
+    if expires_in:
+        body["expiration"] = expires_in * DAY_SECONDS
     client, _ = _client(server)
     with _friendly_errors(), client:
-        typer.echo(_call(client, "POST", "/api/v2/tokens/application")["token"])
+        typer.echo(_call(client, "POST", "/api/v2/tokens/application", json=body)["token"])
 
 
 @token_app.command("revoke")

@@ -2,8 +2,10 @@
 
 Passwords are stored as argon2 hashes. Tokens are HS256 JWTs whose signing secret is made
 once and kept in the data dir (so tokens survive a restart); each token's id is also stored
-so it can be revoked. Login tokens expire; application tokens (for scripts) do not, and may
-only be used for job operations, as OpenPAI's API reference states. A token travels as
+so it can be revoked. Login tokens expire; application tokens (for scripts) carry the name
+their owner gave them and expire when their owner chose (never, as OpenPAI's do, unless asked),
+and may only be used for job operations, as OpenPAI's API reference states. Expiry is judged by
+one clock, ``accounts.now_ms``: the stored row's ``expires_time`` and the token's ``exp``. A token travels as
 ``Authorization: Bearer <token>`` or, as OpenPAI also accepts, ``Basic base64(user:token)``.
 Routes read the caller from ``request[PRINCIPAL]``; ``require_user`` turns a missing or bad
 token into OpenPAI's 401, ``require_admin`` and ``require_interactive`` answer 403.
@@ -84,10 +86,21 @@ def load_or_create_secret(path: Path) -> str:
     return value
 
 
-def _claims(username: str, jti: str, issued_s: int, expires_s: int | None) -> dict[str, Any]:
-    if expires_s is None:
-        return {"sub": username, "jti": jti, "iat": issued_s, "application": True}
-    return {"sub": username, "jti": jti, "iat": issued_s, "exp": expires_s}
+def _claims(
+    username: str, jti: str, issued_s: int, expires_s: int | None, application: bool = False
+) -> dict[str, Any]:
+    claims: dict[str, Any] = {"sub": username, "jti": jti, "iat": issued_s}
+    if application:
+        claims["application"] = True
+    if expires_s is not None:
+        claims["exp"] = expires_s
+    return claims
+
+
+def expired(claims: dict[str, Any]) -> bool:
+    """Whether a token's ``exp`` has passed by the platform's clock (no ``exp``: never)."""
+    expires = claims.get("exp")
+    return isinstance(expires, int | float) and expires * 1000 <= accounts.now_ms()
 
 
 @dataclass(frozen=True)
@@ -105,20 +118,33 @@ class Tokens:
         await accounts.record_token(self.engine, jti, username, expires * 1000, "user", issued * 1000)
         return jwt.encode(_claims(username, jti, issued, expires), self.secret, algorithm=ALGORITHM)
 
-    async def issue_application(self, username: str) -> str:
-        """A token that never expires, for scripts; revoked only by ``DELETE /v2/tokens/{token}``."""
+    async def issue_application(self, username: str, name: str = "", ttl_seconds: int | None = None) -> str:
+        """A token for scripts, named by its owner, expiring after ``ttl_seconds`` (None: never);
+        revoked by ``DELETE /v2/tokens/{token}``."""
         jti, issued = uuid.uuid4().hex, accounts.now_ms() // 1000
+        expires = None if ttl_seconds is None else issued + ttl_seconds
         await accounts.record_token(
-            self.engine, jti, username, accounts.NEVER_MS, "application", issued * 1000
+            self.engine,
+            jti,
+            username,
+            accounts.NEVER_MS if expires is None else expires * 1000,
+            "application",
+            issued * 1000,
+            name,
         )
-        return jwt.encode(_claims(username, jti, issued, None), self.secret, algorithm=ALGORITHM)
+        claims = _claims(username, jti, issued, expires, application=True)
+        return jwt.encode(claims, self.secret, algorithm=ALGORITHM)
 
     def encode(self, row: dict[str, Any]) -> str:
         """The token a stored row was issued as."""
         issued = int(row["created_time"]) // 1000
-        expires = None if row["kind"] == "application" else int(row["expires_time"]) // 1000
+        application = row["kind"] == "application"
+        never = application and int(row["expires_time"]) >= accounts.NEVER_MS
+        expires = None if never else int(row["expires_time"]) // 1000
         return jwt.encode(
-            _claims(row["username"], row["jti"], issued, expires), self.secret, algorithm=ALGORITHM
+            _claims(row["username"], row["jti"], issued, expires, application),
+            self.secret,
+            algorithm=ALGORITHM,
         )
 
     def claims(self, token: str) -> dict[str, Any] | None:
@@ -141,6 +167,8 @@ class Tokens:
                 token, self.secret, algorithms=[ALGORITHM], options={"require": ["sub", "jti"]}
             )
         except jwt.PyJWTError:
+            return None
+        if expired(claims):
             return None
         subject, jti = str(claims["sub"]), str(claims["jti"])
         if username is not None and username != subject:

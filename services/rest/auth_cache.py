@@ -3,7 +3,8 @@
 Checking a token reads the tokens table and the user's groups, several statements on the one
 SQLite connection that job submissions and the projection also wait for; under a burst of
 submissions it was the largest cost of a request. ``CachedTokens`` remembers each successful
-check for ``ttl`` seconds at most, never past the token's own expiry.
+check for ``ttl`` seconds at most, never past the token's own expiry (by the platform's clock,
+``accounts.now_ms``, the one the tokens table is compared with).
 
 What keeps it exact on this instance: every write this service makes through its engine to a
 table outside the job read model (users, groups, tokens, anything new) forgets every answer, once
@@ -24,6 +25,7 @@ import jwt
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from services.rest.adapters import accounts
 from services.rest.auth import Principal, Tokens
 
 # Tables the projection and submissions write all the time; writes to them change no caller.
@@ -67,6 +69,7 @@ class _Entry:
     principal: Principal
     until: float
     generation: int
+    expires_ms: float | None = None  # the token's exp, by the platform's clock
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,12 @@ class CachedTokens(Tokens):
         key = (token, username)
         now = time.monotonic()
         entry = self.entries.get(key)
-        if entry is not None and entry.until > now and entry.generation == self.writes.generation:
+        if (
+            entry is not None
+            and entry.until > now
+            and entry.generation == self.writes.generation
+            and (entry.expires_ms is None or entry.expires_ms > accounts.now_ms())
+        ):
             return entry.principal
         generation = self.writes.generation
         principal = await self._check(token, username)
@@ -108,10 +116,11 @@ class CachedTokens(Tokens):
             return principal
         life = self.ttl
         expires = jwt.decode(token, options={"verify_signature": False}).get("exp")
-        if isinstance(expires, int | float):
-            life = min(life, float(expires) - time.time())
+        expires_ms = float(expires) * 1000 if isinstance(expires, int | float) else None
+        if expires_ms is not None:
+            life = min(life, (expires_ms - accounts.now_ms()) / 1000)
         if life > 0:
             if len(self.entries) >= MAX_ENTRIES:
                 self.entries.clear()
-            self.entries[key] = _Entry(principal, time.monotonic() + life, generation)
+            self.entries[key] = _Entry(principal, time.monotonic() + life, generation, expires_ms)
         return principal

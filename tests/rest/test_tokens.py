@@ -1,4 +1,5 @@
-"""Application tokens: they never expire, serve job operations only, are listed and revoked."""
+"""Application tokens: they serve job operations only, are listed and revoked, and expire when
+their owner chose (never unless asked)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import base64
 from typing import Any
 
 import jwt
+import pytest
 from aiohttp.test_utils import TestClient
 
+from services.rest.adapters import accounts
 from tests.rest.conftest import ADMIN_PASSWORD
 from tests.rest.jobs import job_yaml
 from tests.rest.test_users_groups import answer, create_user
@@ -116,3 +119,59 @@ async def test_the_first_api_versions_token_route_logs_in_too(api: Client) -> No
     claims = jwt.decode(body["token"], options={"verify_signature": False})
     assert claims["exp"] - claims["iat"] == 3600
     assert (await api.get("/api/v2/jobs", headers=bearer(body["token"]))).status == 200
+
+
+async def test_a_named_token_with_an_expiry_is_listed_with_both_and_refused_once_it_expired(
+    api: Client, admin_headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    created = await api.post(
+        "/api/v2/tokens/application", json={"name": "nightly-ci", "expiration": 3600}, headers=admin_headers
+    )
+    assert created.status == 200, await created.text()
+    body = await created.json()
+    token = body["token"]
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert claims["exp"] - claims["iat"] == 3600
+    assert (body["name"], body["expiresTime"]) == ("nightly-ci", claims["exp"] * 1000)
+    forever = await application_token(api, admin_headers)  # OpenPAI's clients send no body
+
+    listed = await (await api.get("/api/v2/tokens", headers=admin_headers)).json()
+    details = {item["token"]: item for item in listed["details"]}
+    assert details[token]["name"] == "nightly-ci"
+    assert details[token]["expiresTime"] == claims["exp"] * 1000
+    assert details[token]["application"] is True
+    assert details[forever]["expiresTime"] is None
+    assert listed["tokens"] == [item["token"] for item in listed["details"]]
+    assert (await api.get("/api/v2/jobs", headers=bearer(token))).status == 200  # remembered now
+
+    # An hour and a second later by the platform's clock: refused, remembered or not, and unlisted.
+    later = accounts.now_ms() + 3_601_000
+    monkeypatch.setattr(accounts, "now_ms", lambda: later)
+    assert await answer(await api.get("/api/v2/jobs", headers=bearer(token))) == (
+        401,
+        "UnauthorizedUserError",
+    )
+    assert await answer(await api.get("/api/v2/jobs", headers=basic("admin", token))) == (
+        401,
+        "UnauthorizedUserError",
+    )
+    assert (await api.get("/api/v2/jobs", headers=bearer(forever))).status == 200
+    listed = await (await api.get("/api/v2/tokens", headers=admin_headers)).json()
+    assert token not in listed["tokens"]
+    assert forever in listed["tokens"]
+
+
+async def test_a_tokens_bad_name_or_expiry_is_refused_naming_the_field(
+    api: Client, admin_headers: dict[str, str]
+) -> None:
+    for body, field in (
+        ({"expiration": 10}, "expiration"),
+        ({"expiration": "30d"}, "expiration"),
+        ({"expiration": True}, "expiration"),
+        ({"name": "x" * 65}, "name"),
+        ({"name": 7}, "name"),
+    ):
+        response = await api.post("/api/v2/tokens/application", json=body, headers=admin_headers)
+        refused = await response.json()
+        assert (response.status, refused["code"], refused["field"]) == (400, "InvalidParametersError", field)
+        assert refused["message"].startswith(field), refused

@@ -268,3 +268,22 @@ async def test_patch_false_changes_the_fields_given_and_keeps_the_rest(
     assert profile["extension"] == {"team": "b", "editor": "vim"}
     kept = (profile["email"], profile["admin"], profile["virtualCluster"])
     assert kept == ("new@example.com", False, ["default"])
+
+
+async def test_an_error_about_one_field_names_it_for_the_form_that_shows_it(
+    api: Client, admin_headers: dict[str, str]
+) -> None:
+    bob = await create_user(api, admin_headers, "bob")
+    users, me = "/api/v2/users", "/api/v2/users/me"
+    for method, path, body, headers, field in (
+        ("POST", users, {"username": "eve", "password": "short"}, admin_headers, "password"),
+        ("POST", users, {"username": "e v e", "password": "long-enough"}, admin_headers, "username"),
+        ("POST", users, {"username": "bob", "password": "long-enough"}, admin_headers, "username"),
+        ("POST", users, {"password": "long-enough"}, admin_headers, "username"),
+        ("PUT", me, {"data": {"oldPassword": "bob-password", "newPassword": "abc"}}, bob, "newPassword"),
+        ("PUT", me, {"data": {"oldPassword": "wrong-one", "newPassword": "abcdefg"}}, bob, "oldPassword"),
+    ):
+        response = await api.request(method, path, json=body, headers=headers)
+        refused = await response.json()
+        assert response.status in (400, 409), refused
+        assert refused["field"] == field, (body, refused)

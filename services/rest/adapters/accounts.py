@@ -278,6 +278,7 @@ async def record_token(
     expires_ms: int,
     kind: str = "user",
     created_ms: int | None = None,
+    name: str = "",
 ) -> None:
     async with engine.begin() as conn:
         await conn.execute(
@@ -288,6 +289,7 @@ async def record_token(
                 created_time=created_ms if created_ms is not None else now_ms(),
                 expires_time=expires_ms,
                 revoked=False,
+                name=name,
             )
         )
 

@@ -220,6 +220,8 @@ tokens = Table(
     Column("created_time", BigInteger, nullable=False),
     Column("expires_time", BigInteger, nullable=False),
     Column("revoked", Boolean, nullable=False, default=False),
+    # What the owner called an application token (empty for login tokens and older ones).
+    Column("name", String(128), nullable=False, default="", server_default=""),
     Index("ix_tokens_username", "username"),
 )
 

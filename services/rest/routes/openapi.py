@@ -29,7 +29,13 @@ PATH_PARAMETER = re.compile(r"{(\w+)(?::[^}]*)?}")
 ROUTE_GROUP = re.compile(r"\(\?P<(\w+)>((?:[^()\\]|\\.|\([^()]*\))*)\)")
 ERROR = {
     "type": "object",
-    "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+    "properties": {
+        "code": {"type": "string"},
+        "message": {"type": "string"},
+        # This platform's: what to do next, and the body field an error is about.
+        "hint": {"type": "string"},
+        "field": {"type": "string"},
+    },
     "required": ["code", "message"],
 }
 
@@ -308,6 +314,16 @@ INPUTS: dict[tuple[str, str], Inputs] = {
                     "patch": BOOLEAN,
                 },
                 "data",
+            )
+        )
+    ),
+    ("POST", "/v2/tokens/application"): Inputs(
+        body=_json(
+            _object(
+                {
+                    "name": {"type": "string", "maxLength": 64},
+                    "expiration": {"type": "integer", "minimum": 60, "maximum": 10 * 366 * 86400},
+                }
             )
         )
     ),

@@ -8,7 +8,9 @@ a normal user reading another sees the name and admin flag only (e-mail, groups,
 and extension are the user's own and the admins'). A password change (the user's own or an
 admin's reset) revokes every token of the user, login and application, but the one making the
 change. A name is not given again while jobs of a former user of that name remain: jobs are
-named ``user~job`` and their logs follow the name, so a new user would inherit them.
+named ``user~job`` and their logs follow the name, so a new user would inherit them. An error
+about one field of the body names it in ``field`` too (beside OpenPAI's ``code`` and
+``message``), so a form can show the error at that field.
 """
 
 from __future__ import annotations
@@ -76,19 +78,21 @@ def field(body: dict[str, Any], name: str, kind: type, *, required: bool = False
     value = body.get(name)
     if value is None:
         if required:
-            raise invalid_parameters(f"{name} is required.")
+            raise invalid_parameters(f"{name} is required.", field=name)
         return None
     if kind is list:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise invalid_parameters(f"{name} must be a list of strings.")
+            raise invalid_parameters(f"{name} must be a list of strings.", field=name)
     elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise invalid_parameters(f"{name} must be of type {kind.__name__}.")
+        raise invalid_parameters(f"{name} must be of type {kind.__name__}.", field=name)
     return value
 
 
 def checked_password(value: Any, name: str = "password") -> str:
     if not isinstance(value, str) or len(value) < MIN_PASSWORD:
-        raise invalid_parameters(f"{name} must be a string of at least {MIN_PASSWORD} characters.")
+        raise invalid_parameters(
+            f"{name} must be a string of at least {MIN_PASSWORD} characters.", field=name
+        )
     return value
 
 
@@ -119,7 +123,9 @@ async def create_user(request: web.Request) -> web.Response:
     body = await json_body(request)
     username = field(body, "username", str, required=True)
     if not USERNAME.fullmatch(username):
-        raise invalid_parameters(f"username {username!r} may contain only letters, digits, '_', '.' and '-'.")
+        raise invalid_parameters(
+            f"username {username!r} may contain only letters, digits, '_', '.' and '-'.", field="username"
+        )
     password = checked_password(body.get("password"))
     if await accounts.get_user(request.app[ENGINE], username) is None and await accounts.has_jobs(
         request.app[ENGINE], username
@@ -128,6 +134,7 @@ async def create_user(request: web.Request) -> web.Response:
             "Jobs of a former user of this name remain, and a new user would inherit them and their "
             "logs (jobs are named user~job); choose another name.",
             user=username,
+            field="username",
         )
     try:
         await accounts.create_user(
@@ -140,7 +147,7 @@ async def create_user(request: web.Request) -> web.Response:
             extension=field(body, "extension", dict) or {},
         )
     except accounts.DuplicateError:
-        raise CONFLICT_USER(user=username) from None
+        raise CONFLICT_USER(user=username, field="username") from None
     await _share(request, username)
     return web.json_response({"message": "User is created successfully"}, status=201)
 
@@ -213,7 +220,7 @@ async def update_self(request: web.Request) -> web.Response:
         user = await _existing(request, username)
         passwords = request.app[PASSWORDS]
         if not await passwords.verify(user["password_hash"], str(data.get("oldPassword") or "")):
-            raise INCORRECT_PASSWORD("oldPassword must be the current password.")
+            raise INCORRECT_PASSWORD("oldPassword must be the current password.", field="oldPassword")
         password_hash = await passwords.hash(new)
     await accounts.update_user(
         request.app[ENGINE],
