@@ -59,7 +59,11 @@ function getPath(obj, path) {
 }
 
 function setPath(obj, path, value) {
-  const parts = splitPath(path);
+  setParts(obj, splitPath(path), value);
+}
+
+/** @param {any} obj @param {(string|number)[]} parts @param {any} value */
+function setParts(obj, parts, value) {
   let cur = obj;
   parts.slice(0, -1).forEach((part, i) => {
     if (cur[part] === null || typeof cur[part] !== "object") cur[part] = typeof parts[i + 1] === "number" ? [] : {};
@@ -259,7 +263,11 @@ async function check() {
   if (mine !== state.checksStarted) return answer.valid;
   state.problems = answer.problems;
   state.checkedByPlatform = false;
-  if (answer.config && typeof answer.config === "object" && !Array.isArray(answer.config)) state.config = answer.config;
+  if (answer.config && typeof answer.config === "object" && !Array.isArray(answer.config)) {
+    state.config = answer.config;
+    // Edits the form made since the checked text was written are not in it yet: keep them.
+    for (const { parts, value } of state.edits) setParts(state.config, parts, value);
+  }
   showForm();
   return answer.valid;
 }
@@ -302,14 +310,28 @@ async function edited(text, edits) {
   return portal("/portal/render", JSON.stringify(state.config), "application/json");
 }
 
-const fromForm = debounce(async () => {
-  const edits = state.edits;
-  state.edits = [];
-  try {
-    editor.value = await edited(editor.value, edits);
-    await check();
-  } catch (error) { report(error); }
-}, 250);
+// The form's edits reach the editor one batch at a time, in order: a batch reads the text the
+// previous one wrote. Submit, Check and Export apply what is pending first, so an edit made just
+// before a click is in what the click sends.
+/** @type {Promise<void>} */
+let applying = Promise.resolve();
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let formTimer;
+
+function applyEdits() {
+  clearTimeout(formTimer);
+  applying = applying.catch(() => {}).then(async () => {
+    const edits = state.edits;
+    state.edits = [];
+    if (edits.length) editor.value = await edited(editor.value, edits);
+  });
+  return applying;
+}
+
+function fromForm() {
+  clearTimeout(formTimer);
+  formTimer = setTimeout(() => applyEdits().then(check).catch(report), 250);
+}
 
 function onFormInput(event) {
   const input = event.target;
@@ -368,6 +390,7 @@ async function platformCheck() {
 async function checkAll() {
   const status = $("#submit-status");
   status.textContent = "Checking…";
+  await applyEdits();
   if (!(await check())) { status.textContent = `${state.problems.length} problem(s) in the job.`; return; }
   const fine = await platformCheck();
   if (fine === null) return;
@@ -380,6 +403,7 @@ async function checkAll() {
 async function submit() {
   const status = $("#submit-status");
   status.textContent = "Checking…";
+  await applyEdits();
   if (!(await check())) {
     status.textContent = `Not submitted: ${state.problems.length} problem(s); see the marked fields and lines.`;
     return;
@@ -402,7 +426,8 @@ function withLine(problem) {
   return { ...problem, line: m ? Number(m[1]) : null };
 }
 
-function exportYaml() {
+async function exportYaml() {
+  await applyEdits();
   const blob = new Blob([editor.value], { type: "text/yaml" });
   const link = el("a", { href: URL.createObjectURL(blob), download: `${state.config.name || "job"}.yaml` });
   document.body.append(link);
@@ -437,7 +462,7 @@ async function start() {
     await check();
     $("#submit-status").textContent = `Imported ${file.name}.`;
   });
-  $("#export").addEventListener("click", exportYaml);
+  $("#export").addEventListener("click", () => exportYaml().catch(report));
   $("#check").addEventListener("click", () => checkAll().catch(report));
   $("#submit").addEventListener("click", () => submit().catch(report));
 
