@@ -60,12 +60,14 @@ class Entry:
         cwd: str,
         *,
         drop_to: tuple[int, int] | None = None,
+        groups: tuple[int, ...] = (),
         confine: bool = True,
     ) -> None:
         self.argv = argv
         self.env = env
         self.cwd = cwd
         self.drop_to = drop_to
+        self.groups = groups  # the task's team storages' gids, kept when dropping to its user
         self.confine = confine
 
 
@@ -154,7 +156,8 @@ def plan_entry(
             argv += [setsid, "--ctty"]
         return Entry([*argv, *spec.sandbox.drop, *command], env, work)
     drop_to = (spec.run_as.uid, spec.run_as.gid) if spec.run_as is not None else None
-    return Entry(list(command), env, work, drop_to=drop_to)
+    groups = tuple(spec.run_as.groups) if spec.run_as is not None else ()
+    return Entry(list(command), env, work, drop_to=drop_to, groups=groups)
 
 
 def _pid_namespace(pid: int) -> str | None:
@@ -258,7 +261,7 @@ def enter(spec: TaskSpec, directory: Path, command: list[str], tty: bool) -> Non
     os.chdir(entry.cwd)
     if entry.drop_to is not None and os.geteuid() == 0:
         uid, gid = entry.drop_to
-        os.setgroups([])
+        os.setgroups(list(entry.groups))
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
     os.umask(0o022)

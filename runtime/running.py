@@ -472,7 +472,8 @@ class TaskRun:
         run_as = self.spec.run_as
         if run_as is None:
             return {}
-        return {"user": run_as.uid, "group": run_as.gid, "extra_groups": [], "umask": 0o022}
+        # Its team storages' groups beside its own (services/orchestrator/core/storage_groups.py).
+        return {"user": run_as.uid, "group": run_as.gid, "extra_groups": list(run_as.groups), "umask": 0o022}
 
     def _check_ports(self) -> None:
         taken = [p for ports in self.spec.me.ports.values() for p in ports if not port_is_bindable(p)]

@@ -165,6 +165,7 @@ class RunAs(Record):
     name: str
     uid: int
     gid: int
+    groups: list[int] = []  # noqa: RUF012 - a new list per record
 
 
 class Runc(Record):
@@ -546,7 +547,12 @@ def _run_as(data: Any, where: str) -> RunAs | None:
     if data is None:
         return None
     f = _Fields(data, where)
-    run_as = RunAs(name=f.text("name", min_length=1), uid=f.integer("uid", ge=1), gid=f.integer("gid", ge=0))
+    run_as = RunAs(
+        name=f.text("name", min_length=1),
+        uid=f.integer("uid", ge=1),
+        gid=f.integer("gid", ge=0),
+        groups=[_integer(v, at, 0, None) if at else v for v, at in f.items("groups", [])],
+    )
     f.done()
     return run_as
 

@@ -121,6 +121,10 @@ class RunAs(_Model):
     name: str = Field(min_length=1)
     uid: int = Field(ge=1, description="never root")
     gid: int = Field(ge=0)
+    groups: list[int] = Field(
+        default_factory=list,
+        description="supplementary groups: the gids of the team storages the task may mount",
+    )
 
 
 class Runc(_Model):

@@ -105,6 +105,11 @@ class PaiGroup(DeferredGroup):
         Deferred("user", "pai.cli.accounts:user_app", "Users: create, list, change, remove (admins)."),
         Deferred("group", "pai.cli.accounts:group_app", "Groups and the rights they grant (admins)."),
         Deferred("token", "pai.cli.accounts:token_app", "Your tokens: list, create for scripts, revoke."),
+        Deferred(
+            "storage",
+            "pai.cli.storages:storage_app",
+            "Storages: list, add a local one, grant or revoke it to a group (admins).",
+        ),
     )
 
 

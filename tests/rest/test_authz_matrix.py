@@ -109,6 +109,8 @@ MATRIX: list[tuple[str, str, str, dict[str, Any], tuple[int, ...]]] = [
     ("POST", "/api/v2/authn/oidc/code", "", {"json": {"code": "x", "state": "y"}}, ANYONE),
     ("GET", "/api/v2/storages", "", {}, SIGNED_IN),
     ("GET", "/api/v2/storages/{storage}", "/api/v2/storages/none", {}, SIGNED_IN),
+    # Adding a storage: admins only (a body it refuses, so nothing is written).
+    ("PUT", "/api/v2/storages/{storage}", "/api/v2/storages/x", {"json": {"data": {"path": "rel"}}}, ADMIN),
     ("GET", JOB + "/events", "", {}, PRIVATE),
     ("GET", JOB + "/job-attempts/healthz", "", {}, ANYONE),
     ("GET", "/api/v2/kubernetes/nodes", "", {}, ADMIN),

@@ -73,6 +73,8 @@ class TaskUser:
     name: str
     uid: int
     gid: int
+    groups: tuple[int, ...] = ()
+    """Supplementary groups: the gids of the team storages the task may mount."""
 
 
 def _lookup(name: str) -> TaskUser | None:
@@ -178,11 +180,15 @@ class TenantUids:
     data_dir: Path
     registry: Path = DEFAULT_UID_REGISTRY
     uid_range: tuple[int, int] = DEFAULT_UID_RANGE
+    file: str = USERS_FILE
+    """Where the data dir remembers them; team storages' gids have their own (same registry)."""
+    prefix: str = ""
+    """Before each name in its claim: a storage's claim never reads as a user's."""
     _known: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         try:
-            stored = json.loads((self.data_dir / USERS_FILE).read_text())
+            stored = json.loads((self.data_dir / self.file).read_text())
             self._known = {str(k): int(v) for k, v in stored.items()}
         except (OSError, ValueError, AttributeError):
             self._known = {}
@@ -196,8 +202,8 @@ class TenantUids:
         with self._registry_locked():
             uid = self._claim_free(name)
         self._known[name] = uid
-        path = self.data_dir / USERS_FILE
-        tmp = path.with_name(f".{USERS_FILE}.tmp")
+        path = self.data_dir / self.file
+        tmp = path.with_name(f".{self.file}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
         with os.fdopen(fd, "w") as f:
             json.dump(self._known, f)
@@ -206,7 +212,7 @@ class TenantUids:
         return TaskUser(name, uid, uid)
 
     def _claim_text(self, name: str) -> str:
-        return json.dumps({"dataDir": str(self.data_dir.resolve()), "user": name})
+        return json.dumps({"dataDir": str(self.data_dir.resolve()), "user": self.prefix + name})
 
     @contextlib.contextmanager
     def _registry_locked(self):  # type: ignore[no-untyped-def]
@@ -272,6 +278,8 @@ class TaskUsers:
     shared: TaskUser | None = None
     tenants: TenantUids | None = None
     why: str = ""
+    storages: TenantUids | None = None
+    """The team storages' gids (adapters/storage_dirs.py), where tenants have uids of their own."""
 
     def for_user(self, name: str) -> TaskUser | None:
         if self.tenants is not None:
@@ -306,7 +314,9 @@ def resolve_task_users(setting: str, data_dir: Path, *, uid_range: str = "", reg
             Path(registry) if registry else DEFAULT_UID_REGISTRY,
             parse_uid_range(uid_range) if uid_range else DEFAULT_UID_RANGE,
         )
-        return TaskUsers("tenants", tenants=tenants)
+        from services.orchestrator.adapters.storage_dirs import storage_gids
+
+        return TaskUsers("tenants", tenants=tenants, storages=storage_gids(tenants))
     shared = resolve_task_user(setting)
     if shared is None:
         return TaskUsers("platform", why="PAI_TASK_USER=none")

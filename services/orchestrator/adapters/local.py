@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -111,6 +112,7 @@ from services.orchestrator.adapters.specs import (
     release_attempt_ports,
     task_dir,
 )
+from services.orchestrator.adapters.storage_dirs import storage_groups
 from services.orchestrator.core.containers import (
     LABEL_JOB,
     LABEL_PLATFORM,
@@ -453,6 +455,10 @@ class LocalExecutor:
         directory = self.task_dir(job_id, key)
         try:
             user = self.task_users.for_user(framework.user or "unknown")
+            if user is not None and self.task_users.storages is not None and framework.storages:
+                # The team storages it may mount, as their groups (core/storage_groups.py).
+                groups = storage_groups(self.task_users.storages, framework.storages)
+                user = dataclasses.replace(user, groups=groups)
         except TaskUserError as exc:
             raise ContainmentError(f"no task user for {framework.user}: {exc}") from exc
         prepare_task_dir(self.data_dir, directory, user)
@@ -495,7 +501,11 @@ class LocalExecutor:
             fd = os.open(directory / SECRETS_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(secrets, f)
-        run_as = RunAs(name=user.name, uid=user.uid, gid=user.gid) if user is not None else None
+        run_as = (
+            RunAs(name=user.name, uid=user.uid, gid=user.gid, groups=list(user.groups))
+            if user is not None
+            else None
+        )
         on_host = ""
         try:
             image = await self._image(framework, key, directory) if self.engine is not None else None
@@ -524,7 +534,7 @@ class LocalExecutor:
         elif self.sandbox is not None and run_as is not None:
             sandbox = Sandbox(
                 wrap=wrap_arguments(self.sandbox, share_ipc=spec.mps_pipe_dir is not None),
-                drop=drop_arguments(self.sandbox, run_as.uid, run_as.gid),
+                drop=drop_arguments(self.sandbox, run_as.uid, run_as.gid, tuple(run_as.groups)),
             )
             spec = spec.model_copy(update={"sandbox": sandbox})
         try:
@@ -624,6 +634,7 @@ class LocalExecutor:
             image=image.run,
             name=container_name(spec.job.uid, key.job_attempt, key.role, key.task_index, key.task_attempt),
             user=f"{uid}:{gid}",
+            groups=user.groups if user is not None else (),
             work_dir=str(spec.dirs.work_dir),
             labels=(
                 (LABEL_PLATFORM, self._platform_label),

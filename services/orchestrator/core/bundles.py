@@ -10,9 +10,9 @@ default seccomp profile, its masked and read-only paths, its init), reads the OC
 the engine generated for it, and removes it. This module turns that template into one task's
 configuration, changing only what differs from task to task:
 
-- the process: its user (the tenant's uid and gid, no other group), its working directory (the
-  task's work dir), and its arguments up to the command (the engine's init and the image's
-  entrypoint; the runtime adds the script's loader, runtime/container.py);
+- the process: its user (the tenant's uid and gid, no other group but its team storages'), its
+  working directory (the task's work dir), and its arguments up to the command (the engine's
+  init and the image's entrypoint; the runtime adds the script's loader, runtime/container.py);
 - the root filesystem: the task's own overlay over the image (read-write, dropped at its end);
 - the mounts: the work dir at the same path instead of the template's, the engine's files
   (hosts, resolv.conf, hostname) from the executor's copies, read-only, ``/dev/shm`` a tmpfs of
@@ -112,7 +112,7 @@ def bundle_config(
         raise TemplateError("the template has no process or no linux section")
     uid, _, gid = plan.user.partition(":")
     user = {**(process.get("user") or {}), "uid": int(uid), "gid": int(gid or uid)}
-    user["additionalGids"] = [user["gid"]]
+    user["additionalGids"] = [user["gid"], *(g for g in plan.groups if g != user["gid"])]
     mounts: list[dict[str, Any]] = []
     for mount in template.get("mounts") or []:
         target = mount.get("destination")

@@ -13,7 +13,8 @@ What a container gets (OpenPAI's pods, as closely as one machine allows):
 - the task's work directory mounted at the same path, and the working directory set to it, so
   every path in the PAI_* environment means the same inside and out;
 - the task's uid and gid (``--user``): the image's own users are not the platform's tenants, and
-  a container as root could write root-owned files into the shared work directory. An image that
+  a container as root could write root-owned files into the shared work directory; beside it,
+  the gids of the team storages it may mount (``--group-add``, core/storage_groups.py). An image that
   needs root at run time is not supported on this executor (Kubernetes runs it as its securityContext
   says);
 - its cgroup nested under the task's memory group (``--cgroup-parent``, the group's path in the
@@ -68,6 +69,8 @@ class ContainerPlan:
     cdi: bool = False
     mounts: tuple[tuple[str, str, bool], ...] = ()
     """(host path, container path, read-only)."""
+    groups: tuple[int, ...] = ()
+    """Supplementary gids (``--group-add``): the team storages the task may mount."""
 
 
 def container_name(job_uid: str, job_attempt: int, role: str, index: int, task_attempt: int) -> str:
@@ -127,6 +130,8 @@ def run_arguments(plan: ContainerPlan) -> list[str]:
     ]
     if plan.engine == "podman":
         args += ["--pull", "never"]
+    for gid in plan.groups:
+        args += ["--group-add", str(gid)]
     if plan.cgroup_parent:
         args += ["--cgroup-parent", plan.cgroup_parent]
     else:

@@ -11,8 +11,9 @@ as one in a container, by the kernel's own means, through two well-kept tools:
   MPS daemon. Everything else of the host's file system is the same, as the kernel's permissions
   already guard it (the task runs under a uid of its own). When the command ends, whatever it
   left running in its namespace ends with it, as a container's processes do;
-- **setpriv** (util-linux) then drops to the tenant's uid and gid with no supplementary group,
-  no capability (effective, permitted, inheritable, ambient or bounding) and ``no_new_privs``, so
+- **setpriv** (util-linux) then drops to the tenant's uid and gid with no supplementary group
+  but the gids of the team storages the task may mount (core/storage_groups.py), no capability
+  (effective, permitted, inheritable, ambient or bounding) and ``no_new_privs``, so
   a setuid-root binary runs as the tenant, with nothing.
 
 bubblewrap runs as root here (the runtime is the platform's): it needs no user namespace and no
@@ -54,13 +55,14 @@ def wrap_arguments(tools: SandboxTools, *, share_ipc: bool = False) -> list[str]
     return args
 
 
-def drop_arguments(tools: SandboxTools, uid: int, gid: int) -> list[str]:
-    """setpriv's arguments, up to the command: the tenant's ids and nothing of root's."""
+def drop_arguments(tools: SandboxTools, uid: int, gid: int, groups: tuple[int, ...] = ()) -> list[str]:
+    """setpriv's arguments, up to the command: the tenant's ids (and its team storages' groups,
+    core/storage_groups.py) and nothing of root's."""
     return [
         tools.setpriv,
         f"--reuid={uid}",
         f"--regid={gid}",
-        "--clear-groups",
+        f"--groups={','.join(str(g) for g in groups)}" if groups else "--clear-groups",
         "--inh-caps=-all",
         "--ambient-caps=-all",
         "--bounding-set=-all",

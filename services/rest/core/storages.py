@@ -10,9 +10,12 @@ an admin every storage. This module parses and checks the file and filters it: n
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from libs.protocol.storage_paths import path_refusal
 
 TYPES = ("nfs", "samba", "azureFile", "azureBlob", "other", "unknown", "local")
 # The data field each type cannot do without (OpenPAI's StorageDetail schema).
@@ -180,3 +183,51 @@ def job_storages(plugins: Iterable[tuple[str, dict[str, Any]]], usable: list[Sto
     if refused:
         raise StorageRefusedError(sorted(refused), sorted(by_name))
     return list(chosen.values())
+
+
+STORAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+# What PUT /api/v2/storages/{name} may set: the entry's fields but its name (the path's).
+_PUT_FIELDS = ("type", "data", "default", "share", "volumeName", "readOnly", "mountOptions")
+
+
+def put_storage(document: Any, name: str, body: dict[str, Any]) -> tuple[list[Any], bool]:
+    """The storages file's document with storage ``name`` set to ``body`` (added, or replacing the
+    entry of that name), and whether it is new. StorageConfigError names the field and the fix.
+
+    A ``local`` storage's directory (``data.path``) must be one the platform may hand to the
+    storage's group (libs/protocol/storage_paths.py), and its ``data.mountPath`` absolute."""
+    if not STORAGE_NAME.fullmatch(name):
+        raise StorageConfigError(
+            f"name {name!r} must be 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit."
+        )
+    unknown = sorted(set(body) - set(_PUT_FIELDS) - {"name"})
+    if unknown:
+        raise StorageConfigError(f"{', '.join(unknown)}: not a storage field; use {', '.join(_PUT_FIELDS)}.")
+    if body.get("name", name) != name:
+        raise StorageConfigError(f"name {body['name']!r} differs from the path's {name!r}; leave it out.")
+    entry = {"name": name, **{key: body[key] for key in _PUT_FIELDS if key in body}}
+    entry.setdefault("type", "local")
+    kind, data = entry["type"], entry.get("data")
+    if kind == "local" and isinstance(data, dict):
+        refusal = path_refusal(data["path"]) if isinstance(data.get("path"), str) else ""
+        if refusal:
+            raise StorageConfigError(refusal + ".")
+        mount = data.get("mountPath")
+        if mount is not None and (not isinstance(mount, str) or not mount.startswith("/") or ".." in mount):
+            raise StorageConfigError(f"data.mountPath must be an absolute path without '..', got {mount!r}.")
+    existing = list(document or []) if isinstance(document, list) else None
+    if existing is None:
+        raise StorageConfigError("The storages file must be a YAML list of storages.")
+    new = True
+    for position, item in enumerate(existing):
+        if isinstance(item, dict) and item.get("name") == name:
+            existing[position], new = entry, False
+            break
+    else:
+        existing.append(entry)
+    try:
+        parse_storages([entry])
+    except StorageConfigError as exc:
+        raise StorageConfigError(str(exc).removeprefix("[0].")) from None
+    parse_storages(existing)
+    return existing, new

@@ -20,6 +20,7 @@ from aiohttp import web
 from libs.protocol.jobs import NAME_PATTERN
 from libs.protocol.limits import MIN_TASK_MEMORY_MB
 from services.rest.adapters.jobs_store import MAX_LIMIT, ORDER_FIELDS
+from services.rest.core.storages import TYPES as STORAGE_TYPES
 from services.rest.routes.logs import LOG_FILES, MAX_LOG_LIMIT
 
 routes = web.RouteTableDef()
@@ -259,6 +260,21 @@ INPUTS: dict[tuple[str, str], Inputs] = {
     ),
     ("GET", "/v2/jobs/{user}~{job}/events"): Inputs(query={"type": STRING}),
     ("GET", "/v2/storages"): Inputs(query={"default": BOOLEAN}),
+    ("PUT", "/v2/storages/{storage}"): Inputs(
+        body=_json(
+            _object(
+                {
+                    "type": {"type": "string", "enum": list(STORAGE_TYPES)},
+                    "data": _object({"path": STRING, "mountPath": STRING}),
+                    "default": BOOLEAN,
+                    "share": BOOLEAN,
+                    "volumeName": STRING,
+                    "readOnly": BOOLEAN,
+                    "mountOptions": NAMES,
+                }
+            )
+        )
+    ),
     ("GET", "/v2/kubernetes/pods"): Inputs(query={"namespace": STRING}),
     ("GET", "/v2/authn/oidc/return"): Inputs(
         query={"code": STRING, "state": STRING, "error": STRING, "error_description": STRING}

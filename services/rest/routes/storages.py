@@ -5,21 +5,32 @@ The definitions come from the admin's storages file (``core/storages.py`` says i
 read at each request so an edit applies without a restart; the caller's rights come from
 their groups at each request, as every right does. A storage the caller's groups do not grant
 is a 403 (it exists), a name nobody defined a 404 NoStorageError, as OpenPAI answers.
+
+An admin adds or changes a storage with ``PUT /api/v2/storages/{storage}`` (``pai storage add``):
+the entry is checked (core/storages.py ``put_storage``) and the file rewritten whole, atomically,
+under a lock, so two writers never lose each other's entry (comments in the file are not kept).
+A ``local`` storage's directory becomes its group's when a task first mounts it
+(services/orchestrator/core/storage_groups.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import os
 from pathlib import Path
+from typing import Any
 
 import yaml
 from aiohttp import web
 
 from services.rest.adapters import accounts
-from services.rest.auth import require_user
-from services.rest.core.storages import Storage, StorageConfigError, granted, parse_storages
+from services.rest.auth import require_admin, require_user
+from services.rest.core.storages import Storage, StorageConfigError, granted, parse_storages, put_storage
 from services.rest.errors import NO_STORAGE, NOT_STORAGE_USER, invalid_parameters, unavailable
 from services.rest.keys import READ_ENGINE, SETTINGS
+from services.rest.routes.users import json_body
 
 routes = web.RouteTableDef()
 
@@ -86,3 +97,49 @@ async def get_storage(request: web.Request) -> web.Response:
                 )
             return web.json_response(storage.detail())
     raise NO_STORAGE(storage=name)
+
+
+def _write(path: Path, name: str, body: dict[str, Any]) -> bool:
+    """Storage ``name`` set in the file at ``path``; whether it is new (StorageConfigError: the
+    entry, or the file as it stands, is invalid)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            document = yaml.safe_load(path.read_text())
+        except FileNotFoundError:
+            document = []
+        entries, new = put_storage(document, name, body)
+        tmp = path.with_name(f".{path.name}.tmp")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            yaml.safe_dump(entries, f, sort_keys=False)
+        os.replace(tmp, path)
+        return new
+    finally:
+        os.close(lock)
+
+
+@routes.put("/v2/storages/{storage}")
+async def put_storage_route(request: web.Request) -> web.Response:
+    """Add or change a storage in the cluster's storages file (admin only); groups grant it
+    through their ``extension.acls.storageConfigs``."""
+    require_admin(request)
+    name = request.match_info["storage"]
+    body = await json_body(request)
+    path = request.app[SETTINGS].resolved_storages_file()
+    try:
+        new = await asyncio.to_thread(_write, path, name, body)
+    except StorageConfigError as exc:
+        raise invalid_parameters(
+            str(exc), "The body is a storage entry: {type: local, data: {path: DIR, mountPath: /mnt/NAME}}."
+        ) from None
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+        raise unavailable(
+            f"The cluster's storage configuration (PAI_STORAGES_FILE) cannot be written: {exc}"
+        ) from None
+    verb = "added" if new else "updated"
+    return web.json_response({"message": f"storage {name} is {verb}"}, status=201 if new else 200)
