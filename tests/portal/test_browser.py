@@ -727,8 +727,8 @@ async def test_the_profile_changes_the_password_only_with_the_old_one(
     await page.fill("#new-password", "second-password")
     await page.fill("#new-password-again", "second-password")
     await page.click("#password-form button[type=submit]")
-    await page.wait_for_function("() => document.querySelector('#password-status').textContent !== ''")
-    assert "not right" in (await page.text_content("#password-status") or "")
+    await page.wait_for_selector("#old-password-error")  # said at the field
+    assert "not right" in (await page.text_content("#old-password-error") or "")
     await page.fill("#old-password", "first-password")
     await page.fill("#new-password", "second-password")
     await page.fill("#new-password-again", "second-password")

@@ -1,7 +1,8 @@
 // @ts-check
 // Users (admin): add, search, edit admin right and VCs one by one or for the selected users,
-// delete, batch add from CSV.
+// delete, batch add from CSV. An error about one field of the new user is shown at that field.
 import { $, api, el, fill, showError } from "./common.js";
+import { clearFieldErrors, showApiFieldError } from "./field-errors.js";
 
 const list = (text) => text.split(/[;,]/).map((s) => s.trim()).filter(Boolean);
 // the users ticked for a change made to all of them at once (kept across a refresh)
@@ -86,19 +87,27 @@ function remove(username) {
   act(() => api(`/users/${encodeURIComponent(username)}`, { method: "DELETE" }));
 }
 
-$("#add-user").addEventListener("submit", (e) => {
+$("#add-user").addEventListener("submit", async (e) => {
   e.preventDefault();
-  const f = e.target.elements;
+  const form = /** @type {HTMLFormElement} */ (e.target);
+  const f = /** @type {any} */ (form.elements);
   const username = f.username.value.trim();
   // Left blank, the VC field means what its placeholder says: the default VC.
   const virtualCluster = list(f.vcs.value).length ? list(f.vcs.value) : ["default"];
   $("#add-status").textContent = "";
-  act(async () => {
+  clearFieldErrors(form);
+  try {
     await api("/users", { method: "POST", body: { username, password: f.password.value,
       email: f.email.value.trim(), admin: f.admin.checked, virtualCluster } });
-    e.target.reset();
-    $("#add-status").textContent = `User ${username} added, with virtual clusters ${virtualCluster.join(", ")}.`;
-  });
+  } catch (error) {
+    // The API's virtualCluster is the form's vcs field.
+    if (!showApiFieldError(form, error, { virtualCluster: "vcs" })) showError($("#user-error"), error);
+    return;
+  }
+  form.reset();
+  fill($("#user-error"));
+  $("#add-status").textContent = `User ${username} added, with virtual clusters ${virtualCluster.join(", ")}.`;
+  await refresh().catch((error) => showError($("#user-error"), error));
 });
 
 $("#csv-file").addEventListener("change", async (e) => {
