@@ -133,7 +133,10 @@ def _reap(sock: socket.socket) -> bool:
 
 def _preload() -> None:
     """What a runtime imports only once its command has failed (the failure rules, and with them
-    pydantic and PyYAML), loaded here once: a failed task's explanation then costs no imports."""
+    pydantic and PyYAML), loaded here once: a failed task's explanation then costs no imports.
+    ctypes too, which every host task's runtime needs (reaping.become_subreaper)."""
+    import ctypes  # noqa: F401  (each host task's runtime becomes its processes' reaper with it)
+
     from libs.failures import default_rules
 
     default_rules()

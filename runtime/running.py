@@ -35,6 +35,7 @@ from runtime.plugins import (
     prepare_plugin,
 )
 from runtime.ports import port_is_bindable
+from runtime.reaping import become_subreaper, end_leftovers
 from runtime.secrets import Masker, SecretsError, load_secrets, render_in, render_secrets
 from runtime.spec import RuntimeExit, RuntimeResult, TaskSpec
 
@@ -655,6 +656,10 @@ def run_task(spec: TaskSpec) -> int:
         print(f"[runtime] cannot prepare the task's directories: {exc}", file=sys.stderr)
         return exitcodes.INTERNAL_ERROR
     run.install_signal_handlers()
+    if spec.container is None:
+        # A host task's processes stay in this runtime's tree, to be ended with it; in a
+        # container the engine's own processes (conmon) must not be adopted.
+        become_subreaper()
     try:
         code = run.execute()
     except Exception as exc:
@@ -665,5 +670,9 @@ def run_task(spec: TaskSpec) -> int:
         }
         run.log(f"runtime error: {type(exc).__name__}: {exc}")
         code = exitcodes.INTERNAL_ERROR
+    if spec.container is None:
+        ended = end_leftovers()
+        if ended:
+            run.log(f"the task's command left {ended} process(es) running: ended with it")
     run.write_result(code)
     return code

@@ -213,3 +213,62 @@ async def test_a_start_while_another_process_holds_the_lock_raises_and_runs_noth
         os.close(holder)
         await ex.close()
     assert not marker.exists()
+
+
+def _running_with(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if marker in (proc.info["cmdline"] or []) and proc.info["status"] != "zombie":
+            found.append(proc)
+    return found
+
+
+async def test_stopping_a_task_that_ignores_sigterm_leaves_none_of_its_processes_without_cgroups(
+    tmp_path: Path,
+) -> None:
+    """No cgroup to empty and no sandbox to tear down: the runtime, the command's group and a
+    child that left it (setsid) all end within the grace period's SIGKILL."""
+    exits = Exits()
+    ex = executor(tmp_path, exits, grace=1.0)
+    assert ex.groups.confinement.mechanism == "none"
+    assert ex.sandbox is None
+    command = "trap '' TERM; sleep 7301 & setsid sleep 7302 & sleep 7303; wait"
+    fw = framework_for(job_config({"worker": (1, command)}))
+    _, directory = await ex.start(fw, KEY)
+    await wait_for_file(directory / "logs" / "runtime.pai.log", "user command starts")
+    for marker in ("7301", "7302", "7303"):
+        for _ in range(200):
+            if _running_with(marker):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError(f"sleep {marker} never started")
+    await ex.stop("job1", KEY)
+    done = await exits.next()
+    assert done.exit_code != 0
+    for _ in range(200):
+        left = [p for marker in ("7301", "7302", "7303") for p in _running_with(marker)]
+        if not left:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        for proc in left:
+            proc.kill()
+        raise AssertionError(f"the stopped task's processes still run: {left}")
+    await ex.close()
+
+
+async def test_a_host_task_that_ends_leaves_nothing_running_without_cgroups(tmp_path: Path) -> None:
+    """A pod's processes end with its container: here, with its command, the daemon it left
+    (double fork: re-parented to the runtime, not to init) included."""
+    exits = Exits()
+    ex = executor(tmp_path, exits)
+    command = "(setsid sleep 7304 < /dev/null > /dev/null 2>&1 &); echo left it"
+    fw = framework_for(job_config({"worker": (1, command)}))
+    _, directory = await ex.start(fw, KEY)
+    done = await exits.next()
+    assert done.exit_code == 0
+    assert not _running_with("7304")
+    runtime_log = (directory / "logs" / "runtime.pai.log").read_text()
+    assert "the task's command left 1 process(es) running: ended with it" in runtime_log
+    await ex.close()

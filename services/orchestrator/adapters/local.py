@@ -59,6 +59,7 @@ from libs.protocol.capacity import disk_reserve_mb, task_disk_mb
 from libs.protocol.events import FailureInfo
 from runtime.exitcodes import from_returncode
 from runtime.processes import find_runtimes, runtime_command
+from runtime.reaping import kill_descendants
 from runtime.spec_model import Confine, Container, RunAs, Runc, Sandbox, TaskSpec
 from services.orchestrator.adapters.bundling import Bundles, remove_rootfs, remove_task_containers
 from services.orchestrator.adapters.confinement import (
@@ -361,6 +362,14 @@ async def child_exit(proc: subprocess.Popen[bytes], poll_seconds: float) -> int:
     return code
 
 
+def _kill_task_tree(pid: int) -> None:
+    """SIGKILL a task's runtime and everything below it: its descendants first (while the
+    runtime lives, orphans are re-parented to it and stay found), then its process group."""
+    kill_descendants(pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
 class LocalExecutor:
     def __init__(
         self,
@@ -433,6 +442,8 @@ class LocalExecutor:
         self._watchers: dict[tuple[str, TaskKey], asyncio.Task[None]] = {}
         # Tasks this executor was told to end, with the exit code their end is reported as.
         self._stopping: dict[tuple[str, TaskKey], int] = {}
+        # Stopped tasks' process trees being killed once their grace ran out.
+        self._killing: set[asyncio.Future[None]] = set()
         # The runtime's fork server, started at the first task; started again after it is lost,
         # unless FORK_SERVER_STARTS of them in a row forked nothing: then every task's runtime
         # is a new interpreter.
@@ -805,8 +816,11 @@ class LocalExecutor:
 
     def _kill_if_alive(self, directory: Path, pid: int) -> None:
         if lock_is_held(directory):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+            # Not the runtime's process group alone: what left it (setsid) is still the
+            # runtime's, which reaps the task's orphans. Without cgroups this is all of it.
+            task = asyncio.ensure_future(asyncio.to_thread(_kill_task_tree, pid))
+            self._killing.add(task)
+            task.add_done_callback(self._killing.discard)
 
     async def report(
         self, job_id: str, key: TaskKey, *, returncode: int | None = None, default: int = KILLED_EXIT_CODE
