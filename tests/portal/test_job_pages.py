@@ -8,13 +8,19 @@ from typing import Any
 
 import pytest
 
-from tests.portal.conftest import USER, USER_PASSWORD, PortalPlatform
+from tests.portal.conftest import ADMIN_PASSWORD, USER, USER_PASSWORD, PortalPlatform
 from tests.portal.test_browser import signed_in, submit_as
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
 
 LAPTOP = {"width": 1366, "height": 768}
 PHONE = {"width": 390, "height": 844}
+
+
+async def box_of(locator: Any) -> dict[str, float]:
+    box = await locator.bounding_box()
+    assert box is not None, f"{locator} is not shown"
+    return dict(box)
 
 
 async def config_of(platform: PortalPlatform, user: str, name: str) -> str:
@@ -42,4 +48,52 @@ async def test_a_clones_edits_submitted_at_once_all_reach_the_job(
     assert "sleep 300" not in config
     assert "memoryMB: 512" in config
     await page.screenshot(path=str(artifacts / "clone-submitted.png"), full_page=True)
+    await page.context.close()
+
+
+async def test_on_a_phone_the_job_list_shows_status_and_actions_and_filters_to_my_jobs(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    await submit_as(platform, USER, USER_PASSWORD, "phone-mine")
+    await submit_as(platform, "admin", ADMIN_PASSWORD, "phone-admins")
+    page = await signed_in(browser, platform, USER, USER_PASSWORD, PHONE)
+    await page.goto(platform.url + "/job-list.html")
+    await page.wait_for_selector(f"#rows tr[data-job='{USER}~phone-mine']")
+    await page.wait_for_selector("#rows tr[data-job='admin~phone-admins']")
+    width = PHONE["width"]
+    # Nothing is wider than the screen, the table included: no sideways scrolling to reach a column.
+    assert await page.evaluate("() => document.documentElement.scrollWidth") <= width
+    wrap = await page.evaluate(
+        "() => { const w = document.querySelector('.table-wrap'); return [w.scrollWidth, w.clientWidth]; }"
+    )
+    assert wrap[0] <= wrap[1], f"the table scrolls sideways: {wrap}"
+    row = page.locator(f"#rows tr[data-job='{USER}~phone-mine']")
+    for part in (
+        row.locator("td a", has_text="phone-mine"),
+        row.locator(".state"),
+        row.get_by_role("link", name="Clone phone-mine"),
+    ):
+        box = await box_of(part)
+        assert 0 <= box["x"] <= box["x"] + box["width"] <= width, box
+    for control in ("#keyword", "#mine", "#filters button[type=submit]"):
+        box = await box_of(page.locator(control))
+        assert box["x"] + box["width"] <= width, (control, box)
+    # The filters leave the first screen to the jobs, and a row's time does not wrap to four lines.
+    filters = await box_of(page.locator("#filters"))
+    assert filters["height"] < PHONE["height"] * 0.3, filters
+    row_box = await box_of(row)
+    assert row_box["height"] < 80, row_box
+    await page.screenshot(path=str(artifacts / "job-list-phone.png"), full_page=True)
+    # "My jobs": the signed-in user's jobs only, and the address says so.
+    await page.check("#mine")
+    await page.wait_for_url(f"**/job-list.html?username={USER}*")
+    await page.wait_for_selector("#rows tr[data-job='admin~phone-admins']", state="detached")
+    jobs = await page.eval_on_selector_all("#rows tr[data-job]", "rows => rows.map((r) => r.dataset.job)")
+    assert jobs, "the user's own jobs are listed"
+    assert all(job.startswith(f"{USER}~") for job in jobs), jobs
+    await page.reload()
+    await page.wait_for_selector(f"#rows tr[data-job='{USER}~phone-mine']")
+    assert await page.is_checked("#mine"), "the filter is kept in the address"
+    await page.uncheck("#mine")
+    await page.wait_for_selector("#rows tr[data-job='admin~phone-admins']")
     await page.context.close()

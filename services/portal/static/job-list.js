@@ -11,11 +11,23 @@ const SETTLE_MS = 1000;
 // matching job is the slow part of a list).
 const COUNT_GAP_MS = 5000;
 
+// Each column: its label, the order it sorts by, and whether a phone shows it. On a phone the
+// list keeps Name (with when and whose under it), Status and Actions on the screen.
 const COLUMNS = [
-  ["Name", "jobName"], ["Submitted", "submissionTime"], ["User", "username"], ["Duration", null],
-  ["Virtual cluster", "vc"], ["Retries", "retries"], ["Tasks", "totalTaskNumber"], ["GPUs", "totalGpuNumber"],
-  ["Priority", "jobPriority"], ["Status", "state"],
+  ["Name", "jobName", true], ["Submitted", "submissionTime", false], ["User", "username", false], ["Duration", null, false],
+  ["Virtual cluster", "vc", false], ["Retries", "retries", false], ["Tasks", "totalTaskNumber", false], ["GPUs", "totalGpuNumber", false],
+  ["Priority", "jobPriority", false], ["Status", "state", true],
 ];
+// Short enough to stay on one line: the year only when it is not this one.
+const SHORT_TIME = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+const LONG_TIME = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+
+/** @param {number | null | undefined} ms */
+function when(ms) {
+  if (!ms) return "–";
+  const date = new Date(ms);
+  return (date.getFullYear() === new Date().getFullYear() ? SHORT_TIME : LONG_TIME).format(date);
+}
 const FINAL = new Set(["SUCCEEDED", "FAILED", "STOPPED"]);
 const me = document.body.dataset.user || "";
 const admin = document.body.dataset.role === "admin";
@@ -50,6 +62,7 @@ function readFilters() {
     const v = form.elements[key].value.trim();
     if (v) out[key] = v.split(",").map((s) => s.trim()).filter(Boolean).join(",");
   }
+  $("#mine").checked = Boolean(me) && out.username === me;
   const states = [...form.querySelectorAll("input[name=state]:checked")].map((c) => c.value);
   if (states.length) out.state = states.join(",");
   return out;
@@ -59,10 +72,11 @@ function showHead() {
   const [field, dir] = state.order.split(",");
   fill($("#head"),
     el("th", { scope: "col" }, el("input", { type: "checkbox", id: "all", "aria-label": "Select every job on this page" })),
-    COLUMNS.map(([label, key]) => {
-      if (!key) return el("th", { scope: "col" }, label);
+    COLUMNS.map(([label, key, phone]) => {
+      const extra = phone ? {} : { class: "col-extra" };
+      if (!key) return el("th", { scope: "col", ...extra }, label);
       const sorted = key === field;
-      return el("th", { scope: "col", "aria-sort": sorted ? (dir === "ASC" ? "ascending" : "descending") : "none" },
+      return el("th", { scope: "col", ...extra, "aria-sort": sorted ? (dir === "ASC" ? "ascending" : "descending") : "none" },
         el("button", { type: "button", "data-order": key }, label, sorted ? (dir === "ASC" ? " ▲" : " ▼") : ""));
     }),
     el("th", { scope: "col" }, "Actions"));
@@ -99,15 +113,16 @@ async function refresh() {
       return el("tr", { "data-job": key },
         el("td", {}, el("input", { type: "checkbox", value: key, checked: selected.has(key), "aria-label": `Select ${job.name}`, disabled: FINAL.has(job.state) || !mine })),
         // A job's page is its owner's and the admins': others see its name, not a link to a refusal.
-        el("td", {}, admin || job.username === me ? jobLink(job.username, job.name) : el("span", { class: "other-job" }, job.name)),
-        el("td", {}, fmtTime(job.submissionTime)),
-        el("td", {}, job.username),
-        el("td", {}, fmtDuration(job.launchedTime || job.createdTime, job.completedTime)),
-        el("td", {}, job.virtualCluster),
-        el("td", { class: "num" }, String(job.retries ?? 0)),
-        el("td", { class: "num" }, String(job.totalTaskNumber ?? "–")),
-        el("td", { class: "num" }, String(job.totalGpuNumber ?? 0)),
-        el("td", {}, job.jobPriority || "–"),
+        el("td", { class: "job-name" }, admin || job.username === me ? jobLink(job.username, job.name) : el("span", { class: "other-job" }, job.name),
+          el("div", { class: "row-meta muted" }, `${when(job.submissionTime)} · ${job.username}`)),
+        el("td", { class: "col-extra when", title: fmtTime(job.submissionTime) }, when(job.submissionTime)),
+        el("td", { class: "col-extra" }, job.username),
+        el("td", { class: "col-extra" }, fmtDuration(job.launchedTime || job.createdTime, job.completedTime)),
+        el("td", { class: "col-extra" }, job.virtualCluster),
+        el("td", { class: "col-extra num" }, String(job.retries ?? 0)),
+        el("td", { class: "col-extra num" }, String(job.totalTaskNumber ?? "–")),
+        el("td", { class: "col-extra num" }, String(job.totalGpuNumber ?? 0)),
+        el("td", { class: "col-extra" }, job.jobPriority || "–"),
         el("td", {}, stateBadge(job.state)),
         el("td", { class: "row-actions" }, mine ? [
           el("a", { class: "button secondary small", href: "/submit.html?" + new URLSearchParams({ clone: key }), "aria-label": `Clone ${job.name}` }, "Clone"),
@@ -180,6 +195,17 @@ function start() {
     else if (form.elements[k] && form.elements[k].type === "text") form.elements[k].value = v;
   }
   state.filters = readFilters();
+  // The filters beyond name and owner are open where there is room, or when one is in use.
+  const more = /** @type {HTMLDetailsElement} */ ($("#more-filters"));
+  more.open = matchMedia("(min-width: 761px)").matches || Boolean(state.filters.vc || state.filters.state || (state.filters.username && !$("#mine").checked));
+  $("#mine").addEventListener("change", (e) => {
+    const users = form.elements.username;
+    if (e.target.checked) users.value = me;
+    else if (users.value.trim() === me) users.value = "";
+    state.filters = readFilters();
+    state.offset = 0;
+    reload();
+  });
   $("#page-size").value = String(state.limit);
   form.addEventListener("submit", (e) => { e.preventDefault(); state.filters = readFilters(); state.offset = 0; reload(); });
   $("#head").addEventListener("click", (e) => {
