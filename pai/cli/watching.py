@@ -4,11 +4,14 @@
 one line per state change, task start and exit, and retry with its reason, until the job ends;
 the exit code is the job's outcome (0 SUCCEEDED, 1 FAILED, 2 STOPPED). `pai events` tails the
 stream with the same filters as ``GET /api/v2/events``, as lines or as JSON (``--json``).
+Each line is written and flushed as its event arrives, so a reader at the other end of a pipe
+(`pai events | grep ...`, a script) has it at once, never when a block of output fills.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import typer
@@ -18,15 +21,21 @@ from pai.cli.common import ServerOption, _client, _console, _friendly_errors, _s
 from pai.cli.streaming import EXIT_CODES, describe, follow
 
 
+def line_out(text: str) -> None:
+    """One line on stdout, flushed: a pipe's reader has it now (stdout into a pipe is
+    block-buffered, so an unflushed line would wait for 8 KiB more or for the command's end)."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
 def _watch(server: str | None, user: str, name: str) -> int:
     client, login = _client(server)
     client.close()
-    console = _console()
     with _friendly_errors():
         for received in follow(
             client.server, login.token if login else None, {"job": f"{user}~{name}"}, since="0"
         ):
-            console.print(describe(received.type, received.event), markup=False)
+            line_out(describe(received.type, received.event))
             if received.type == "job.completed":
                 return EXIT_CODES.get(str(received.event.get("state")), 1)
     return 1
@@ -83,17 +92,13 @@ def events(
         params["job"] = f"{user}~{name}"
     if types:
         params["types"] = ",".join(types)
-    console = _console()
     with _friendly_errors():
         try:
             for received in follow(client.server, login.token if login else None, params, since=since):
                 if as_json:
                     line = {"id": received.id, "type": received.type, "event": received.event}
-                    typer.echo(json.dumps(line, separators=(",", ":")))
+                    line_out(json.dumps(line, separators=(",", ":")))
                 else:
-                    console.print(
-                        f"{received.id}  {received.type}  {describe(received.type, received.event)}",
-                        markup=False,
-                    )
+                    line_out(f"{received.id}  {received.type}  {describe(received.type, received.event)}")
         except KeyboardInterrupt:
             raise typer.Exit(0) from None
