@@ -63,8 +63,8 @@ async def test_watch_and_events_print_each_line_into_a_pipe_as_it_happens(tmp_pa
             for process in (events, as_json):
                 if process.returncode is None:
                     process.terminate()
-        out, err = await watch.communicate()
-        assert watch.returncode == 0, err.decode()
-        assert out.decode().splitlines()[-1] == "job SUCCEEDED (exit code 0)"
+        rest, notes = await watch.communicate()
+        assert watch.returncode == 0, notes.decode()
+        assert rest.decode().splitlines()[-1] == "job SUCCEEDED (exit code 0)"
         for process in (events, as_json):
             await process.wait()
