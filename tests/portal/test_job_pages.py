@@ -3,6 +3,7 @@ Check, the job list on a phone, the job page's log, failure text, warnings and t
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,11 @@ async def box_of(locator: Any) -> dict[str, float]:
     box = await locator.bounding_box()
     assert box is not None, f"{locator} is not shown"
     return dict(box)
+
+
+async def stop_job(platform: PortalPlatform, user: str, name: str) -> None:
+    answer = await platform.admin.put(f"/api/v2/jobs/{user}~{name}/executionType", json={"value": "STOP"})
+    assert answer.status_code in (200, 202), answer.text
 
 
 async def config_of(platform: PortalPlatform, user: str, name: str) -> str:
@@ -96,4 +102,30 @@ async def test_on_a_phone_the_job_list_shows_status_and_actions_and_filters_to_m
     assert await page.is_checked("#mine"), "the filter is kept in the address"
     await page.uncheck("#mine")
     await page.wait_for_selector("#rows tr[data-job='admin~phone-admins']")
+    await page.context.close()
+
+
+async def test_a_log_opened_as_its_task_starts_shows_each_line_once(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    page = await signed_in(browser, platform, USER, USER_PASSWORD, LAPTOP)
+
+    # A slow network: each read of the log takes a second, so the page's reads overlap whenever
+    # it asks again before an answer came (an update of the job, its timer).
+    async def slowly(route: Any) -> None:
+        await asyncio.sleep(1)
+        await route.continue_()
+
+    await page.route("**/logs/all?*", slowly)
+    command = "echo first-line; sleep 2; echo second-line; sleep 2; echo third-line; sleep 300"
+    await submit_as(platform, USER, USER_PASSWORD, "log-once", command=command)
+    await page.goto(platform.url + f"/job-detail.html?username={USER}&jobName=log-once")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.wait_for_function(
+        "() => document.querySelector('#log').textContent.includes('third-line')", timeout=60_000
+    )
+    log = await page.text_content("#log") or ""
+    assert [log.count(line) for line in ("first-line", "second-line", "third-line")] == [1, 1, 1], log
+    await page.screenshot(path=str(artifacts / "job-log-once.png"), full_page=True)
+    await stop_job(platform, USER, "log-once")
     await page.context.close()

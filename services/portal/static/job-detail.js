@@ -3,6 +3,7 @@
 import { $, api, el, fill, fmtDuration, fmtTime, historyChart, live, showError, stateBadge } from "./common.js";
 import { neverFits, solutionText, stoppedNotice, successDespiteFailures } from "./explain.js";
 import { saveAsTemplate } from "./market-share.js";
+import { unseen } from "./log-view.js";
 import { digestsByRole } from "./pinning.js";
 
 const params = new URLSearchParams(location.search);
@@ -21,6 +22,9 @@ const page = {
   logOffset: 0,
   /** @type {ReturnType<typeof setTimeout> | null} */
   logTimer: null,
+  // a read of the log is under way; another was asked for meanwhile
+  logReading: false,
+  logAgain: false,
   /** @type {ReturnType<typeof setTimeout> | null} */
   useTimer: null,
   /** @type {number | null} the GPUs of the whole cluster, once known */
@@ -177,16 +181,31 @@ async function showTries(role, index) {
   } catch (error) { showError($("#job-error"), error); }
 }
 
+// One read of the log at a time: a call while one is under way (the job changed, the user chose
+// another task) asks for one more read after it, never a second read from the same offset, which
+// would show its lines twice.
 async function followLog() {
   clearTimeout(page.logTimer);
+  if (page.logReading) { page.logAgain = true; return; }
+  page.logReading = true;
+  let more = false;
+  try { more = await readLog(); } finally { page.logReading = false; }
+  if (page.logAgain) { page.logAgain = false; followLog(); return; }
+  if (more) page.logTimer = setTimeout(followLog, 1000);
+}
+
+// Reads the log from where the page's copy ends; says whether it may still grow.
+async function readLog() {
   const value = $("#log-task").value;
-  if (!value || !page.detail) return;
+  if (!value || !page.detail) return false;
   const [role, index] = value.split("/");
   const file = $("#log-file").value;
   const attempt = page.detail.jobStatus.attemptId ?? 0;
   const key = `${attempt}/${role}/${index}/${(taskOf(role, index) || {}).attemptId ?? 0}/${file}`;
   if (key !== page.logKey) { page.logKey = key; page.logOffset = 0; $("#log").textContent = ""; }
   const state = taskState(role, index);
+  // a finished task's log longer than one piece: read on to its end
+  let unread = false;
   if (state !== "WAITING") {
     try {
       // The log of the task's latest try (a retried task's earlier tries have their own).
@@ -194,16 +213,20 @@ async function followLog() {
       const path = `${base}/attempts/${attempt}/taskRoles/${encodeURIComponent(role)}/taskIndex/${index}/attempts/${tried}/logs/${file}?offset=${page.logOffset}`;
       const piece = await api(path);
       if (key === page.logKey && piece && piece.content) {
-        $("#log").textContent += piece.content;
-        page.logOffset = piece.offset + new TextEncoder().encode(piece.content).length;
-        $("#log").scrollTop = $("#log").scrollHeight;
+        const { text, end } = unseen(page.logOffset, piece);
+        page.logOffset = end;
+        unread = typeof piece.size === "number" && end < piece.size;
+        if (text) {
+          $("#log").textContent += text;
+          $("#log").scrollTop = $("#log").scrollHeight;
+        }
       }
       $("#log-state").textContent = FINAL.has(state) ? `${state}: the whole log` : "following…";
     } catch (error) {
       $("#log-state").textContent = error.message;
     }
   } else $("#log-state").textContent = "the task has not started yet";
-  if (!FINAL.has(state) || !FINAL.has(page.detail.jobStatus.state)) page.logTimer = setTimeout(followLog, 1000);
+  return unread || !FINAL.has(state) || !FINAL.has(page.detail.jobStatus.state);
 }
 
 async function refresh() {
