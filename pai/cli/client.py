@@ -3,6 +3,12 @@
 It knows the routes the CLI uses, turns error bodies ({code, message, problems}) into one
 exception type, and keeps the login token per server in ``$PAI_CONFIG_DIR`` (default
 ``~/.config/pai``) with owner-only permissions.
+
+Requests go through the standard library's ``urllib.request`` (proxies from the environment, as
+every HTTP client reads them; certificates from ``SSL_CERT_FILE``, else certifi's bundle, else the
+system's; no redirect followed): a command that makes a few plain requests then starts in a
+fraction of the time httpx and httpcore take to import (bench/RESULTS.md, "The `pai` command's
+own start-up"). Streams (``events``, ``watch``) keep httpx and httpx-sse.
 """
 
 from __future__ import annotations
@@ -11,10 +17,12 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
 
-import httpx
+if TYPE_CHECKING:
+    import ssl
+    from email.message import Message
 
 DEFAULT_SERVER = "http://127.0.0.1:9186"
 CREDENTIALS_FILE = "credentials.json"
@@ -127,6 +135,9 @@ def needs_tls(server: str) -> bool:
     return not server.lower().startswith("http://")
 
 
+_json_dumps = json.dumps  # the module's name is a parameter's in PaiClient._send
+
+
 def hint_of(body: dict[str, Any]) -> str | None:
     """The platform's advice beside OpenPAI's message in an error body, if it gave one."""
     hint = body.get("hint")
@@ -137,18 +148,60 @@ def job_path(user: str, name: str) -> str:
     return f"/api/v2/jobs/{quote(user, safe='')}~{quote(name, safe='')}"
 
 
+class Response:
+    """What an API call answered: its status, headers and body (the part of httpx's response
+    the commands read)."""
+
+    def __init__(self, status_code: int, reason: str, headers: Message, content: bytes) -> None:
+        self.status_code = status_code
+        self.reason_phrase = reason
+        self.headers = headers  # case-insensitive ``get``
+        self.content = content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode(self.headers.get_content_charset() or "utf-8", errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+def _tls_context() -> ssl.SSLContext:
+    import ssl
+
+    cafile = os.environ.get("SSL_CERT_FILE")
+    if not cafile:
+        try:
+            import certifi
+
+            cafile = certifi.where()
+        except ImportError:
+            cafile = None
+    return ssl.create_default_context(cafile=cafile, capath=os.environ.get("SSL_CERT_DIR"))
+
+
 class PaiClient:
     """Synchronous calls to one server; ``token`` is sent as a bearer when given."""
 
     def __init__(self, server: str, token: str | None = None, *, timeout: float = 15.0) -> None:
+        import urllib.request
+
         self.server = _normalise(server)
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(
-            base_url=self.server, headers=headers, timeout=timeout, verify=needs_tls(self.server)
-        )
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._timeout = timeout
+
+        class _NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
+                return None  # a 3xx is the answer, as httpx gives it
+
+        handlers: list[Any] = [_NoRedirect()]
+        if needs_tls(self.server):
+            handlers.append(urllib.request.HTTPSHandler(context=_tls_context()))
+        self._opener = urllib.request.build_opener(*handlers)
+        self._urllib = urllib.request
 
     def close(self) -> None:
-        self._http.close()
+        """Nothing is kept open between calls."""
 
     def __enter__(self) -> PaiClient:
         return self
@@ -156,14 +209,47 @@ class PaiClient:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        data: dict[str, Any] | None = None,
+        json: Any = None,  # httpx's name for it, which the commands use
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        import http.client
+        import urllib.error
+
+        url = self.server + path
+        if params:
+            url += ("&" if "?" in url else "?") + urlencode(params)
+        sent = {**self._headers, **(headers or {})}
+        body = content
+        if data is not None:
+            body = urlencode(data).encode()
+            sent.setdefault("Content-Type", "application/x-www-form-urlencoded")
+        elif json is not None:
+            body = _json_dumps(json).encode()
+            sent.setdefault("Content-Type", "application/json")
+        request = self._urllib.Request(url, data=body, headers=sent, method=method)
         try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
+            with self._opener.open(request, timeout=self._timeout) as answer:
+                return Response(answer.status, answer.reason, answer.headers, answer.read())
+        except urllib.error.HTTPError as answer:  # 3xx, 4xx and 5xx: an answer all the same
+            with answer:
+                return Response(answer.code, str(answer.reason), answer.headers, answer.read())
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            cause = getattr(exc, "reason", exc)
             raise ServerUnreachableError(
-                f"cannot reach the platform at {self.server} ({type(exc).__name__}); "
+                f"cannot reach the platform at {self.server} ({type(cause).__name__}); "
                 "is it running? Set --server or PAI_SERVER to its address."
             ) from None
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Response:
+        response = self._send(method, path, **kwargs)
         if response.status_code >= 400:
             try:
                 body = response.json()
@@ -241,7 +327,7 @@ class PaiClient:
         result: dict[str, Any] = self._request("GET", path, params=params).json()
         return result
 
-    def marketplace(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def marketplace(self, method: str, path: str, **kwargs: Any) -> Response:
         """A call to the marketplace's API, which the platform serves under /marketplace/api."""
         return self._request(method, "/marketplace/api" + path, **kwargs)
 

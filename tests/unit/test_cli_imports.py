@@ -41,6 +41,7 @@ API_COMMANDS = [
     ("market", "list"),
     ("failure-rules", "get"),
     ("alert-rules", "show"),
+    ("usage",),
 ]
 
 
@@ -125,3 +126,17 @@ def test_a_deferred_command_runs_once_resolved() -> None:
 
     assert result.exit_code == 0, result.output
     assert result.output.strip().endswith("hello.yaml: OK")
+
+
+def test_a_plain_api_call_loads_no_httpx() -> None:
+    """httpx and httpcore cost a `pai` call more than the rest of it: plain requests go through
+    the standard library; only the streams (`events`, `watch`) load httpx."""
+    code = (
+        "from pai.cli.client import PaiClient, ServerUnreachableError\n"
+        "try:\n    PaiClient('http://127.0.0.1:9', 'token').list_jobs(username='alice')\n"
+        "except ServerUnreachableError as exc:\n    print(exc)\n"
+    )
+    loaded = imported_modules(code)
+    assert "pai.cli.client" in loaded
+    assert "urllib.request" in loaded
+    assert not [name for name in loaded if name.split(".")[0] in ("httpx", "httpcore")]
