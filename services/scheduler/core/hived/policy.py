@@ -68,6 +68,40 @@ def _node_leaves(cfg: Any, chain: str) -> int:
     return 1 << 30
 
 
+def _largest_on_one_node(cfg: Any, chain: str, cells: Mapping[int, Any]) -> int:
+    """The most devices one task may have in these cells of a chain: their largest level, at
+    most a node's (HiveD places a task inside one cell of its VC, on one node)."""
+    node_level = _node_leaves(cfg, chain)
+    return max(
+        (
+            min(cfg.level_leaf_num[chain].get(level, 1), node_level)
+            for level, members in cells.items()
+            if members
+        ),
+        default=0,
+    )
+
+
+def _free_leaves(cell: Any) -> int:
+    if not cell.children:
+        return 1 if cell.priority == FREE_PRIORITY else 0
+    return sum(_free_leaves(child) for child in cell.children)
+
+
+def _most_free_together(cells: Mapping[int, Any]) -> int:
+    """The most free devices of these VC cells that one task could have together: inside one
+    node-level cell, or one cell of the VC smaller than a node."""
+    return max(
+        (
+            _free_leaves(cell)
+            for members in cells.values()
+            for cell in members
+            if cell.is_node_level or (not cell.at_or_higher_than_node and cell.preassigned is cell)
+        ),
+        default=0,
+    )
+
+
 def _host_prefix(job_id: str) -> str:
     return f"{job_id}/gpu-share-"
 
@@ -494,12 +528,25 @@ class HivedPolicy:
         chains = self._algo.cfg.leaf_type_chains.get(leaf_type) if leaf_type else list(self._algo.full)
         chains = chains or []
         vc = demand.virtual_cluster
+        widest = max((t.gpu for t in gang if not t.shares_a_gpu), default=0)
         if demand.priority >= MIN_GUARANTEED_PRIORITY:
-            leaves = [
-                leaf for c in chains for leaf in self._algo.cfg.vc_full.get(vc, {}).get(c, {}).get(1, [])
-            ]
+            cfg = self._algo.cfg
+            mine = {c: cfg.vc_full.get(vc, {}).get(c, {}) for c in chains}
+            leaves = [leaf for cells in mine.values() for leaf in cells.get(1, [])]
             free = sum(1 for leaf in leaves if leaf.priority == FREE_PRIORITY)
+            # Free devices are no comfort to a task wider than any cell of the VC on one node,
+            # nor when they are spread over cells and nodes with fewer free each.
+            largest = max((_largest_on_one_node(cfg, c, cells) for c, cells in mine.items()), default=0)
+            if leaves and widest > largest:
+                return (
+                    f"VC {vc} has no cell of {widest} {kind}s on one node (its largest: "
+                    f"{counted(largest, kind)}); a task of the job needs {widest} on one node "
+                    f"({core_reason})"
+                )
             where = f"VC {vc} has {free} of its {len(leaves)} {kind} devices free"
+            together = max((_most_free_together(cells) for cells in mine.values()), default=0)
+            if widest > 1 and free >= widest > together:
+                where += f", at most {together} of them together on one node"
         else:
             leaves = [leaf for c in chains for leaf in self._algo.full[c][1]]
             free = sum(1 for leaf in leaves if leaf.priority == FREE_PRIORITY and leaf.healthy)
@@ -622,10 +669,7 @@ class HivedPolicy:
             for chain, ccl in cells:
                 leaf_type = cfg.cell_types[chain].leaf_type if chain in cfg.cell_types else chain
                 by_type[leaf_type] = by_type.get(leaf_type, 0) + len(ccl.get(1, []))
-                node_level = _node_leaves(cfg, chain)
-                for level, members in ccl.items():
-                    if members:
-                        largest = max(largest, min(cfg.level_leaf_num[chain].get(level, 1), node_level))
+                largest = max(largest, _largest_on_one_node(cfg, chain, ccl))
             rooms[vc] = VcRoom(
                 vc,
                 gpus=sum(by_type.values()),
