@@ -167,6 +167,7 @@ async def submit_as(
     command: str | None = None,
     cpu: int = 1,
     instances: int = 1,
+    job_retries: int | None = None,
 ) -> None:
     login = await platform.admin.post(
         "/api/v2/authn/basic/login", json={"username": user, "password": password}
@@ -182,6 +183,8 @@ async def submit_as(
     )
     if command is not None:
         text = text.split("    commands:")[0] + f"    commands:\n      - {json.dumps(command)}\n"
+    if job_retries is not None:
+        text = text.replace("type: job\n", f"type: job\njobRetryCount: {job_retries}\n", 1)
     answer = await platform.admin.post(
         "/api/v2/jobs",
         content=text,

@@ -129,3 +129,33 @@ async def test_a_log_opened_as_its_task_starts_shows_each_line_once(
     await page.screenshot(path=str(artifacts / "job-log-once.png"), full_page=True)
     await stop_job(platform, USER, "log-once")
     await page.context.close()
+
+
+async def failed_job_page(platform: PortalPlatform, browser: Any, name: str, retries: int) -> Any:
+    await submit_as(platform, USER, USER_PASSWORD, name, command="exit 3", job_retries=retries)
+    page = await signed_in(browser, platform, USER, USER_PASSWORD, LAPTOP)
+    await page.goto(platform.url + f"/job-detail.html?username={USER}&jobName={name}")
+    await page.wait_for_selector("body[data-state=FAILED]", timeout=60_000)
+    await page.wait_for_selector("#failure:not(.hidden)")
+    return page
+
+
+async def test_a_failure_says_what_the_jobs_retry_budget_really_did(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    page = await failed_job_page(platform, browser, "no-budget", 0)
+    await page.wait_for_function(
+        "() => document.querySelector('#failure').textContent.includes('jobRetryCount')"
+    )
+    said = await page.text_content("#failure") or ""
+    assert "retried within its retry budget" not in said, said
+    assert "The job is not retried: its jobRetryCount is 0" in said, said
+    await page.screenshot(path=str(artifacts / "job-failed-no-budget.png"), full_page=True)
+    await page.context.close()
+    page = await failed_job_page(platform, browser, "spent-budget", 1)
+    await page.wait_for_function(
+        "() => document.querySelector('#failure').textContent.includes('jobRetryCount')"
+    )
+    said = await page.text_content("#failure") or ""
+    assert "The job was retried 1 time, its whole retry budget (jobRetryCount 1)" in said, said
+    await page.context.close()

@@ -69,3 +69,37 @@ export function stoppedNotice(detail) {
   return "This job was stopped on request (Stop on this page, the job list or the API); " +
     "its tasks were ended. Clone it to run it again.";
 }
+
+// The failure rules' advice says "the job is retried within its retry budget" whatever the job's
+// budget: said as it is for this job instead. `budget` is the job's jobRetryCount, `retries` the
+// retries it has had, `final` whether it has ended; an unknown budget (null) keeps the words.
+const RETRIED = /the job is retried within its retry budget/i;
+
+/**
+ * @param {string[]} steps
+ * @param {{ budget: number | null, retries: number, final: boolean }} job
+ * @returns {string[]}
+ */
+export function trueToBudget(steps, { budget, retries, final }) {
+  if (budget === null || !Number.isInteger(budget)) return steps;
+  const times = (/** @type {number} */ n) => `${n} time${n === 1 ? "" : "s"}`;
+  let said;
+  if (budget === 0) {
+    said = "The job is not retried: its jobRetryCount is 0, so this first failure ended it. " +
+      "To have such a failure retried, set jobRetryCount (for example jobRetryCount: 2) and submit the job again.";
+  } else if (retries >= budget) {
+    said = `The job was retried ${times(retries)}, its whole retry budget (jobRetryCount ${budget}), ` +
+      "and failed each time: fix the error before submitting it again.";
+  } else if (final) {
+    said = `The job ended after ${retries} of the ${budget} retries its jobRetryCount allows.`;
+  } else {
+    said = `The job is retried: ${times(retries)} so far, of at most ${budget} (jobRetryCount); ` +
+      "if each attempt fails alike, fix that error.";
+  }
+  return steps.map((step) => {
+    const at = step.search(RETRIED);
+    if (at < 0) return step;
+    const before = step.slice(0, at).replace(/[\s;,]+$/, "");
+    return before ? `${/[.!?]$/.test(before) ? before : `${before}.`} ${said}` : said;
+  });
+}

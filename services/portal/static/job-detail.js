@@ -1,7 +1,7 @@
 // @ts-check
 // A job's page: status, exit and failure analysis, tasks, live logs, config; updated live.
-import { $, api, el, fill, fmtDuration, fmtTime, historyChart, live, showError, stateBadge } from "./common.js";
-import { neverFits, solutionText, stoppedNotice, successDespiteFailures } from "./explain.js";
+import { $, api, el, fill, fmtDuration, fmtTime, historyChart, live, portal, showError, stateBadge } from "./common.js";
+import { neverFits, solutionSteps, solutionText, stoppedNotice, successDespiteFailures, trueToBudget } from "./explain.js";
 import { saveAsTemplate } from "./market-share.js";
 import { unseen } from "./log-view.js";
 import { digestsByRole } from "./pinning.js";
@@ -33,7 +33,15 @@ const page = {
   tasksKey: "",
   // the job's config asks for the ssh plugin
   ssh: false,
+  /** @type {any} the job's config, as the API's validator read it; null until known */
+  config: null,
 };
+
+// The job's retry budget (jobRetryCount, 0 unless set); null until its config is read.
+function retryBudget() {
+  if (!page.config) return null;
+  return Number.isInteger(page.config.jobRetryCount) ? page.config.jobRetryCount : 0;
+}
 
 function term(label, value) {
   return [el("dt", {}, label), el("dd", {}, value ?? "–")];
@@ -79,7 +87,8 @@ function showSummary() {
   const failure = $("#failure");
   const spec = s.appExitSpec;
   if (s.state === "FAILED" || (s.state !== "STOPPED" && spec && s.appExitCode)) {
-    const advice = spec ? solutionText(spec.solution) : "";
+    const steps = spec ? solutionSteps(spec.solution) : [];
+    const advice = solutionText(trueToBudget(steps, { budget: retryBudget(), retries: s.retries ?? 0, final: FINAL.has(s.state) }));
     fill(failure,
       el("strong", {}, `Exit code ${exitMeaning(s)}`),
       spec && spec.reason ? el("p", {}, spec.reason) : null,
@@ -295,6 +304,14 @@ async function learnCluster() {
   }
 }
 
+// The config read by the API's own validator (the portal's /portal/validate): its retry budget.
+async function readConfig(text) {
+  const answer = await portal("/portal/validate", text, "text/yaml").catch(() => null);
+  if (!answer || !answer.config || typeof answer.config !== "object") return;
+  page.config = answer.config;
+  if (page.detail) showSummary();
+}
+
 async function start() {
   await refresh();
   learnCluster();
@@ -303,6 +320,7 @@ async function start() {
     $("#config").textContent = text;
     page.ssh = /^\s*-?\s*plugin:\s*['"]?ssh['"]?\s*$/m.test(String(text));
     showSsh();
+    readConfig(String(text));
   }).catch((e) => { $("#config").textContent = e.message; });
   $("#clone").after(saveAsTemplate($("#job-error"), () => api(`${base}/config`, { raw: true }), () => name));
   $("#close-tries").addEventListener("click", () => $("#tries").classList.add("hidden"));

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { neverFits, solutionSteps, solutionText, stoppedNotice, successDespiteFailures } from "../../../services/portal/static/explain.js";
+import { neverFits, solutionSteps, solutionText, stoppedNotice, successDespiteFailures, trueToBudget } from "../../../services/portal/static/explain.js";
 
 test("steps joined after their full stops read as sentences, never as '.;'", () => {
   assert.deepEqual(solutionSteps(["Check the path.; Submit again."]), ["Check the path.", "Submit again."]);
@@ -37,4 +37,23 @@ test("a wait for more GPUs than the cluster has is said to be endless", () => {
 test("a stopped job is told as a stop, not a failure", () => {
   assert.match(stoppedNotice(job("STOPPED", [])), /stopped on request/);
   assert.equal(stoppedNotice(job("FAILED", [])), null);
+});
+
+test("the retry budget is said as the job has it, never 'retried within its budget' when it has none", () => {
+  const steps = solutionSteps(["Read the last lines of the task's log for the first error.; The job is retried within its retry budget; if each attempt fails alike, fix that error."]);
+  const none = trueToBudget(steps, { budget: 0, retries: 0, final: true });
+  assert.equal(none[0], "Read the last lines of the task's log for the first error.");
+  assert.match(none[1], /^The job is not retried: its jobRetryCount is 0/);
+  assert.ok(!none.join(" ").includes("within its retry budget"));
+  const spent = trueToBudget(steps, { budget: 2, retries: 2, final: true });
+  assert.match(spent[1], /retried 2 times, its whole retry budget \(jobRetryCount 2\)/);
+  const going = trueToBudget(steps, { budget: 3, retries: 1, final: false });
+  assert.match(going[1], /1 time so far, of at most 3/);
+  assert.match(trueToBudget(steps, { budget: 3, retries: 1, final: true })[1], /ended after 1 of the 3 retries/);
+  // A clause after other advice keeps that advice as its own sentence.
+  const joined = trueToBudget(["Read the task's events for the cause; the job is retried within its retry budget."], { budget: 0, retries: 0, final: true });
+  assert.match(joined[0], /^Read the task's events for the cause\. The job is not retried/);
+  // Unknown budget, or no such sentence: the words stay.
+  assert.deepEqual(trueToBudget(steps, { budget: null, retries: 0, final: true }), steps);
+  assert.deepEqual(trueToBudget(["Fix the image name."], { budget: 0, retries: 0, final: true }), ["Fix the image name."]);
 });
