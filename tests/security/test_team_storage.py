@@ -67,7 +67,7 @@ async def _admin_cli(cli: Cli, *args: str, env: dict[str, str] | None = None) ->
     return out
 
 
-async def _a_team_day(open_dir: Path, engine: str, image: str | None) -> None:
+async def _a_team_day(open_dir: Path, engine: str, image: str | None, runner: str = "runc") -> None:
     shared = open_dir / "team-data"
     data_dir = open_dir / f"data-{engine}"
     env = {
@@ -75,6 +75,8 @@ async def _a_team_day(open_dir: Path, engine: str, image: str | None) -> None:
         "PAI_IMAGE_PULL": "never",
         "PAI_STORAGES_FILE": str(open_dir / "storages.yaml"),
     }
+    if image:
+        env["PAI_CONTAINER_RUNNER"] = runner
 
     def in_image(text: str) -> str:
         return text.replace("python:3.11-slim", image) if image else text
@@ -113,18 +115,16 @@ async def _a_team_day(open_dir: Path, engine: str, image: str | None) -> None:
                 await log_of(users["alice"], "alice", "write"),
             )
 
-            append = in_image(
-                job(
-                    "append",
-                    ["echo 'from bob' >> /mnt/team/notes.txt", "cat /mnt/team/notes.txt"],
-                    extras=PLUGINS,
-                )
-            )
+            # One line, so a refused append fails the job.
+            appends = "echo 'from bob' >> /mnt/team/notes.txt && cat /mnt/team/notes.txt"
+            append = in_image(job("append", [appends], extras=PLUGINS))
             await submit(users["bob"], append)
             done = await detail(users["bob"], "bob", "append")
             bob_log = await log_of(users["bob"], "bob", "append")
             assert done["jobStatus"]["state"] == "SUCCEEDED", (done, bob_log)
             assert (shared / "notes.txt").read_text() == "from alice\nfrom bob\n"
+            if image:
+                assert ("through podman and runc" in bob_log) == (runner == "runc"), bob_log
             # The kernel's rules, as the node holds them: the storage's group, nobody else.
             gid = int(json.loads((data_dir / "storage-gids.json").read_text())["team"])
             top, notes = shared.stat(), (shared / "notes.txt").stat()
@@ -163,5 +163,8 @@ async def test_a_team_storage_is_shared_by_the_group_and_closed_to_others_on_the
     await _a_team_day(open_dir, "host", None)
 
 
-async def test_a_team_storage_is_shared_by_the_group_in_containers(open_dir: Path, image: str) -> None:
-    await _a_team_day(open_dir, "podman", image)
+@pytest.mark.parametrize("runner", ["runc", "engine"])
+async def test_a_team_storage_is_shared_by_the_group_in_containers(
+    open_dir: Path, image: str, runner: str
+) -> None:
+    await _a_team_day(open_dir, "podman", image, runner)

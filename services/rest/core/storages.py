@@ -215,9 +215,9 @@ def put_storage(document: Any, name: str, body: dict[str, Any]) -> tuple[list[An
         mount = data.get("mountPath")
         if mount is not None and (not isinstance(mount, str) or not mount.startswith("/") or ".." in mount):
             raise StorageConfigError(f"data.mountPath must be an absolute path without '..', got {mount!r}.")
-    existing = list(document or []) if isinstance(document, list) else None
-    if existing is None:
+    if document is not None and not isinstance(document, list):
         raise StorageConfigError("The storages file must be a YAML list of storages.")
+    existing = list(document or [])
     new = True
     for position, item in enumerate(existing):
         if isinstance(item, dict) and item.get("name") == name:
