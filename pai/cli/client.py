@@ -397,6 +397,12 @@ class PaiClient:
         result: dict[str, Any] = response.json()
         return result
 
+    def usage(self, by: str, since: str, until: str | None = None) -> dict[str, Any]:
+        """GPU-hours, CPU-hours, jobs by final state and mean wait per user or VC (yours, unless admin)."""
+        params = {"by": by, "from": since, **({"to": until} if until else {})}
+        result: dict[str, Any] = self._request("GET", "/api/v2/usage", params=params).json()
+        return result
+
     def vc_config(self) -> dict[str, Any]:
         """The scheduler config in force (admin): `config`, its `yaml`, `cells` and `notes`."""
         result: dict[str, Any] = self._request("GET", "/api/v2/virtual-clusters/config").json()

@@ -87,6 +87,11 @@ class PaiGroup(DeferredGroup):
         ),
         Deferred("vc", "pai.cli.vcs:vc_app", "Virtual clusters: status and run-time configuration."),
         Deferred(
+            "usage",
+            "pai.cli.usage:usage",
+            "GPU-hours, CPU-hours, jobs by final state and mean wait per user or VC (yours, unless admin).",
+        ),
+        Deferred(
             "failure-rules",
             "pai.cli.failure_rules:failure_rules_app",
             "Check and try out failure-analysis rules.",

@@ -65,6 +65,7 @@ from services.rest.routes import oidc as oidc_routes
 from services.rest.routes import openapi as openapi_routes
 from services.rest.routes import storages as storage_routes
 from services.rest.routes import tokens as token_routes
+from services.rest.routes import usage as usage_routes
 from services.rest.routes import users as user_routes
 from services.rest.routes import virtual_clusters as vc_routes
 from services.rest.settings import RestSettings
@@ -289,6 +290,7 @@ def build_app(settings: RestSettings) -> web.Application:
             openapi_routes.routes,
             storage_routes.routes,
             cluster_routes.routes,
+            usage_routes.routes,
         )
         for table in tables:
             for route in table:

@@ -119,6 +119,8 @@ MATRIX: list[tuple[str, str, str, dict[str, Any], tuple[int, ...]]] = [
     ("GET", JOB + "/metrics", "", {}, OWNER),
     ("GET", "/api/v2/alerts/recent", "", {}, ADMIN),
     ("GET", "/api/v2/alerts/rules", "", {}, ADMIN),
+    # Usage: every signed-in caller, each seeing their own jobs (admins: everyone's).
+    ("GET", "/api/v2/usage", "", {}, SIGNED_IN),
     # Last: it revokes the token each caller used.
     ("DELETE", "/api/v2/authn/basic/logout", "", {}, NO_APP),
 ]

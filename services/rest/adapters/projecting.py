@@ -87,6 +87,22 @@ _PLACED = select(task_attempts.c.role, task_attempts.c.task_index).where(
     task_attempts.c.job_attempt == bindparam("k_attempt"),
     task_attempts.c.task_attempt == 0,
 )
+# An ended job's running time over all its attempts, for usage reports (adapters/usage.py).
+_RECORD_RUN = (
+    update(jobs)
+    .where(jobs.c.id == bindparam("k_id"))
+    .values(
+        run_ms=select(
+            func.coalesce(func.sum(job_attempts.c.completed_time - job_attempts.c.launched_time), 0)
+        )
+        .where(
+            job_attempts.c.job_id == bindparam("k_id"),
+            job_attempts.c.launched_time.is_not(None),
+            job_attempts.c.completed_time.is_not(None),
+        )
+        .scalar_subquery()
+    )
+)
 _INSERT_TASKS = insert(task_attempts)
 _INSERT_ATTEMPT = insert(job_attempts)
 _STOP_TASKS = (
@@ -596,6 +612,7 @@ async def _completed(job: _Job, event: JobCompleted) -> None:
         sub_state=states.SUB_STATE_COMPLETED,
         **exit_values,
     )
+    await job.conn.execute(_RECORD_RUN, {"k_id": job.id})
     # Tasks still shown running when the attempt ended were stopped with it.
     await job.conn.execute(
         _STOP_TASKS,

@@ -48,6 +48,20 @@ USER_LIST_COLUMNS = (
     "priority_class",
 )
 
+# What the usage report reads of a job, led by its end (NULL while it has not ended) and its
+# first start: ix_jobs_usage_completed.
+USAGE_COLUMNS = (
+    "completed_time",
+    "launched_time",
+    "username",
+    "virtual_cluster",
+    "state",
+    "total_gpu_milli",
+    "total_cpus",
+    "run_ms",
+    "id",
+)
+
 jobs = Table(
     "jobs",
     metadata,
@@ -81,6 +95,12 @@ jobs = Table(
     Column("total_gpus", Integer, nullable=False, default=0),
     Column("total_tasks", Integer, nullable=False, default=0),
     Column("total_task_roles", Integer, nullable=False, default=0),
+    # What the job holds while it runs, for usage reports (services/rest/core/usage.py; 0008):
+    # CPU cores and thousandths of a GPU (a GPU share counts its part), over every task; and,
+    # once it has ended, how long its attempts ran in all (retry delays not counted).
+    Column("total_cpus", BigInteger, nullable=False, server_default=text("0")),
+    Column("total_gpu_milli", BigInteger, nullable=False, server_default=text("0")),
+    Column("run_ms", BigInteger, nullable=True),
     Column("config", JSON, nullable=True),
     # Raised once by every projection transaction that writes the job's task rows, and stamped
     # on each row it writes (task_attempts.revision; 0005): a detail kept at revision R needs only
@@ -107,6 +127,10 @@ jobs = Table(
     Index("ix_jobs_retries_submission", "retries", "submission_time", "id"),
     Index("ix_jobs_total_tasks_submission", "total_tasks", "submission_time", "id"),
     Index("ix_jobs_total_gpus_submission", "total_gpus", "submission_time", "id"),
+    # The usage report (adapters/usage.py; 0008) reads the jobs that ran or ended in a period,
+    # and the jobs that first ran in it, from these alone, never the rows.
+    Index("ix_jobs_usage_completed", *USAGE_COLUMNS),
+    Index("ix_jobs_usage_launched", "launched_time", "submission_time", "username", "virtual_cluster"),
 )
 
 # Nullable order fields: jobs without a value come last ascending and first descending, which

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from libs.protocol.events import JobSubmitted
+from libs.protocol.gpu_share import MILLI, gpu_shares
 from services.rest.core.states import SUB_STATE_WAITING
 
 # SQL integer columns (SQLite and PostgreSQL bigint) hold no more: a total beyond it, which only
@@ -35,6 +36,23 @@ def totals(config: dict[str, Any]) -> tuple[int, int, int]:
     return min(gpus, INT64_MAX), min(tasks, INT64_MAX), len(roles)
 
 
+def usage_totals(config: dict[str, Any]) -> tuple[int, int]:
+    """(CPU cores, thousandths of a GPU) a normalised job config holds while it runs: every
+    task role's resources times its instances; a role sharing a GPU (extras.gpuShare) holds its
+    share of one GPU per instance, not a whole one. What usage reports multiply by time."""
+    shares = gpu_shares(config.get("extras"))
+    cpus = gpu_milli = 0
+    for role, spec in (config.get("taskRoles") or {}).items():
+        spec = spec or {}
+        instances = _int(spec.get("instances", 1), 1)
+        resources = spec.get("resourcePerInstance") or {}
+        cpus += instances * _int(resources.get("cpu", 0))
+        share = shares.get(str(role))
+        per_instance = share.gpu_milli if share is not None else _int(resources.get("gpu", 0)) * MILLI
+        gpu_milli += instances * per_instance
+    return min(cpus, INT64_MAX), min(gpu_milli, INT64_MAX)
+
+
 def priority_class(config: dict[str, Any]) -> str | None:
     """OpenPAI's jobPriorityClass (oppo, test, prod) when the config names one."""
     hived = (config.get("extras") or {}).get("hivedScheduler") or {}
@@ -49,6 +67,7 @@ def tags(config: dict[str, Any]) -> list[str]:
 
 def job_row_from_config(event: JobSubmitted, submitted_ms: int) -> dict[str, Any]:
     gpus, tasks, roles = totals(event.config)
+    cpus, gpu_milli = usage_totals(event.config)
     return {
         "id": event.job_id,
         "username": event.user,
@@ -69,5 +88,7 @@ def job_row_from_config(event: JobSubmitted, submitted_ms: int) -> dict[str, Any
         "total_gpus": gpus,
         "total_tasks": tasks,
         "total_task_roles": roles,
+        "total_cpus": cpus,
+        "total_gpu_milli": gpu_milli,
         "config": event.config,
     }

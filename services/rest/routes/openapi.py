@@ -276,6 +276,13 @@ INPUTS: dict[tuple[str, str], Inputs] = {
         )
     ),
     ("GET", "/v2/kubernetes/pods"): Inputs(query={"namespace": STRING}),
+    ("GET", "/v2/usage"): Inputs(
+        query={
+            "from": {**STRING, "description": "ISO-8601 time, or a time before now such as 7d, 24h"},
+            "to": {**STRING, "description": "ISO-8601 time, a time before now, or now (the default)"},
+            "by": {"type": "string", "enum": ["user", "vc"]},
+        }
+    ),
     ("GET", "/v2/authn/oidc/return"): Inputs(
         query={"code": STRING, "state": STRING, "error": STRING, "error_description": STRING}
     ),
