@@ -159,3 +159,34 @@ async def test_a_failure_says_what_the_jobs_retry_budget_really_did(
     said = await page.text_content("#failure") or ""
     assert "The job was retried 1 time, its whole retry budget (jobRetryCount 1)" in said, said
     await page.context.close()
+
+
+async def test_check_and_the_job_page_warn_that_task_retries_need_gang_allocation_off(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    page = await signed_in(browser, platform, USER, USER_PASSWORD, LAPTOP)
+    await page.goto(platform.url + "/submit.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.fill("#f-name", "gang-warned")
+    await page.fill("#r-main-commands", "sleep 300")
+    await page.fill("#r-main-taskRetryCount", "1")
+    await page.click("#check")
+    await page.wait_for_function(
+        "() => document.querySelector('#submit-status').textContent.startsWith('The platform would accept')"
+    )
+    assert "1 warning" in (await page.text_content("#submit-status") or "")
+    warned = await page.text_content("#problems li.warn") or ""
+    assert "taskRoles.main.taskRetryCount" in warned
+    assert "extras.gangAllocation: false" in warned, warned
+    at_field = await page.text_content(".field:has(#r-main-taskRetryCount) .warning") or ""
+    assert "extras.gangAllocation: false" in at_field
+    await page.screenshot(path=str(artifacts / "submit-warning.png"), full_page=True)
+    await page.click("#submit")
+    await page.wait_for_url(f"**/job-detail.html?username={USER}&jobName=gang-warned")
+    await page.wait_for_selector("#advice:not(.hidden)")
+    said = await page.text_content("#advice") or ""
+    assert "taskRoles.main.taskRetryCount" in said
+    assert "extras.gangAllocation: false" in said, said
+    await page.screenshot(path=str(artifacts / "job-detail-warning.png"), full_page=True)
+    await stop_job(platform, USER, "gang-warned")
+    await page.context.close()

@@ -9,6 +9,7 @@ import yaml
 from aiohttp import web
 
 from libs.protocol import JobProtocolError, parse_job
+from libs.protocol.advice import advise
 from libs.protocol.yamlsource import YamlTooLargeError, safe_load_bounded
 from libs.web.jsonbody import MAX_DEPTH, json_depth
 from services.portal.context import require_csrf, session_of
@@ -47,12 +48,15 @@ async def validate(request: web.Request) -> web.Response:
         return web.json_response({"valid": False, "problems": [problem], "config": None}, status=400)
     except (yaml.YAMLError, RecursionError):
         pass  # a syntax error: parse_job names its line below
+    # A valid job's warnings too: what it asks that the platform will not do (libs.protocol.advice),
+    # as `pai job validate` and a dry run say them.
+    warnings: list[dict[str, str]] = []
     try:
-        parse_job(text)
+        warnings = [warning.as_dict() for warning in advise(parse_job(text))]
         problems: list[dict[str, Any]] = []
     except JobProtocolError as exc:
         problems = [{**problem.model_dump(), "line": line_of(problem.message)} for problem in exc.problems]
-    answer = {"valid": not problems, "problems": problems, "config": config}
+    answer = {"valid": not problems, "problems": problems, "warnings": warnings, "config": config}
     return web.json_response(answer, dumps=lambda value: json.dumps(value, default=str))
 
 

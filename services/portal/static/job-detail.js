@@ -304,12 +304,18 @@ async function learnCluster() {
   }
 }
 
-// The config read by the API's own validator (the portal's /portal/validate): its retry budget.
+// The config read by the API's own validator (the portal's /portal/validate): its retry budget,
+// and its warnings (a field the platform will not act on, and the fix).
 async function readConfig(text) {
   const answer = await portal("/portal/validate", text, "text/yaml").catch(() => null);
   if (!answer || !answer.config || typeof answer.config !== "object") return;
   page.config = answer.config;
   if (page.detail) showSummary();
+  const warnings = Array.isArray(answer.warnings) ? answer.warnings : [];
+  const box = $("#advice");
+  fill(box, warnings.length ? [el("strong", {}, "This job asks for what the platform will not do:"),
+    el("ul", {}, warnings.map((w) => el("li", { "data-path": w.path }, el("code", {}, w.path), `: ${w.message}`)))] : []);
+  box.classList.toggle("hidden", warnings.length === 0);
 }
 
 async function start() {

@@ -35,6 +35,8 @@ const state = {
   config: {},
   /** @type {any[]} */
   problems: [],
+  /** @type {{path: string, message: string}[]} what a valid job asks that the platform will not do */
+  warnings: [],
   rolesShown: "",
   imagePaths: "",
   // each check's number: an answer older than the newest is dropped
@@ -209,6 +211,7 @@ function showProblems() {
     f.querySelector(".problem")?.remove();
     f.querySelector("[aria-invalid]")?.removeAttribute("aria-invalid");
   }
+  for (const note of document.querySelectorAll("#job-form .field .warning")) note.remove();
   const inputs = [...document.querySelectorAll("#job-form [data-path], #job-form [data-alt-path]")];
   for (const problem of state.problems) {
     const input = fieldFor(problem.path, inputs);
@@ -220,6 +223,14 @@ function showProblems() {
     if (!box.querySelector(".problem")) box.append(el("div", { class: "problem", id: pid }, problem.message));
     input.setAttribute("aria-describedby", pid);
   }
+  for (const warning of state.warnings) {
+    const input = fieldFor(warning.path, inputs);
+    const box = input && input.closest(".field");
+    if (!box || box.querySelector(".problem")) continue;
+    const wid = `${input.id}-warning`;
+    box.append(el("div", { class: "warning", id: wid }, warning.message));
+    input.setAttribute("aria-describedby", wid);
+  }
   const lines = new Set(state.problems.map((p) => p.line).filter(Boolean));
   const count = Math.max(1, editor.value.split("\n").length);
   fill(gutter, Array.from({ length: count }, (_, i) =>
@@ -229,7 +240,8 @@ function showProblems() {
   fill($("#problems"), state.problems.length === 0 ? [el("li", { class: "ok" }, none)] :
     state.problems.map((p) => el("li", { "data-path": p.path },
       p.line ? el("button", { type: "button", onclick: () => jumpTo(p.line) }, `line ${p.line}`) : "",
-      p.line ? ": " : "", `${p.path || "(document)"}: ${p.message}`, p.hint ? ` — ${p.hint}` : "")));
+      p.line ? ": " : "", `${p.path || "(document)"}: ${p.message}`, p.hint ? ` — ${p.hint}` : "")),
+  state.warnings.map((w) => el("li", { class: "warn", "data-path": w.path }, `Warning: ${w.path}: ${w.message}`)));
 }
 
 function fieldFor(path, inputs) {
@@ -262,6 +274,7 @@ async function check() {
   const answer = await portal("/portal/validate", editor.value, "text/yaml");
   if (mine !== state.checksStarted) return answer.valid;
   state.problems = answer.problems;
+  state.warnings = Array.isArray(answer.warnings) ? answer.warnings : [];
   state.checkedByPlatform = false;
   if (answer.config && typeof answer.config === "object" && !Array.isArray(answer.config)) {
     state.config = answer.config;
@@ -371,8 +384,11 @@ async function platformCheck() {
   const mine = state.checksStarted;
   /** @type {any[]} */
   let problems = [];
+  /** @type {any[] | null} */
+  let warnings = null;
   try {
-    await api("/jobs?dryRun=true", { method: "POST", body: editor.value, type: "text/yaml" });
+    const answer = await api("/jobs?dryRun=true", { method: "POST", body: editor.value, type: "text/yaml" });
+    if (answer && Array.isArray(answer.warnings)) warnings = answer.warnings;
   } catch (error) {
     if (!(error instanceof ApiError) || error.status === 429 || error.status >= 500) throw error;
     const body = error.body || {};
@@ -382,6 +398,7 @@ async function platformCheck() {
   }
   if (mine !== state.checksStarted) return null;
   state.problems = problems;
+  if (warnings) state.warnings = warnings;
   state.checkedByPlatform = problems.length === 0;
   showProblems();
   return problems.length === 0;
@@ -394,7 +411,8 @@ async function checkAll() {
   if (!(await check())) { status.textContent = `${state.problems.length} problem(s) in the job.`; return; }
   const fine = await platformCheck();
   if (fine === null) return;
-  status.textContent = fine ? "The platform would accept this job." :
+  const warned = state.warnings.length ? `, with ${state.warnings.length} warning(s): see them under Problems` : "";
+  status.textContent = fine ? `The platform would accept this job${warned}.` :
     `The platform would refuse this job: ${state.problems.length} problem(s).`;
 }
 
