@@ -246,8 +246,10 @@ async def test_one_job_file_sees_the_same_storage_path_and_environment_on_both_e
                 seen[engine] = _seen(await log_of(platform.api, "admin", "same"))
                 tenant = _tenant_uid(data_dir, "admin")
                 assert seen[engine]["uid"] == str(tenant), (engine, seen)
-                # The tenant's group alone (gid and uid are one number), never root's group 0.
-                assert seen[engine]["gid"] == f"{tenant} {tenant}", (engine, seen)
+                # The tenant's group (gid and uid are one number) and the storage's it mounts
+                # (docs/security.md, "Team storages"), never root's group 0.
+                team = json.loads((data_dir / "storage-gids.json").read_text())["team"]
+                assert seen[engine]["gid"] == f"{tenant} {tenant} {team}", (engine, seen)
     finally:
         remove_image(image)
     host, container = seen["host"], seen["podman"]
