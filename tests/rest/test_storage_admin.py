@@ -112,3 +112,26 @@ async def test_a_group_is_granted_a_storage_with_patch_and_keeps_its_other_right
     revoked, changed = granted_extension(now, "home", False)
     assert changed
     assert revoked == {"acls": acls, "note": "kept"}
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["add", "team"], "--path is required"),
+        (["add", "team", "--path", "srv/team"], "--path must be an absolute path, e.g. /srv/team"),
+        (["add", "team", "--path", "/srv/team", "--mount", "mnt"], "--mount must be an absolute path"),
+        (["grant", "team"], "--group is required"),
+        (["revoke", "team"], "--group is required"),
+    ],
+)
+def test_the_cli_refuses_bad_input_naming_the_option_and_the_fix(
+    args: list[str], problem: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from pai.cli.storages import storage_app
+
+    monkeypatch.setenv("PAI_CONFIG_DIR", str(tmp_path))  # no login: nothing reaches a server
+    result = CliRunner().invoke(storage_app, args)
+    assert result.exit_code == 2, result.output
+    assert problem in result.output, result.output
