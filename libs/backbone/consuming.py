@@ -34,7 +34,7 @@ from nats.js.errors import NotFoundError
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import ValidationError
 
-from libs.backbone.errors import PermanentError, TemporaryError
+from libs.backbone.errors import TRANSIENT_ERRORS, PermanentError, TemporaryError
 from libs.backbone.publishing import MSG_ID_HEADER, messaging_attributes, subject_template
 from libs.backbone.queueing import KeyedWorkQueue
 from libs.backbone.tracing import extract_context, message_span
@@ -272,7 +272,7 @@ async def consume(
             except nats.errors.ConnectionClosedError:
                 bound.warning("bus closed; consumer stops")
                 break
-            except Exception as exc:
+            except TRANSIENT_ERRORS as exc:
                 # Reconnects, leader changes, a consumer being recreated: wait a little, retry.
                 failures += 1
                 pause = failure_backoff(failures)

@@ -8,6 +8,8 @@ stops a service.
 
 from __future__ import annotations
 
+import nats.errors
+
 
 class BackboneError(Exception):
     """Base of every error this package raises on purpose."""
@@ -41,3 +43,11 @@ class KVConflictError(BackboneError):
 
 class ProvisioningError(BackboneError):
     """A stream, consumer or bucket exists with a configuration that cannot be changed in place."""
+
+
+# What a retry loop waits out: the bus away, refusing or electing (every nats-py error, JetStream's
+# and KV's among them), a timeout, an operating system's error (a socket, a file) or a handler's
+# TemporaryError. Anything else is a bug: logged with its traceback and raised, so the service
+# stops and its supervisor (`pai up`, Kubernetes) starts it again, rather than a warning repeated
+# for ever.
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (nats.errors.Error, TimeoutError, OSError, TemporaryError)

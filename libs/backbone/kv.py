@@ -27,7 +27,7 @@ from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 from pydantic import BaseModel
 
-from libs.backbone.errors import KVConflictError
+from libs.backbone.errors import TRANSIENT_ERRORS, KVConflictError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -331,11 +331,9 @@ class KeyWatch:
                         self._apply(entry.key, entry.revision, None if deleted else entry.value)
                 finally:
                     self._watcher = None
-                    with contextlib.suppress(Exception):
+                    with contextlib.suppress(*TRANSIENT_ERRORS):
                         await watcher.stop()  # type: ignore[no-untyped-call]
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the bus went away: try again; what is in force stays
+            except TRANSIENT_ERRORS as exc:  # the bus went away: try again; what is in force stays
                 log.warning("watching a stored key failed; retrying", what=self._what, error=str(exc))
             if not self._closed:
                 await asyncio.sleep(self._retry_after)
@@ -344,5 +342,5 @@ class KeyWatch:
         self._closed = True
         watcher = self._watcher
         if watcher is not None:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(*TRANSIENT_ERRORS):
                 await watcher.stop()

@@ -28,6 +28,8 @@ from nats.errors import Error as NatsError
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from libs.backbone.errors import TRANSIENT_ERRORS
+
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
@@ -180,7 +182,8 @@ class Lease:
                 pause = min(self.renew_every, self.poll)
 
     async def release(self) -> None:
-        with contextlib.suppress(Exception):
+        # Gone already, taken by another, or the bus away: the key expires by itself.
+        with contextlib.suppress(*TRANSIENT_ERRORS):
             await self.kv.delete(self.key, last=self.revision)
 
 

@@ -51,7 +51,7 @@ from nats.errors import Error as NatsError
 from libs.alerting.config import AlertConfig
 from libs.alerting.defaults import default_config
 from libs.backbone.connecting import Bus, connect
-from libs.backbone.errors import TemporaryError
+from libs.backbone.errors import TRANSIENT_ERRORS, TemporaryError
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.leasing import Lease, LeaseLost, while_leading
 from libs.backbone.provisioning import ensure_kv
@@ -212,7 +212,7 @@ class Alerter:
 
     async def close(self) -> None:
         for sub in [*self._subs, *(f.subscription for f in self._follows)]:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(NatsError):  # the connection closed first
                 await sub.unsubscribe()
         if self._rules is not None:
             await self._rules.close()  # ends the watch by stopping it, not by a cancel
@@ -225,7 +225,7 @@ class Alerter:
         if self._services is not None:
             try:
                 await self._services.flush()
-            except Exception as exc:
+            except TRANSIENT_ERRORS as exc:
                 log.warning("last heartbeat times not stored", error=f"{type(exc).__name__}: {exc}")
         if self._session is not None:
             await self._session.close()
@@ -298,7 +298,7 @@ class Alerter:
         if self._services is not None:
             try:
                 await self._services.heard(beat.service, now)
-            except Exception as exc:
+            except TRANSIENT_ERRORS as exc:
                 log.warning("heartbeat time not stored", service=beat.service, error=str(exc))
 
     async def _on_metrics(self, msg: Msg) -> None:
@@ -403,8 +403,6 @@ class Alerter:
                     await asyncio.sleep(0.2)  # the bucket's group electing: nothing to await but it
                     continue
                 error: Exception = exc
-            except Exception as exc:
-                error = exc
             log.warning(
                 "notification not logged", group=record.group_key, error=f"{type(error).__name__}: {error}"
             )

@@ -26,16 +26,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import psutil
 import structlog
 from aiohttp import web
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.errors import Error as NatsError
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import Field
 
 from libs.backbone.connecting import Bus, connect
 from libs.backbone.consuming import subscribe_ordered
-from libs.backbone.errors import TemporaryError
+from libs.backbone.errors import TRANSIENT_ERRORS, TemporaryError
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.leasing import Lease, while_leading
 from libs.backbone.settings import BackboneSettings
@@ -74,6 +76,10 @@ from services.monitor.inventory import detect_resources
 from services.monitor.liveness import Liveness
 
 log = structlog.get_logger(__name__)
+
+# A round of sampling that fails for these is tried again at the next: the bus away, a process
+# gone while it was read. Anything else is a bug, and stops the service.
+_SAMPLING_ERRORS: tuple[type[Exception], ...] = (*TRANSIENT_ERRORS, psutil.Error)
 
 
 def _dropped(what: str, msg: Msg, exc: ValueError) -> None:
@@ -210,7 +216,7 @@ class Monitor:
 
     async def close(self) -> None:
         for sub in self._subs:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(NatsError):  # the connection closed first
                 await sub.unsubscribe()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -330,7 +336,7 @@ class Monitor:
         """Collect this node's samples, publish them for the alerter, and expose them to Prometheus."""
         samples = await asyncio.to_thread(self.collector.collect)
         batch = MetricBatch(node=self.settings.node_name, samples=tuple(samples))
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(*TRANSIENT_ERRORS):  # the bus away: the next sample goes instead
             await self.bus.nc.publish(metrics_subject(self.node_id), batch.model_dump_json().encode())
         here = {"node_name": self.settings.node_name}
         self._node_samples = [s.model_copy(update={"labels": s.labels | here}) for s in samples]
@@ -370,7 +376,7 @@ class Monitor:
         while True:
             try:
                 await self.sample_once()
-            except Exception:
+            except _SAMPLING_ERRORS:
                 log.exception("sampling failed; next round will try again")
             if not await _every(self.settings.metrics_every, stop):
                 return

@@ -27,6 +27,7 @@ from pydantic_settings import SettingsConfigDict
 
 from libs.backbone.connecting import connect, patiently
 from libs.backbone.consuming import by_job_id, consume
+from libs.backbone.errors import TRANSIENT_ERRORS
 from libs.backbone.fencing import FenceReader
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.leasing import Lease, lead
@@ -45,7 +46,7 @@ from services.orchestrator.adapters.executing import ExitCallback, TaskExit
 from services.orchestrator.adapters.isolation import resolve_task_users, task_environment
 from services.orchestrator.adapters.k8s_nodes import NodeInventory
 from services.orchestrator.adapters.k8s_pods import PodSettings
-from services.orchestrator.adapters.kubernetes import KubernetesExecutor
+from services.orchestrator.adapters.kubernetes import API_ERRORS, KubernetesExecutor
 from services.orchestrator.adapters.local import DiskShares, LocalExecutor, runtime_path
 from services.orchestrator.adapters.logs import LOGS_QUEUE, LOGS_SUBJECT, read_log, window
 from services.orchestrator.adapters.rules import RulesKeeper
@@ -186,6 +187,17 @@ async def kubernetes_executor(
     return executor
 
 
+async def _ended(task: asyncio.Task[None]) -> None:
+    """Wait for a background task that ``stop`` ends; one that failed is logged with its
+    traceback (the service is stopping: its error must not hide why)."""
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except Exception:
+        log.exception("a background task had failed", task=task.get_name())
+
+
 async def report_nodes(
     inventory: NodeInventory, js: JetStreamContext, stop: asyncio.Event, every: float
 ) -> None:
@@ -194,8 +206,8 @@ async def report_nodes(
         try:
             for event in await inventory.refresh():
                 await publish_event(js, event)
-        except Exception as exc:  # the API or the bus is away: the next round tries again
-            log.warning("node inventory not published", error=str(exc))
+        except (*TRANSIENT_ERRORS, *API_ERRORS) as exc:  # the API or the bus is away: next round
+            log.warning("node inventory not published", error=f"{type(exc).__name__}: {exc}")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), every)
 
@@ -374,12 +386,9 @@ async def main(
         await consume_jobs(bus.js, orchestrator, stop)
     finally:
         stop.set()
-        if watching_cluster is not None:
-            with contextlib.suppress(Exception):
-                await watching_cluster
-        if watching_nodes is not None:
-            with contextlib.suppress(Exception):
-                await watching_nodes
+        for task in (watching_cluster, watching_nodes):
+            if task is not None:
+                await _ended(task)
         if watching_rules is not None:
             await rules.close()  # ends the watch by itself; the timeout only guards a stuck client
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):

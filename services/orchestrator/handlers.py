@@ -32,7 +32,7 @@ from pathlib import Path
 import structlog
 from nats.aio.msg import Msg
 
-from libs.backbone.errors import KVConflictError, TemporaryError
+from libs.backbone.errors import TRANSIENT_ERRORS, KVConflictError, TemporaryError
 from libs.backbone.fencing import FenceReader
 from libs.backbone.grouping import GroupCommit
 from libs.backbone.publishing import NOT_SENT
@@ -121,7 +121,7 @@ class Orchestrator:
             return
         try:
             await self._keeper.refresh()
-        except Exception as exc:  # the bus is away: the rules in force are still good ones
+        except TRANSIENT_ERRORS as exc:  # the bus is away: the rules in force are still good ones
             log.warning("could not read the failure rules; using those in force", error=str(exc))
 
     @contextlib.asynccontextmanager
@@ -362,8 +362,10 @@ class Orchestrator:
                 task = attempt.task(key.role, key.task_index) if attempt is not None else None
                 if task is None or task.placement is None or task.placement.node != node:
                     continue
-                with contextlib.suppress(Exception):  # the node is gone: stopping may fail
+                try:
                     await self.executor.stop(job_id, key, verdict.code)
+                except Exception:  # the node is gone: stopping may fail; its end is reported below
+                    log.warning("a task of a lost node could not be stopped", job_id=job_id, exc_info=True)
                 await self.on_task_exit(TaskExit(job_id, key, verdict.code, verdict, f"node {node} was lost"))
                 ended += 1
         return ended

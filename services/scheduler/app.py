@@ -146,7 +146,7 @@ class SchedulerService:
                         await self._decide(stop)
         finally:
             for sub in [*subs, *rpcs]:
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(NatsError):  # the connection closed first
                     await sub.unsubscribe()
 
     def _enqueue(self, stream: str) -> Callable[[Msg], Awaitable[None]]:

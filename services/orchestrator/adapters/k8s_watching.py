@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
+import urllib3.exceptions
 from kubernetes.client import ApiClient, CoreV1Api, V1Pod
+from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 log = structlog.get_logger(__name__)
@@ -62,7 +64,7 @@ class PodWatch:
     def _shutdown(self) -> None:
         response = self._response
         if response is not None:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(OSError, urllib3.exceptions.HTTPError):
                 response.shutdown()
 
     def _deliver(self, kind: str, pod: V1Pod) -> None:
@@ -100,9 +102,8 @@ class PodWatch:
             except _Gone:
                 log.info("pod watch expired; listing again")
                 self._rv = None
-            except asyncio.CancelledError:
-                raise
-            except Exception:
+            except (ApiException, urllib3.exceptions.HTTPError, OSError, TimeoutError, ValueError):
+                # The API away, a connection cut, a line that is not JSON: list and watch again.
                 if self._is_closed():
                     return
                 log.exception("pod watch failed; retrying", delay=backoff)

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import structlog
+import urllib3.exceptions
 from kubernetes.client import ApiClient, CoreV1Api, V1Pod
 from kubernetes.client.exceptions import ApiException
 
@@ -62,6 +63,9 @@ from services.orchestrator.core.frameworks import Framework, TaskKey
 from services.orchestrator.core.policies import KILLED_EXIT_CODE, PREEMPTED_EXIT_CODE, STOP_EXIT_CODE
 
 log = structlog.get_logger(__name__)
+
+# What the cluster's API answers when it is away or refuses: a retry loop waits these out.
+API_ERRORS: tuple[type[Exception], ...] = (ApiException, urllib3.exceptions.HTTPError)
 
 Ident = tuple[str, TaskKey]
 

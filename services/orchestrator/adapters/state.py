@@ -40,7 +40,7 @@ from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFound
 from nats.js.kv import KeyValue
 from pydantic import BaseModel, ConfigDict, Field
 
-from libs.backbone.errors import KVConflictError
+from libs.backbone.errors import TRANSIENT_ERRORS, KVConflictError
 from libs.backbone.kv import UNANSWERED, ModelStore, Versioned, current_entries
 from libs.backbone.sealing import SecretsCipher
 from libs.backbone.topology import FRAMEWORKS, SECRETS
@@ -384,7 +384,7 @@ class FrameworkStore:
         try:
             for key, _value, _revision in await self._read(f"{job_id}.d.{token}.*"):
                 await self._kv.purge(key)
-        except Exception as exc:  # a leftover piece is harmless: nothing names it
+        except TRANSIENT_ERRORS as exc:  # a leftover piece is harmless: nothing names it
             log.debug("staged pieces left in place", job_id=job_id, token=token, error=str(exc))
 
     async def _write_tasks(

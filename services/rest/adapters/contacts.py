@@ -29,13 +29,18 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from libs.backbone.errors import TRANSIENT_ERRORS
 from libs.backbone.kv import current_entries
 from libs.backbone.topology import USER_CONTACTS
 from services.rest.adapters.tables import users
 
 log = structlog.get_logger(__name__)
+
+# What a sync waits out and tries again after: the bus or the database away.
+_SYNC_ERRORS: tuple[type[Exception], ...] = (*TRANSIENT_ERRORS, DBAPIError)
 
 _PLAIN = re.compile(r"[-_a-zA-Z0-9]+(\.[-_a-zA-Z0-9]+)*")
 # Rounds of read-and-write for one user before giving up (each lost round means someone else
@@ -182,9 +187,7 @@ async def sync_until_done(engine: AsyncEngine, js: JetStreamContext, *, retry_af
     while True:
         try:
             counts = await sync_contacts(engine, js)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        except _SYNC_ERRORS as exc:
             log.warning("user contacts not synced yet; retrying", error=f"{type(exc).__name__}: {exc}")
             await asyncio.sleep(retry_after)
             continue
