@@ -190,3 +190,46 @@ async def test_check_and_the_job_page_warn_that_task_retries_need_gang_allocatio
     await page.screenshot(path=str(artifacts / "job-detail-warning.png"), full_page=True)
     await stop_job(platform, USER, "gang-warned")
     await page.context.close()
+
+
+async def test_task_roles_are_named_in_the_form_and_submitted_by_those_names(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    page = await signed_in(browser, platform, USER, USER_PASSWORD, LAPTOP)
+    await page.goto(platform.url + "/submit.html")
+    await page.wait_for_selector("body[data-ready=true]")
+    await page.fill("#f-name", "named-roles")
+    await page.click("#add-role")
+    added = page.locator("[data-role-name=role2]")
+    await added.wait_for()
+    # A name the protocol refuses is said at the field and changes nothing.
+    await added.fill("2nd")
+    await added.press("Tab")
+    problem = page.locator(".field.invalid:has([data-role-name=role2]) .problem")
+    assert "starts with a letter" in (await problem.text_content() or "")
+    assert "2nd" not in await page.input_value("#yaml")
+    await added.fill("evaluator")
+    await added.press("Tab")
+    await page.wait_for_function(
+        "() => { const y = document.querySelector('#yaml').value;"
+        " return y.includes('  evaluator:') && !y.includes('role2'); }"
+    )
+    main = page.locator("[data-role-name=main]")
+    await main.fill("trainer")
+    await main.press("Enter")
+    await page.wait_for_function("() => document.querySelector('#yaml').value.includes('  trainer:')")
+    legends = await page.eval_on_selector_all(".role-box legend", "ls => ls.map((l) => l.textContent)")
+    assert legends == ["Task role trainer", "Task role evaluator"], legends
+    # The renamed roles' fields edit their own sections.
+    await page.fill("#r-evaluator-commands", "echo evaluating")
+    await page.screenshot(path=str(artifacts / "submit-named-roles.png"), full_page=True)
+    await page.click("#submit")
+    await page.wait_for_url(f"**/job-detail.html?username={USER}&jobName=named-roles")
+    config = await config_of(platform, USER, "named-roles")
+    assert "\n  trainer:\n" in config
+    assert "\n  evaluator:\n" in config
+    assert "echo evaluating" in config
+    assert "main:" not in config
+    assert "role2" not in config
+    await stop_job(platform, USER, "named-roles")
+    await page.context.close()

@@ -28,6 +28,39 @@ defaults:
   virtualCluster: default
 `;
 
+/**
+ * A change the form made, for the editor's text: a value set at a path (undefined: removed), or a
+ * key of the map at the path renamed (a task role's name).
+ * @typedef {{parts: (string|number)[], value?: any, rename?: {from: string, to: string}}} Edit
+ */
+
+// Where a task role's name is a key: its own section, and the extensions that name roles.
+/** @param {any} config @returns {(string|number)[][]} */
+function roleMaps(config) {
+  /** @type {(string|number)[][]} */
+  const maps = [["taskRoles"]];
+  (Array.isArray(config.deployments) ? config.deployments : []).forEach((/** @type {any} */ d, /** @type {number} */ i) => {
+    if (d && d.taskRoles && typeof d.taskRoles === "object") maps.push(["deployments", i, "taskRoles"]);
+  });
+  for (const ext of ["hivedScheduler", "gpuShare"]) {
+    const named = config.extras && config.extras[ext];
+    if (named && named.taskRoles && typeof named.taskRoles === "object") maps.push(["extras", ext, "taskRoles"]);
+  }
+  return maps;
+}
+
+// The map at `parts` with one key renamed, in its place among the others.
+/** @param {any} obj @param {(string|number)[]} parts @param {{from: string, to: string}} rename */
+function renameKey(obj, parts, { from, to }) {
+  const parent = parts.slice(0, -1).reduce((cur, part) => (cur && typeof cur === "object" ? cur[part] : undefined), obj);
+  const last = parts[parts.length - 1];
+  const map = parent && parent[last];
+  if (!map || typeof map !== "object" || !(from in map)) return;
+  parent[last] = Object.fromEntries(Object.entries(map).map(([k, v]) => [k === from ? to : k, v]));
+}
+
+const ROLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
 // What the page holds, in one place: the job as the form edits it, the problems the last check
 // found, what the form last drew (roles, image paths), and how many checks began.
 const state = {
@@ -43,7 +76,7 @@ const state = {
   checksStarted: 0,
   // the platform (a dry run) found nothing wrong with the text checked last
   checkedByPlatform: false,
-  /** @type {{parts: (string|number)[], value: any}[]} the form's changes not yet in the editor */
+  /** @type {Edit[]} the form's changes not yet in the editor */
   edits: [],
 };
 const editor = $("#yaml");
@@ -103,6 +136,8 @@ function roleBox(role) {
   const img = imageIndex(role);
   return el("fieldset", { class: "role-box", "data-role": role },
     el("legend", {}, `Task role ${role}`),
+    el("div", { class: "field" }, el("label", { for: id("name") }, "Role name (letters, digits and _)"),
+      el("input", { type: "text", id: id("name"), value: role, "data-role-name": role, autocomplete: "off" })),
     el("div", { class: "row" },
       field("Instances", "instances", { type: "number", min: "1", "data-type": "int" }),
       el("div", { class: "field" }, el("label", { for: id("image") }, "Docker image"),
@@ -279,7 +314,10 @@ async function check() {
   if (answer.config && typeof answer.config === "object" && !Array.isArray(answer.config)) {
     state.config = answer.config;
     // Edits the form made since the checked text was written are not in it yet: keep them.
-    for (const { parts, value } of state.edits) setParts(state.config, parts, value);
+    for (const { parts, value, rename } of state.edits) {
+      if (rename) renameKey(state.config, parts, rename);
+      else setParts(state.config, parts, value);
+    }
   }
   showForm();
   return answer.valid;
@@ -307,14 +345,19 @@ function edit(parts, value) {
   fromForm();
 }
 
-/** @param {string} text @param {{parts: (string|number)[], value: any}[]} edits */
+/** @param {string} text @param {Edit[]} edits */
 async function edited(text, edits) {
   const YAML = await yamlLib;
   if (YAML) {
     const doc = YAML.parseDocument(text);
     if (doc.errors.length === 0 && YAML.isMap(doc.contents)) {
-      for (const { parts, value } of edits) {
-        if (value === undefined) { if (doc.hasIn(parts)) doc.deleteIn(parts); }
+      for (const { parts, value, rename } of edits) {
+        if (rename) {
+          const map = doc.getIn(parts, true);
+          const pair = YAML.isMap(map) ? map.items.find((/** @type {any} */ p) => (YAML.isScalar(p.key) ? p.key.value : p.key) === rename.from) : null;
+          if (pair && YAML.isScalar(pair.key)) pair.key.value = rename.to;
+          else if (pair) pair.key = doc.createNode(rename.to);
+        } else if (value === undefined) { if (doc.hasIn(parts)) doc.deleteIn(parts); }
         else doc.setIn(parts, value !== null && typeof value === "object" ? doc.createNode(value) : value);
       }
       return doc.toString();
@@ -346,8 +389,41 @@ function fromForm() {
   formTimer = setTimeout(() => applyEdits().then(check).catch(report), 250);
 }
 
+// A task role renamed in the form (on change: once the name is typed): its section and every
+// map that names it, in place. A name the protocol refuses, or another role's, stays a problem
+// at the field until corrected.
+function renameRole(input) {
+  const from = input.dataset.roleName;
+  const to = input.value.trim();
+  const box = input.closest(".field");
+  box.querySelector(".problem")?.remove();
+  box.classList.remove("invalid");
+  input.removeAttribute("aria-invalid");
+  if (to === from) return;
+  const roles = state.config.taskRoles || {};
+  const wrong = !ROLE_NAME.test(to) ? "A task role's name starts with a letter or _ and has only letters, digits and _ (for example trainer or worker_2)." :
+    to in roles ? `Another task role is named ${to}: choose another name.` : "";
+  if (wrong) {
+    box.classList.add("invalid");
+    input.setAttribute("aria-invalid", "true");
+    box.append(el("div", { class: "problem", id: `${input.id}-problem` }, wrong));
+    input.setAttribute("aria-describedby", `${input.id}-problem`);
+    return;
+  }
+  for (const parts of roleMaps(state.config)) {
+    renameKey(state.config, parts, { from, to });
+    state.edits.push({ parts, rename: { from, to } });
+  }
+  fromForm();
+  showForm();
+}
+
 function onFormInput(event) {
   const input = event.target;
+  if (input.dataset.roleName !== undefined) {
+    if (event.type === "change") renameRole(input);
+    return;
+  }
   if (input.dataset.path) {
     const value = fromText(input.value, input.dataset.type);
     setPath(state.config, input.dataset.path, value);
@@ -457,7 +533,9 @@ async function start() {
   editor.addEventListener("input", fromEditor);
   editor.addEventListener("scroll", () => { gutter.scrollTop = editor.scrollTop; });
   $("#job-form").addEventListener("input", onFormInput);
-  $("#job-form").addEventListener("change", (e) => { if (e.target.tagName === "SELECT" || e.target.type === "checkbox") onFormInput(e); });
+  $("#job-form").addEventListener("change", (e) => {
+    if (e.target.tagName === "SELECT" || e.target.type === "checkbox" || e.target.dataset.roleName !== undefined) onFormInput(e);
+  });
   $("#job-form").addEventListener("click", (e) => {
     const role = e.target.dataset && e.target.dataset.remove;
     if (!role) return;
@@ -472,6 +550,10 @@ async function start() {
     state.config.taskRoles[`role${n}`] = { instances: 1, dockerImage: image ? image.name : "image",
       resourcePerInstance: { cpu: 1, memoryMB: 1024, gpu: 0 }, commands: ["echo hello"] };
     edit(["taskRoles", `role${n}`], state.config.taskRoles[`role${n}`]);
+    // Its name first: a role is named for what it does (trainer, evaluator).
+    showForm();
+    const name = /** @type {HTMLInputElement | null} */ (document.querySelector(`[data-role-name="role${n}"]`));
+    if (name) { name.focus(); name.select(); }
   });
   $("#import-file").addEventListener("change", async (e) => {
     const file = e.target.files[0];
