@@ -132,6 +132,7 @@ PAGES = (
     "/submit.html",
     "/job-list.html",
     "/virtual-clusters.html",
+    "/usage.html",
     "/user-profile.html",
     "/marketplace.html",
 )

@@ -21,7 +21,8 @@ USER_MENU = (
     '        <li><a href="/submit.html" aria-current="page">Submit job</a></li>\n'
     '        <li><a href="/job-list.html">Jobs</a></li>\n'
     '        <li><a href="/marketplace.html">Marketplace</a></li>\n'
-    '        <li><a href="/virtual-clusters.html">Virtual clusters</a></li>'
+    '        <li><a href="/virtual-clusters.html">Virtual clusters</a></li>\n'
+    '        <li><a href="/usage.html">Usage</a></li>'
 )
 
 
@@ -50,6 +51,7 @@ def test_an_admins_menu_holds_every_page_with_a_label_in_order() -> None:
         "Jobs",
         "Marketplace",
         "Virtual clusters",
+        "Usage",
         "Users",
         "Groups",
         "Services",

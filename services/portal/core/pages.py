@@ -32,6 +32,7 @@ PAGES: tuple[Page, ...] = (
         nav="Virtual clusters",
         script="virtual-clusters.js",
     ),
+    Page("/usage.html", "usage.html", "Usage", nav="Usage", script="usage.js"),
     Page("/user-view.html", "user-view.html", "Users", admin=True, nav="Users", script="user-view.js"),
     Page("/group-view.html", "group-view.html", "Groups", admin=True, nav="Groups", script="group-view.js"),
     Page(
