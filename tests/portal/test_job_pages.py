@@ -233,3 +233,38 @@ async def test_task_roles_are_named_in_the_form_and_submitted_by_those_names(
     assert "role2" not in config
     await stop_job(platform, USER, "named-roles")
     await page.context.close()
+
+
+async def test_a_tasks_log_is_searched_and_downloaded_whole_from_the_job_page(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    command = "for i in 1 2 3 4 5; do echo step-$i; done; echo needle-one; echo NEEDLE-two; sleep 300"
+    await submit_as(platform, USER, USER_PASSWORD, "log-search", command=command)
+    page = await signed_in(browser, platform, USER, USER_PASSWORD, LAPTOP)
+    await page.goto(platform.url + f"/job-detail.html?username={USER}&jobName=log-search")
+    await page.wait_for_function(
+        "() => document.querySelector('#log').textContent.includes('NEEDLE-two')", timeout=60_000
+    )
+    whole = await page.text_content("#log") or ""
+    await page.fill("#log-search", "needle")
+    assert await page.text_content("#log") == "needle-one\nNEEDLE-two\n"
+    assert "2 lines" in (await page.text_content("#log-found") or "")
+    await page.screenshot(path=str(artifacts / "job-log-search.png"), full_page=True)
+    await page.fill("#log-search", "")
+    assert await page.text_content("#log") == whole
+    # The download is the task's whole log, as the API's log route has it.
+    async with page.expect_download() as downloading:
+        await page.click("#log-download")
+    download = await downloading.value
+    assert download.suggested_filename == "log-search-main-0-all.log"
+    saved = artifacts / "log-search-main-0-all.log"
+    await download.save_as(str(saved))
+    detail = (await platform.admin.get(f"/api/v2/jobs/{USER}~log-search")).json()
+    tried = detail["taskRoles"]["main"]["taskStatuses"][0]["attemptId"]
+    route = f"/api/v2/jobs/{USER}~log-search/attempts/0/taskRoles/main/taskIndex/0/attempts/{tried}/logs/all"
+    api_log = (await platform.admin.get(route, params={"offset": 0, "limit": 1048576})).json()["content"]
+    assert saved.read_text() == api_log
+    assert "step-1\n" in api_log
+    assert "NEEDLE-two\n" in api_log
+    await stop_job(platform, USER, "log-search")
+    await page.context.close()

@@ -3,7 +3,7 @@
 import { $, api, el, fill, fmtDuration, fmtTime, historyChart, live, portal, showError, stateBadge } from "./common.js";
 import { neverFits, solutionSteps, solutionText, stoppedNotice, successDespiteFailures, trueToBudget } from "./explain.js";
 import { saveAsTemplate } from "./market-share.js";
-import { unseen } from "./log-view.js";
+import { logFileName, matchingLines, unseen } from "./log-view.js";
 import { digestsByRole } from "./pinning.js";
 
 const params = new URLSearchParams(location.search);
@@ -20,6 +20,8 @@ const page = {
   chosenAttempt: null,
   logKey: "",
   logOffset: 0,
+  // the log read so far, whole (the view may show only the lines a search keeps)
+  logText: "",
   /** @type {ReturnType<typeof setTimeout> | null} */
   logTimer: null,
   // a read of the log is under way; another was asked for meanwhile
@@ -211,7 +213,7 @@ async function readLog() {
   const file = $("#log-file").value;
   const attempt = page.detail.jobStatus.attemptId ?? 0;
   const key = `${attempt}/${role}/${index}/${(taskOf(role, index) || {}).attemptId ?? 0}/${file}`;
-  if (key !== page.logKey) { page.logKey = key; page.logOffset = 0; $("#log").textContent = ""; }
+  if (key !== page.logKey) { page.logKey = key; page.logOffset = 0; page.logText = ""; showLog(); }
   const state = taskState(role, index);
   // a finished task's log longer than one piece: read on to its end
   let unread = false;
@@ -226,8 +228,8 @@ async function readLog() {
         page.logOffset = end;
         unread = typeof piece.size === "number" && end < piece.size;
         if (text) {
-          $("#log").textContent += text;
-          $("#log").scrollTop = $("#log").scrollHeight;
+          page.logText += text;
+          showLog(text);
         }
       }
       $("#log-state").textContent = FINAL.has(state) ? `${state}: the whole log` : "following…";
@@ -236,6 +238,52 @@ async function readLog() {
     }
   } else $("#log-state").textContent = "the task has not started yet";
   return unread || !FINAL.has(state) || !FINAL.has(page.detail.jobStatus.state);
+}
+
+// The log as read so far, or the lines of it a search keeps; `added` is what just arrived
+// (appended as it is where no search filters the view).
+/** @param {string} [added] */
+function showLog(added) {
+  const query = $("#log-search").value;
+  const log = $("#log");
+  if (!query) {
+    if (added !== undefined && log.textContent.length + added.length === page.logText.length) log.textContent += added;
+    else log.textContent = page.logText;
+    $("#log-found").textContent = "";
+    log.scrollTop = log.scrollHeight;
+    return;
+  }
+  const { text, count } = matchingLines(page.logText, query);
+  log.textContent = text;
+  $("#log-found").textContent = `${count} line${count === 1 ? "" : "s"} contain “${query}”`;
+}
+
+// The task's whole log of the chosen output, read piece by piece from the API's log route, as a
+// file (however much of it the page has read).
+async function downloadLog() {
+  const value = $("#log-task").value;
+  if (!value || !page.detail) return;
+  const [role, index] = value.split("/");
+  const file = $("#log-file").value;
+  const attempt = page.detail.jobStatus.attemptId ?? 0;
+  const tried = (taskOf(role, index) || {}).attemptId ?? 0;
+  const route = `${base}/attempts/${attempt}/taskRoles/${encodeURIComponent(role)}/taskIndex/${index}/attempts/${tried}/logs/${file}`;
+  const parts = [];
+  let offset = 0;
+  try {
+    for (;;) {
+      const piece = await api(`${route}?offset=${offset}&limit=1048576`);
+      if (!piece || !piece.content) break;
+      parts.push(piece.content);
+      const next = Number(piece.nextOffset ?? offset);
+      if (next <= offset || (typeof piece.size === "number" && next >= piece.size)) break;
+      offset = next;
+    }
+  } catch (error) { showError($("#job-error"), error); return; }
+  const link = el("a", { href: URL.createObjectURL(new Blob(parts, { type: "text/plain" })), download: logFileName(name, role, index, file) });
+  document.body.append(link);
+  link.click();
+  link.remove();
 }
 
 async function refresh() {
@@ -333,6 +381,8 @@ async function start() {
   $("#attempt").addEventListener("change", (e) => { page.chosenAttempt = e.target.value === "" ? null : Number(e.target.value); refresh(); });
   $("#log-task").addEventListener("change", followLog);
   $("#log-file").addEventListener("change", followLog);
+  $("#log-search").addEventListener("input", () => showLog());
+  $("#log-download").addEventListener("click", () => { downloadLog(); });
   $("#roles").addEventListener("click", (e) => {
     const tries = e.target.dataset && e.target.dataset.tries;
     if (tries) { const [role, index] = tries.split("/"); showTries(role, index); return; }
