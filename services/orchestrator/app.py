@@ -187,17 +187,6 @@ async def kubernetes_executor(
     return executor
 
 
-async def _ended(task: asyncio.Task[None]) -> None:
-    """Wait for a background task that ``stop`` ends; one that failed is logged with its
-    traceback (the service is stopping: its error must not hide why)."""
-    try:
-        await task
-    except asyncio.CancelledError:
-        pass
-    except Exception:
-        log.exception("a background task had failed", task=task.get_name())
-
-
 async def report_nodes(
     inventory: NodeInventory, js: JetStreamContext, stop: asyncio.Event, every: float
 ) -> None:
@@ -261,16 +250,26 @@ async def consume_jobs(js: JetStreamContext, orchestrator: Orchestrator, stop: a
 async def main(
     settings: OrchestratorSettings, stop: asyncio.Event, *, ready: asyncio.Event | None = None
 ) -> None:
-    bus = await connect(settings, name=settings.service_name)
-    beating = asyncio.create_task(beat_forever(bus.nc, settings.service_name, stop))
-    executor: LocalExecutor | KubernetesExecutor | None = None
-    logs_sub = None
-    watching_rules: asyncio.Task[None] | None = None
-    watching_nodes: asyncio.Task[None] | None = None
-    watching_cluster: asyncio.Task[None] | None = None
-    leading: asyncio.Task[None] | None = None
-    exec_runner: web.AppRunner | None = None
-    try:
+    """The orchestrator until ``stop``, its parts started and stopped under one exit stack.
+
+    Its background tasks run in a task group: one that raises cancels the rest and ends the
+    service with the error (and its traceback), for its supervisor to start it again, rather
+    than vanish while the service goes on without it. What was started is stopped in reverse
+    order: the subscriptions, the executor, then ``stop`` for the background tasks, the lease
+    released last before the bus closes."""
+    async with contextlib.AsyncExitStack() as stack:
+        bus = await connect(settings, name=settings.service_name)
+        stack.push_async_callback(bus.close)
+        background = await stack.enter_async_context(asyncio.TaskGroup())
+        leading: asyncio.Task[None] | None = None
+
+        async def release_lease() -> None:
+            if leading is not None:
+                await leading  # the lease released once everything else has stopped
+
+        stack.push_async_callback(release_lease)
+        stack.callback(stop.set)  # ends every background task, before the group is awaited
+        background.create_task(beat_forever(bus.nc, settings.service_name, stop), name="heartbeat")
         await ensure_topology(bus.js, settings.stream_replicas)
         await patiently(functools.partial(ensure_kv, bus.js, SECRETS))
         secrets_reader = SecretsReader(
@@ -292,7 +291,8 @@ async def main(
         store = await FrameworkStore.open(bus.js)
         data_dir = absolute(settings.data_dir)
         rules = await RulesKeeper.open(bus.js, data_dir)
-        watching_rules = asyncio.create_task(rules.watch())
+        background.create_task(rules.watch(), name="failure-rules")
+        stack.push_async_callback(rules.close)  # ends the watch by stopping its watcher
 
         async def publish(event: EventBase) -> None:
             await publish_event(bus.js, event)
@@ -303,11 +303,13 @@ async def main(
             assert orchestrator is not None
             await orchestrator.on_task_exit(exit_)
 
+        executor: LocalExecutor | KubernetesExecutor
         if settings.executor == "kubernetes":
             executor = await kubernetes_executor(settings, data_dir, on_exit, secrets_reader)
+            stack.push_async_callback(executor.close)
             inventory = NodeInventory(executor.api)
-            watching_cluster = asyncio.create_task(
-                report_nodes(inventory, bus.js, stop, settings.node_report_every)
+            background.create_task(
+                report_nodes(inventory, bus.js, stop, settings.node_report_every), name="node-inventory"
             )
         else:
             # What all tasks together may hold: the machine less the platform's reserve.
@@ -345,6 +347,7 @@ async def main(
                 disk=DiskShares(settings.task_disk_mb, settings.reserve_disk_mb, settings.disk_check_every),
                 container_starts=settings.container_starts,
             )
+            stack.push_async_callback(executor.close)
             log.info(
                 "local tasks",
                 users=executor.task_users.describe(),
@@ -367,10 +370,12 @@ async def main(
             await msg.respond(json.dumps(reply).encode())
 
         logs_sub = await bus.nc.subscribe(LOGS_SUBJECT, queue=LOGS_QUEUE, cb=on_logs)
+        stack.push_async_callback(logs_sub.unsubscribe)
         if isinstance(executor, LocalExecutor) and settings.orchestrator_socket is not None:
             exec_runner = await serve_execs(
                 data_dir, settings.orchestrator_socket, settings.adopt_poll_seconds
             )
+            stack.push_async_callback(exec_runner.cleanup)
 
         async def on_node_message(msg: Msg) -> None:
             event = decode_event(msg.data)
@@ -378,29 +383,10 @@ async def main(
                 ended = await orchestrator.on_node_lost(event.name)
                 log.warning("node lost; its tasks ended as platform failures", node=event.name, tasks=ended)
 
-        watching_nodes = asyncio.create_task(
+        background.create_task(
             consume(bus.js, NODES_STREAM, NODES_DURABLE, on_node_message, stop=stop), name="node-events"
         )
+        stack.callback(stop.set)  # a failure or a stop: first of all, the background work ends
         if ready is not None:
             ready.set()
         await consume_jobs(bus.js, orchestrator, stop)
-    finally:
-        stop.set()
-        for task in (watching_cluster, watching_nodes):
-            if task is not None:
-                await _ended(task)
-        if watching_rules is not None:
-            await rules.close()  # ends the watch by itself; the timeout only guards a stuck client
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(watching_rules, 10)
-        if logs_sub is not None:
-            await logs_sub.unsubscribe()
-        if exec_runner is not None:
-            await exec_runner.cleanup()
-        if executor is not None:
-            await executor.close()
-        stop.set()
-        if leading is not None:
-            await leading  # the lease released once everything above has stopped
-        await beating
-        await bus.close()
