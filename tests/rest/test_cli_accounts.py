@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
+import jwt
 import pytest
 from typer.testing import CliRunner
 
@@ -58,6 +60,17 @@ def test_an_admin_manages_users_groups_and_tokens_from_the_command_line(cli_env:
     assert token in pai("token", "list")[1]
     assert pai("token", "revoke", token)[1].strip() == "revoke successfully"
     assert token not in pai("token", "list")[1]
+    # Named, and expiring after the days asked (30 unless told; 0: never).
+    code, named = pai("token", "create", "--name", "nightly-ci", "--expires-in", "7")
+    assert code == 0
+    claims = jwt.decode(named.strip(), options={"verify_signature": False})
+    assert claims["exp"] - claims["iat"] == 7 * 86_400
+    [line] = [x for x in pai("token", "list")[1].splitlines() if x.startswith(named.strip())]
+    expires = datetime.fromtimestamp(claims["exp"], UTC).strftime("%Y-%m-%d %H:%M UTC")
+    assert line.split("  ")[1:] == ["nightly-ci", "application", f"expires {expires}"]
+    code, forever = pai("token", "create", "--expires-in", "0")
+    assert "exp" not in jwt.decode(forever.strip(), options={"verify_signature": False})
+    assert f"{forever.strip()}  -  application  never expires" in pai("token", "list")[1]
 
     code, out = pai("user", "delete", "admin")
     assert code == 1
