@@ -59,6 +59,7 @@ USAGE_COLUMNS = (
     "total_gpu_milli",
     "total_cpus",
     "run_ms",
+    "submission_time",
     "id",
 )
 
@@ -127,10 +128,9 @@ jobs = Table(
     Index("ix_jobs_retries_submission", "retries", "submission_time", "id"),
     Index("ix_jobs_total_tasks_submission", "total_tasks", "submission_time", "id"),
     Index("ix_jobs_total_gpus_submission", "total_gpus", "submission_time", "id"),
-    # The usage report (adapters/usage.py; 0008) reads the jobs that ran or ended in a period,
-    # and the jobs that first ran in it, from these alone, never the rows.
+    # The usage report (adapters/usage.py; 0008) reads the jobs that ran, started or ended in a
+    # period from this alone, never the rows.
     Index("ix_jobs_usage_completed", *USAGE_COLUMNS),
-    Index("ix_jobs_usage_launched", "launched_time", "submission_time", "username", "virtual_cluster"),
 )
 
 # Nullable order fields: jobs without a value come last ascending and first descending, which

@@ -1,12 +1,13 @@
 """The sums behind a usage report, each one aggregate query over the job history.
 
-Four queries, the same SQL on SQLite and PostgreSQL, each grouped by user or VC in the
-database so no job row travels to Python: the jobs that ended in the period by final state,
-with the running time of those wholly inside it (recorded when they ended) times their CPU
-cores and GPU thousandths; the same for the few still running or across the period's edges,
-attempt by attempt, clipped to it (two queries); the waits of the jobs that first ran in it.
-Migration 0008 indexes the jobs by the times these filter on, holding all they read of a job,
-so a report over 100,000 jobs reads index entries, not rows.
+Aggregate queries, the same SQL on SQLite and PostgreSQL, each grouped by user or VC in the
+database so no job row travels to Python. One pass over the jobs that ended in the period
+counts them by final state, sums the running time of those wholly inside it (recorded when they
+ended) times their CPU cores and GPU thousandths, and the waits of those that first ran in it;
+small ones add the jobs still running or across the period's edges (attempt by attempt, clipped
+to it) and the waits of jobs that first ran in it but did not end in it. Migration 0008 indexes
+the jobs by when they ended, holding all these read of a job, so a report over 100,000 jobs reads
+one range of index entries, not rows.
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ async def usage_sums(
     # The jobs that ended in the period, by final state (only a final state sets completed_time),
     # and, of them, those that also first ran in it: all their running time counts, which the
     # projection recorded when they ended. Read from the index alone, no attempt joined.
-    inside = and_(jobs.c.launched_time >= start, jobs.c.run_ms.is_not(None))
+    # The same pass sums the waits of those that first ran in the period.
+    first_ran = jobs.c.launched_time >= start
+    inside = and_(first_ran, jobs.c.run_ms.is_not(None))
+    wait_ms = cast(jobs.c.launched_time - jobs.c.submission_time, Float)
     ended_in_period = (
         select(
             key,
@@ -54,6 +58,8 @@ async def usage_sums(
             func.sum(case((inside, cast(jobs.c.total_gpu_milli * jobs.c.run_ms, Float)), else_=0.0)),
             func.sum(case((inside, cast(jobs.c.total_cpus * jobs.c.run_ms, Float)), else_=0.0)),
             func.sum(case((inside, 1), else_=0)),
+            func.sum(case((first_ran, wait_ms), else_=0.0)),
+            func.sum(case((first_ran, 1), else_=0)),
         )
         .where(jobs.c.completed_time >= start, jobs.c.completed_time < end, *mine)
         .group_by(key, jobs.c.state)
@@ -86,14 +92,23 @@ async def usage_sums(
         jobs.c.launched_time < end,
         or_(jobs.c.launched_time < start, jobs.c.completed_time >= end, jobs.c.run_ms.is_(None)),
     )
-    started = (
-        select(key, func.sum(cast(jobs.c.launched_time - jobs.c.submission_time, Float)), func.count())
-        .where(jobs.c.launched_time >= start, jobs.c.launched_time < end, *mine)
-        .group_by(key)
-    )
+
+    # The waits of the jobs that first ran in the period but did not end in it (still running,
+    # or ended after it): two small ranges of the same index.
+    def started_elsewhere(*where: ColumnElement[bool]) -> Any:
+        return (
+            select(key, func.sum(wait_ms), func.count())
+            .where(*where, jobs.c.launched_time >= start, jobs.c.launched_time < end, *mine)
+            .group_by(key)
+        )
+
+    not_ended = started_elsewhere(jobs.c.completed_time.is_(None))
+    ended_after = started_elsewhere(jobs.c.completed_time >= end)
     async with engine.connect() as conn:
         ended = list(await conn.execute(ended_in_period))
-        ran = [(group, gpu, cpu, count) for group, _, _, gpu, cpu, count in ended]
+        ran = [(group, gpu, cpu, count) for group, _, _, gpu, cpu, count, _, _ in ended]
         ran += [row for query in (still_running, across_edges) for row in await conn.execute(query)]
         finished = [(group, state, count) for group, state, count, *_ in ended]
-        return ran, finished, list(await conn.execute(started))
+        started = [(group, wait, count) for group, *_, wait, count in ended]
+        started += [row for query in (not_ended, ended_after) for row in await conn.execute(query)]
+        return ran, finished, started

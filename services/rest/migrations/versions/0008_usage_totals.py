@@ -7,9 +7,9 @@ Create Date: 2026-11-28 19:00:00
 GET /api/v2/usage sums resources times running time in SQL, so each job row carries its
 totals over every task (a GPU share counts its part of one GPU) and, once ended, the running
 time of all its attempts. Rows written before this migration get them from their stored config
-and attempts. Two indexes let the report read only what its period touches, never the rows:
-jobs by when they ended (then first ran) and by when they first ran, each holding the user,
-the VC and what the report sums.
+and attempts. One index lets the report read only what its period touches, never the rows:
+jobs by when they ended (NULL while running), then when they first ran, holding the user, the
+VC and all the report sums.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ USAGE_COLUMNS = (
     "total_gpu_milli",
     "total_cpus",
     "run_ms",
+    "submission_time",
     "id",
 )
 
@@ -108,13 +109,9 @@ def upgrade() -> None:
         "AND a.completed_time IS NOT NULL) WHERE completed_time IS NOT NULL"
     )
     op.create_index("ix_jobs_usage_completed", "jobs", list(USAGE_COLUMNS))
-    op.create_index(
-        "ix_jobs_usage_launched", "jobs", ["launched_time", "submission_time", "username", "virtual_cluster"]
-    )
 
 
 def downgrade() -> None:
-    op.drop_index("ix_jobs_usage_launched", "jobs")
     op.drop_index("ix_jobs_usage_completed", "jobs")
     for column in ("run_ms", "total_gpu_milli", "total_cpus"):
         op.drop_column("jobs", column)
