@@ -391,21 +391,25 @@ async def serve(monitor: Monitor, stop: asyncio.Event) -> None:
     """A started monitor's periodic work until `stop`: its node reported and sampled, and the
     cluster view whenever it holds the lease (a standby until then)."""
     leases = await monitor.bus.js.key_value(LEASES.bucket)
-    await asyncio.gather(
-        monitor.report_forever(stop),
-        monitor.sample_forever(stop),
-        monitor.watch_forever(stop),
-        beat_forever(monitor.bus.nc, "monitor", stop, monitor.settings.heartbeat_every),
-        while_leading(leases, LEASE_KEY, monitor.settings.instance, monitor.lead, stop),
-    )
+    # One that raises cancels the others and ends the service with its error, for its
+    # supervisor to start it again.
+    async with asyncio.TaskGroup() as work:
+        work.create_task(monitor.report_forever(stop), name="node-report")
+        work.create_task(monitor.sample_forever(stop), name="sampling")
+        work.create_task(monitor.watch_forever(stop), name="liveness")
+        work.create_task(
+            beat_forever(monitor.bus.nc, "monitor", stop, monitor.settings.heartbeat_every), name="heartbeat"
+        )
+        work.create_task(
+            while_leading(leases, LEASE_KEY, monitor.settings.instance, monitor.lead, stop), name="leading"
+        )
 
 
 async def main(settings: MonitorSettings, stop: asyncio.Event) -> None:
-    bus = await connect(settings)
-    monitor = Monitor(bus, settings, leading=False)
-    try:
+    async with contextlib.AsyncExitStack() as stack:  # stopped in reverse: the monitor, the bus
+        bus = await connect(settings)
+        stack.push_async_callback(bus.close)
+        monitor = Monitor(bus, settings, leading=False)
+        stack.push_async_callback(monitor.close)
         await monitor.start()
         await serve(monitor, stop)
-    finally:
-        await monitor.close()
-        await bus.close()

@@ -267,9 +267,14 @@ async def main(settings: SchedulerSettings, stop: asyncio.Event) -> None:
     rebuild from the streams and decide, until the lease is lost or `stop`. A leader that lost
     its lease stands by again in the same process, connected and provisioned: the next leader's
     loss finds it warm, not restarting."""
-    bus = await connect(settings)
-    beating = asyncio.create_task(beat_forever(bus.nc, settings.service_name, stop))
-    try:
+    async with contextlib.AsyncExitStack() as stack:  # stopped in reverse: stop, the tasks, the bus
+        bus = await connect(settings)
+        stack.push_async_callback(bus.close)
+        # A background task that raises ends the service with its error (its supervisor starts
+        # it again) instead of failing unseen.
+        background = await stack.enter_async_context(asyncio.TaskGroup())
+        stack.callback(stop.set)
+        background.create_task(beat_forever(bus.nc, settings.service_name, stop), name="heartbeat")
         await ensure_topology(bus.js, settings.stream_replicas)
         fences_kv = await bus.js.key_value(FENCES.bucket)
         config_kv = await bus.js.key_value(SCHEDULER_CONFIG.bucket)
@@ -304,7 +309,3 @@ async def main(settings: SchedulerSettings, stop: asyncio.Event) -> None:
                 log.warning("lease lost; standing by", epoch=lease.epoch)
 
         await while_leading(await bus.js.key_value(LEASES.bucket), "scheduler", settings.instance, lead, stop)
-    finally:
-        stop.set()
-        await beating
-        await bus.close()
