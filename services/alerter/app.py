@@ -500,9 +500,16 @@ async def replica(bus: Bus, instance: str, stop: asyncio.Event, build: Callable[
 
 
 async def main(settings: AlerterSettings, stop: asyncio.Event) -> None:
-    bus = await connect(settings)
-    beating = asyncio.create_task(beat_forever(bus.nc, "alerter", stop, settings.heartbeat_every))
-    try:
+    async with contextlib.AsyncExitStack() as stack:  # stopped in reverse: stop, the tasks, the bus
+        bus = await connect(settings)
+        stack.push_async_callback(bus.close)
+        # A background task that raises ends the service with its error (its supervisor starts
+        # it again) instead of failing unseen.
+        background = await stack.enter_async_context(asyncio.TaskGroup())
+        stack.callback(stop.set)
+        background.create_task(
+            beat_forever(bus.nc, "alerter", stop, settings.heartbeat_every), name="heartbeat"
+        )
         await ensure_topology(bus.js, settings.stream_replicas)
         await replica(
             bus,
@@ -510,7 +517,3 @@ async def main(settings: AlerterSettings, stop: asyncio.Event) -> None:
             stop,
             lambda lease: Alerter(bus, external_url=settings.external_url, lease=lease),
         )
-    finally:
-        stop.set()
-        await beating
-        await bus.close()
