@@ -7,6 +7,7 @@ SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from datetime import UTC, datetime
@@ -14,6 +15,7 @@ from typing import Any, Literal
 
 import pytest
 from aiohttp.test_utils import TestClient
+from sqlalchemy import select, text
 
 from libs.protocol.events import (
     EventBase,
@@ -25,8 +27,11 @@ from libs.protocol.events import (
     TaskPlacement,
     TaskStarted,
 )
+from services.rest.adapters.database import create_engine, migrate
 from services.rest.adapters.projecting import apply_events
+from services.rest.adapters.tables import jobs
 from services.rest.keys import ENGINE
+from tests.rest.test_job_list_queries import _migrate_to
 from tests.rest.test_users_groups import create_user
 
 Client = TestClient[Any, Any]
@@ -272,3 +277,57 @@ async def test_without_a_token_usage_is_refused(api: Client) -> None:
     response = await api.get("/api/v2/usage")
     assert response.status == 401
     assert (await response.json())["code"] == "UnauthorizedUserError"
+
+
+async def test_migration_0008_gives_jobs_from_before_it_their_totals_and_running_time(
+    database_url: str,
+) -> None:
+    engine = create_engine(database_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_migrate_to, "0007")
+            spec = config("shared", "default", instances=3, gpu=1, cpu=2, gpu_milli=250)
+            insert_job = text(
+                "INSERT INTO jobs (id, username, name, virtual_cluster, priority, tags, state, sub_state,"
+                " execution_type, retries, retries_user, retries_platform, retries_resource,"
+                " submission_time, launched_time, completed_time, total_gpus, total_tasks,"
+                " total_task_roles, config) VALUES (:id, 'alice', :name, 'default', 0, '[]', :state,"
+                " 'Completed', 'START', 0, 0, 0, 0, 0, 10, :completed, 3, 3, 1, :config)"
+            )
+            await conn.execute(
+                insert_job,
+                {
+                    "id": "old",
+                    "name": "old",
+                    "state": "SUCCEEDED",
+                    "completed": 9000,
+                    "config": json.dumps(spec),
+                },
+            )
+            await conn.execute(
+                insert_job,
+                {"id": "live", "name": "live", "state": "RUNNING", "completed": None, "config": "{}"},
+            )
+            insert_attempt = text(
+                "INSERT INTO job_attempts (job_id, attempt, state, sub_state, launched_time, completed_time)"
+                " VALUES ('old', :attempt, 'FAILED', 'Completed', :launched, :completed)"
+            )
+            for attempt, launched, completed in ((0, 10, 2010), (1, 5000, 9000)):
+                await conn.execute(
+                    insert_attempt, {"attempt": attempt, "launched": launched, "completed": completed}
+                )
+        await migrate(engine)
+        async with engine.connect() as conn:
+            found = {
+                row.id: (row.total_cpus, row.total_gpu_milli, row.run_ms)
+                for row in await conn.execute(
+                    select(jobs.c.id, jobs.c.total_cpus, jobs.c.total_gpu_milli, jobs.c.run_ms)
+                )
+            }
+        # 3 instances of 2 CPUs and a quarter GPU; two attempts of 2 s and 4 s, the 3 s between not counted.
+        assert found == {"old": (6, 750, 6000), "live": (0, 0, None)}
+        async with engine.begin() as conn:
+            await conn.run_sync(_migrate_to, "0007", down=True)
+        await migrate(engine)
+    finally:
+        await engine.dispose()
