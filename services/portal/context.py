@@ -24,7 +24,11 @@ STATIC_DIR = HERE / "static"
 # The npm packages the pages use in the browser, as installed from package-lock.json (make setup;
 # the image's own npm stage): served from where npm put them, never copied into static/.
 NODE_MODULES = HERE / "node_modules"
-BROWSER_LIBS = {"yaml": NODE_MODULES / "yaml" / "browser" / "dist"}
+BROWSER_LIBS = {
+    "yaml": NODE_MODULES / "yaml" / "browser" / "dist",
+    # xterm.js: the job page's terminal in a running task (lib/xterm.mjs and css/xterm.css).
+    "xterm": NODE_MODULES / "@xterm" / "xterm",
+}
 
 
 class Templates:

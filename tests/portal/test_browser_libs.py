@@ -50,3 +50,24 @@ async def test_the_yaml_package_is_served_under_the_static_version_and_nothing_b
         "/static/v000000000000/lib/yaml/index.js",
     ):
         assert (await portal.get(path)).status == 404, path
+
+
+async def test_xterm_is_served_as_a_module_and_a_stylesheet_and_nothing_else_of_its_package(
+    portal: Client,
+) -> None:
+    if not (BROWSER_LIBS["xterm"] / "lib" / "xterm.mjs").is_file():
+        pytest.skip("the portal's npm packages are not installed (make setup runs npm ci)")
+    version = portal.app[VERSION]
+    module = await portal.get(f"/static/v{version}/lib/xterm/lib/xterm.mjs")
+    assert module.status == 200
+    assert module.headers["Content-Type"].startswith("text/javascript")
+    assert "Terminal" in await module.text()
+    sheet = await portal.get(f"/static/v{version}/lib/xterm/css/xterm.css")
+    assert sheet.status == 200
+    assert sheet.headers["Content-Type"].startswith("text/css")
+    for path in (
+        f"/static/v{version}/lib/xterm/package.json",
+        f"/static/v{version}/lib/xterm/README.md",
+        f"/static/v{version}/lib/xterm/../yaml/package.json",
+    ):
+        assert (await portal.get(path)).status == 404, path

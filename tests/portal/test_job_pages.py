@@ -268,3 +268,29 @@ async def test_a_tasks_log_is_searched_and_downloaded_whole_from_the_job_page(
     assert "NEEDLE-two\n" in api_log
     await stop_job(platform, USER, "log-search")
     await page.context.close()
+
+
+async def test_a_terminal_on_the_job_page_runs_a_shell_in_the_running_task(
+    platform: PortalPlatform, browser: Any, artifacts: Path
+) -> None:
+    await submit_as(platform, USER, USER_PASSWORD, "term-job", command="sleep 300")
+    page = await signed_in(browser, platform, USER, USER_PASSWORD, LAPTOP)
+    await page.goto(platform.url + f"/job-detail.html?username={USER}&jobName=term-job")
+    await page.wait_for_selector("#shell:not(.hidden) #shell-open:not([disabled])", timeout=60_000)
+    await page.click("#shell-open")
+    await page.wait_for_selector("#terminal[data-terminal=open]")
+    rows = (
+        "() => [...document.querySelectorAll('#terminal .xterm-rows > div')].map((r) => r.textContent.trim())"
+    )
+    # The shell's prompt, then a command typed into the terminal, and its answer below it.
+    await page.wait_for_function(f"() => ({rows})().some((row) => row.endsWith('$'))")
+    await page.click("#terminal .xterm")
+    await page.keyboard.type("echo $PAI_JOB_NAME")
+    await page.keyboard.press("Enter")
+    # OpenPAI's PAI_JOB_NAME is USER~NAME.
+    await page.wait_for_function(f"() => ({rows})().includes('{USER}~term-job')")
+    await page.screenshot(path=str(artifacts / "job-terminal.png"), full_page=True)
+    await page.click("#shell-close")
+    await page.wait_for_selector("#terminal .xterm", state="detached")
+    await stop_job(platform, USER, "term-job")
+    await page.context.close()

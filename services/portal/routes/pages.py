@@ -24,18 +24,22 @@ async def versioned_static(request: web.Request) -> web.StreamResponse:
     return web.FileResponse(path, headers={"Cache-Control": "public, max-age=31536000, immutable"})
 
 
+# What a package's browser build may serve: its modules and its stylesheets.
+_LIB_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css"}
+
+
 async def browser_lib(request: web.Request) -> web.StreamResponse:
-    """/static/v<version>/lib/<package>/<file>: an npm package's browser build (ES modules), where
-    npm installed it; 404 for any other package or a file outside its build."""
+    """/static/v<version>/lib/<package>/<file>: an npm package's browser build (ES modules and
+    stylesheets), where npm installed it; 404 for any other package or a file outside its build."""
     folder = BROWSER_LIBS.get(request.match_info["package"])
     if folder is None or request.match_info["version"] != request.app[VERSION]:
         raise web.HTTPNotFound()
     path = (folder / request.match_info["path"]).resolve()
-    if not path.is_relative_to(folder.resolve()) or path.suffix != ".js" or not path.is_file():
+    kind = _LIB_TYPES.get(path.suffix)
+    if not path.is_relative_to(folder.resolve()) or kind is None or not path.is_file():
         raise web.HTTPNotFound()
     return web.FileResponse(
-        path,
-        headers={"Cache-Control": "public, max-age=31536000, immutable", "Content-Type": "text/javascript"},
+        path, headers={"Cache-Control": "public, max-age=31536000, immutable", "Content-Type": kind}
     )
 
 

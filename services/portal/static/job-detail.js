@@ -1,10 +1,11 @@
 // @ts-check
 // A job's page: status, exit and failure analysis, tasks, live logs, config; updated live.
-import { $, api, el, fill, fmtDuration, fmtTime, historyChart, live, portal, showError, stateBadge } from "./common.js";
+import { $, api, el, fill, fmtDuration, fmtTime, historyChart, live, portal, session, showError, stateBadge } from "./common.js";
 import { neverFits, solutionSteps, solutionText, stoppedNotice, successDespiteFailures, trueToBudget } from "./explain.js";
 import { saveAsTemplate } from "./market-share.js";
 import { logFileName, matchingLines, unseen } from "./log-view.js";
 import { digestsByRole } from "./pinning.js";
+import { openTerminal } from "./terminal.js";
 
 const params = new URLSearchParams(location.search);
 const user = params.get("username");
@@ -37,6 +38,8 @@ const page = {
   ssh: false,
   /** @type {any} the job's config, as the API's validator read it; null until known */
   config: null,
+  /** @type {(() => void) | null} closes the terminal open in a task */
+  closeTerminal: null,
 };
 
 // The job's retry budget (jobRetryCount, 0 unless set); null until its config is read.
@@ -316,10 +319,54 @@ function showSsh() {
   box.classList.remove("hidden");
 }
 
+// The terminal: offered while a task of the latest attempt runs; an open one stays until closed.
+function showShell() {
+  const running = [];
+  if (page.chosenAttempt === null) {
+    for (const [role, status] of Object.entries(page.detail.taskRoles || {})) {
+      for (const t of (status.taskStatuses || [])) if (t.taskState === "RUNNING") running.push(`${role}/${t.taskIndex}`);
+    }
+  }
+  const select = $("#shell-task");
+  const current = select.value;
+  const shown = [...select.options].map((o) => o.value).join(",");
+  if (shown !== running.join(",")) {
+    fill(select, running.slice(0, 500).map((key) => { const [role, index] = key.split("/"); return el("option", { value: key }, `${role}[${index}]`); }));
+    if (running.includes(current)) select.value = current;
+  }
+  $("#shell-open").disabled = running.length === 0 || page.closeTerminal !== null;
+  $("#shell").classList.toggle("hidden", running.length === 0 && page.closeTerminal === null);
+}
+
+async function startShell() {
+  const value = $("#shell-task").value;
+  if (!value || page.closeTerminal) return;
+  const [role, index] = value.split("/");
+  const say = (/** @type {string} */ text) => { $("#shell-state").textContent = text; };
+  $("#shell-open").disabled = true;
+  try {
+    const { csrf } = await session();
+    page.closeTerminal = await openTerminal($("#terminal"), { job: `${user}~${name}`, role, index, csrf, say });
+    $("#shell-close").classList.remove("hidden");
+  } catch (error) {
+    say(error.message || String(error));
+  }
+  showShell();
+}
+
+function closeShell() {
+  if (page.closeTerminal) page.closeTerminal();
+  page.closeTerminal = null;
+  $("#shell-close").classList.add("hidden");
+  $("#shell-state").textContent = "";
+  showShell();
+}
+
 function show() {
   showSummary();
   showTasks();
   showSsh();
+  showShell();
   followLog();
   document.body.dataset.state = page.detail.jobStatus.state;
 }
@@ -382,6 +429,8 @@ async function start() {
   $("#log-task").addEventListener("change", followLog);
   $("#log-file").addEventListener("change", followLog);
   $("#log-search").addEventListener("input", () => showLog());
+  $("#shell-open").addEventListener("click", () => { startShell(); });
+  $("#shell-close").addEventListener("click", closeShell);
   $("#log-download").addEventListener("click", () => { downloadLog(); });
   $("#roles").addEventListener("click", (e) => {
     const tries = e.target.dataset && e.target.dataset.tries;
