@@ -30,6 +30,12 @@ N counts every mutant, including those no selected test reaches ("no tests") and
 checked before the limit (the line then says so just above it). The survivors of each module,
 with their diffs, are written to ``mutants/<slug>.survivors.txt``.
 
+On a larger machine, ``--parallel N`` runs N modules at once and ``--jobs J`` tests J mutants of
+each at a time. ``--deselect-failing`` first runs the covering tests once and leaves out (and
+names) those red on the unmutated code, such as root-only cases on a machine without Podman:
+mutmut refuses a red clean run. Covering tests missing from the tree (an older commit's tests/,
+to score the tests as they were) are named and left out of the selection.
+
 Mutation runs are not part of ``make test``.
 """
 
@@ -44,12 +50,15 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "mutants"
 SOURCES = ("libs", "services", "runtime")
+# mutmut's script beside this interpreter (a virtualenv), else the module through it (packages
+# installed elsewhere, e.g. with pip --target); --mutmut or PAI_MUTMUT names another.
 MUTMUT = Path(sys.executable).parent / "mutmut"
 
 # The default set, highest value first; each entry is a file, a folder or a glob, resolved when
@@ -134,6 +143,9 @@ COVERING: tuple[Covering, ...] = (
         ("tests/protocol", "tests/contracts", "tests/marketplace/test_starter_templates.py"),
         ("--ignore=tests/protocol/test_cli_validate.py",),
     ),
+    # The containers' pure rules against their own cases (test_core_property.py, reached by the
+    # glob below, draws whole jobs: seconds a mutant for rules these cases state).
+    Covering("services/orchestrator/core/containers.py", ("tests/orchestrator/test_core_containers.py",)),
     # The limits' pure tests; the service tests that apply them (tests/security) need root.
     Covering("services/orchestrator/core/limits.py", ("tests/orchestrator/test_core_limits.py",)),
     # Deciders without test_core_property.py: its hypothesis cases (300 examples) take about 10 s
@@ -174,6 +186,51 @@ COVERING: tuple[Covering, ...] = (
             "tests/orchestrator/test_tenant_uids.py",
             "tests/orchestrator/test_containment_line.py",
         ),
+    ),
+    # The cgroup files over fake v1 and v2 hierarchies, the node's reserve and the containment
+    # line; tests/security applies the same limits to real tasks (root, a second and more each).
+    Covering(
+        "services/orchestrator/adapters/confinement.py",
+        (
+            "tests/orchestrator/test_cgroup_files.py",
+            "tests/orchestrator/test_node_reserve.py",
+            "tests/orchestrator/test_containment_line.py",
+        ),
+    ),
+    # The engine's commands against a fake engine that records each call, and the bundles runc
+    # is given; tests/e2e/test_job_images.py runs real images (Podman, minutes).
+    Covering(
+        "services/orchestrator/adapters/engines.py",
+        (
+            "tests/orchestrator/test_engines.py",
+            "tests/orchestrator/test_core_bundles.py",
+            "tests/orchestrator/test_bundling.py",
+        ),
+    ),
+    # The bus's adapters against a real nats-server (a fresh one per test: a second or so each).
+    Covering(
+        "libs/backbone/kv.py",
+        (
+            "tests/backbone/test_kv.py",
+            "tests/backbone/test_kv_cluster.py",
+            "tests/backbone/test_errors_by_type.py",
+        ),
+    ),
+    Covering(
+        "libs/backbone/leasing.py", ("tests/backbone/test_leasing.py", "tests/orchestrator/test_leaders.py")
+    ),
+    Covering(
+        "libs/backbone/fencing.py",
+        (
+            "tests/services/test_scheduler_fencing.py",
+            "tests/rest/test_fenced_decisions.py",
+            "tests/orchestrator/test_leaders.py",
+        ),
+    ),
+    # Webhook deliveries: their records in KV, and receivers met over HTTP by the gateway.
+    Covering(
+        "services/events/adapters/delivering.py",
+        ("tests/events/test_delivery_records.py", "tests/events/test_webhook_receivers.py"),
     ),
     # The scheduler core, each module against the pure tests that reach it; the random
     # schedule/release sequences (hypothesis, 60 to 100 examples) are left out: seconds a
@@ -320,6 +377,7 @@ class Outcome:
     seconds: float
     survivors: tuple[str, ...]
     error: str = ""
+    notes: tuple[str, ...] = ()
 
     def line(self) -> str:
         percent = 100.0 * self.killed / self.total if self.total else 100.0
@@ -359,6 +417,12 @@ def _toml_list(values: list[str]) -> str:
     return "[" + ", ".join(json.dumps(value) for value in values) + "]"
 
 
+def present(tests: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The covering tests this tree holds, and those it lacks (an older tree's tests, say)."""
+    held = [test for test in tests if (ROOT / test.split("::")[0]).exists()]
+    return held, [test for test in tests if test not in held]
+
+
 def prepare(module: str, entry: Covering, timeout_per_test: int) -> Path:
     """A snapshot of the sources and tests with mutmut's configuration for this module."""
     workspace = WORK / module.replace("/", "__").removesuffix(".py")
@@ -375,17 +439,47 @@ def prepare(module: str, entry: Covering, timeout_per_test: int) -> Path:
         f"--timeout={timeout_per_test}",
         *entry.pytest_args,
     ]
+    configure(workspace, module, present(entry.tests)[0], pytest_args)
+    return workspace
+
+
+def configure(workspace: Path, module: str, tests: list[str], pytest_args: list[str]) -> None:
     config = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     config += (
         "\n[tool.mutmut]\n"
         f"source_paths = {_toml_list(list(SOURCES))}\n"
         f"only_mutate = {_toml_list([module])}\n"
-        f"pytest_add_cli_args_test_selection = {_toml_list(list(entry.tests))}\n"
+        f"pytest_add_cli_args_test_selection = {_toml_list(tests)}\n"
         f"pytest_add_cli_args = {_toml_list(pytest_args)}\n"
         "use_git_change_detection = false\n"
     )
     (workspace / "pyproject.toml").write_text(config, encoding="utf-8")
-    return workspace
+
+
+def failing_tests(
+    workspace: Path, tests: list[str], pytest_args: list[str], env: dict[str, str], timeout: float
+) -> list[str]:
+    """The selected tests that fail on the unmutated code here (mutmut stops at a red clean run):
+    a collection error names its file, any other failure its test."""
+    command = [sys.executable, "-m", "pytest", "-q", "-rfE", "--no-header", "--continue-on-collection-errors"]
+    shown = subprocess.run(
+        [*command, *pytest_args, *tests],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=max(timeout, 1),
+        check=False,
+        start_new_session=True,
+    )
+    failing: list[str] = []
+    for row in shown.stdout.splitlines():
+        for verdict in ("FAILED ", "ERROR "):
+            if row.startswith(verdict):
+                node = row.removeprefix(verdict).split(" - ")[0].strip()
+                if node and node not in failing:
+                    failing.append(node)
+    return failing
 
 
 def verdicts(workspace: Path, module: str) -> dict[str, str]:
@@ -399,8 +493,24 @@ def verdicts(workspace: Path, module: str) -> dict[str, str]:
     }
 
 
-def run_module(module: str, *, jobs: int, timeout: int, timeout_per_test: int, log: Path) -> Outcome:
+def mutmut_command(named: str | None) -> list[str]:
+    if named:
+        return [named]
+    return [str(MUTMUT)] if MUTMUT.exists() else [sys.executable, "-m", "mutmut"]
+
+
+def run_module(
+    module: str,
+    *,
+    jobs: int,
+    timeout: int,
+    timeout_per_test: int,
+    log: Path,
+    mutmut: str | None = None,
+    deselect_failing: bool = False,
+) -> Outcome:
     entry = covering(module)
+    tests, missing = present(entry.tests)
     workspace = prepare(module, entry, timeout_per_test)
     started = time.monotonic()
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
@@ -408,10 +518,29 @@ def run_module(module: str, *, jobs: int, timeout: int, timeout_per_test: int, l
     anchors = ROOT.parent / "shared" / "anchors"
     if anchors.is_dir():
         env.setdefault("PAI_ANCHORS", str(anchors))
+    notes = [f"{len(missing)} covering test file(s) not in this tree: {' '.join(missing)}"] if missing else []
+    if not tests:
+        return Outcome(module, 0, 0, 0, 0.0, (), "no covering test in this tree", tuple(notes))
+    if deselect_failing:
+        pytest_args = ["-p", "no:cacheprovider", f"--timeout={timeout_per_test}", *entry.pytest_args]
+        try:
+            failing = failing_tests(workspace, tests, pytest_args, env, timeout)
+        except subprocess.TimeoutExpired:
+            return Outcome(
+                module, 0, 0, 0, time.monotonic() - started, (), "the clean run outlasted the limit"
+            )
+        if failing:
+            notes.append(f"{len(failing)} failing on the clean code, left out: {' '.join(failing)}")
+            pytest_args += [
+                f"--ignore={node}" if "::" not in node else f"--deselect={node}" for node in failing
+            ]
+            configure(workspace, module, tests, pytest_args)
     error = ""
     with log.open("w", encoding="utf-8") as out:
+        for note in notes:
+            print(f"mutants: {note}", file=out, flush=True)
         process = subprocess.Popen(
-            [str(MUTMUT), "run", "--max-children", str(jobs)],
+            [*mutmut_command(mutmut), "run", "--max-children", str(jobs)],
             cwd=workspace,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -419,7 +548,7 @@ def run_module(module: str, *, jobs: int, timeout: int, timeout_per_test: int, l
             start_new_session=True,
         )
         try:
-            code = process.wait(timeout=timeout)
+            code = process.wait(timeout=max(timeout - (time.monotonic() - started), 1))
             if code:
                 error = f"mutmut exited {code}; see {log.relative_to(ROOT)}"
         except subprocess.TimeoutExpired:
@@ -437,7 +566,7 @@ def run_module(module: str, *, jobs: int, timeout: int, timeout_per_test: int, l
     survivors = tuple(sorted(name for name, verdict in found.items() if verdict not in KILLED))
     if survivors:
         write_survivors(workspace, module, found, survivors)
-    return Outcome(module, killed, len(found), unchecked, seconds, survivors, error)
+    return Outcome(module, killed, len(found), unchecked, seconds, survivors, error, tuple(notes))
 
 
 # Run in the workspace (mutmut reads its configuration from the current folder when imported):
@@ -455,6 +584,10 @@ for name in sys.argv[2:]:
 
 def write_survivors(workspace: Path, module: str, found: dict[str, str], survivors: tuple[str, ...]) -> None:
     report = WORK / (workspace.name + ".survivors.txt")
+    # Mutants a run stopped before checking are named without their diffs (a diff costs a parse of
+    # the module; a run cut short can leave hundreds).
+    unchecked = [name for name in survivors if found[name] == "not checked"]
+    survivors = tuple(name for name in survivors if found[name] != "not checked")
     shown = subprocess.run(
         [sys.executable, "-c", SHOW, module, *survivors],
         cwd=workspace,
@@ -463,10 +596,12 @@ def write_survivors(workspace: Path, module: str, found: dict[str, str], survivo
         check=False,
     )
     diffs = shown.stdout.split("\0")
-    parts = [f"# {module}: {len(survivors)} not killed\n"]
+    parts = [f"# {module}: {len(survivors) + len(unchecked)} not killed\n"]
     for index, name in enumerate(survivors):
         diff = diffs[index].strip() if index < len(diffs) else shown.stderr.strip()[-500:]
         parts.append(f"## {name}: {found[name]}\n{diff}\n")
+    if unchecked:
+        parts.append(f"## not checked before the limit ({len(unchecked)}): " + " ".join(unchecked) + "\n")
     report.write_text("\n".join(parts), encoding="utf-8")
 
 
@@ -475,9 +610,22 @@ def main(argv: list[str]) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("modules", nargs="*", help="files, folders or globs (default: the default set)")
-    parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once per module (default 2)")
+    parser.add_argument("--parallel", type=int, default=1, help="modules run at once (default 1)")
     parser.add_argument("--timeout", type=int, default=1200, help="wall-clock seconds per module")
     parser.add_argument("--timeout-per-test", type=int, default=60, help="pytest-timeout per test")
+    parser.add_argument(
+        "--mutmut",
+        default=os.environ.get("PAI_MUTMUT"),
+        help="mutmut's command (default: the script beside this Python, else python -m mutmut)",
+    )
+    parser.add_argument(
+        "--deselect-failing",
+        action="store_true",
+        help="run the covering tests once first and leave out those failing on the clean code "
+        "(mutmut refuses a red clean run): each is named in the module's log and the summary",
+    )
+    parser.add_argument("--summary", type=Path, help="also write the outcomes to this JSON file")
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, run nothing")
     args = parser.parse_args(argv)
     modules = resolve(args.modules or list(DEFAULT))
@@ -486,14 +634,19 @@ def main(argv: list[str]) -> int:
             print(module, " ".join(covering(module).tests))
         return 0
     WORK.mkdir(exist_ok=True)
-    outcomes: list[Outcome] = []
-    for module in modules:
+
+    def one(module: str) -> Outcome:
         log = WORK / (module.replace("/", "__").removesuffix(".py") + ".log")
         outcome = run_module(
-            module, jobs=args.jobs, timeout=args.timeout, timeout_per_test=args.timeout_per_test, log=log
+            module,
+            jobs=args.jobs,
+            timeout=args.timeout,
+            timeout_per_test=args.timeout_per_test,
+            log=log,
+            mutmut=args.mutmut,
+            deselect_failing=args.deselect_failing,
         )
-        outcomes.append(outcome)
-        notes = [f"{outcome.seconds:.0f} s"]
+        notes = [f"{outcome.seconds:.0f} s", *outcome.notes]
         if outcome.unchecked:
             notes.append(f"{outcome.unchecked} not checked")
         if outcome.error:
@@ -501,9 +654,17 @@ def main(argv: list[str]) -> int:
         if outcome.survivors:
             notes.append(f"survivors in mutants/{log.name.removesuffix('.log')}.survivors.txt")
         print(f"{outcome.line()}  [{'; '.join(notes)}]", flush=True)
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=max(args.parallel, 1)) as pool:
+        outcomes = list(pool.map(one, modules))
     print()
     for outcome in outcomes:
         print(outcome.line())
+    if args.summary:
+        args.summary.write_text(
+            json.dumps([asdict(outcome) for outcome in outcomes], indent=1), encoding="utf-8"
+        )
     return 1 if any(outcome.error and not outcome.total for outcome in outcomes) else 0
 
 
