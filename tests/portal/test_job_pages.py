@@ -60,8 +60,9 @@ async def test_a_clones_edits_submitted_at_once_all_reach_the_job(
 async def test_on_a_phone_the_job_list_shows_status_and_actions_and_filters_to_my_jobs(
     platform: PortalPlatform, browser: Any, artifacts: Path
 ) -> None:
-    await submit_as(platform, USER, USER_PASSWORD, "phone-mine")
-    await submit_as(platform, "admin", ADMIN_PASSWORD, "phone-admins")
+    # Jobs that have not ended: a row with both Clone and Stop, the widest.
+    await submit_as(platform, USER, USER_PASSWORD, "phone-mine", command="sleep 300")
+    await submit_as(platform, "admin", ADMIN_PASSWORD, "phone-admins", command="sleep 300")
     page = await signed_in(browser, platform, USER, USER_PASSWORD, PHONE)
     await page.goto(platform.url + "/job-list.html")
     await page.wait_for_selector(f"#rows tr[data-job='{USER}~phone-mine']")
@@ -74,10 +75,12 @@ async def test_on_a_phone_the_job_list_shows_status_and_actions_and_filters_to_m
     )
     assert wrap[0] <= wrap[1], f"the table scrolls sideways: {wrap}"
     row = page.locator(f"#rows tr[data-job='{USER}~phone-mine']")
+    await row.get_by_role("button", name="Stop phone-mine").wait_for()
     for part in (
         row.locator("td a", has_text="phone-mine"),
         row.locator(".state"),
         row.get_by_role("link", name="Clone phone-mine"),
+        row.get_by_role("button", name="Stop phone-mine"),
     ):
         box = await box_of(part)
         assert 0 <= box["x"] <= box["x"] + box["width"] <= width, box
@@ -102,6 +105,8 @@ async def test_on_a_phone_the_job_list_shows_status_and_actions_and_filters_to_m
     assert await page.is_checked("#mine"), "the filter is kept in the address"
     await page.uncheck("#mine")
     await page.wait_for_selector("#rows tr[data-job='admin~phone-admins']")
+    await stop_job(platform, USER, "phone-mine")
+    await stop_job(platform, "admin", "phone-admins")
     await page.context.close()
 
 
