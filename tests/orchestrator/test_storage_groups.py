@@ -14,8 +14,8 @@ import pytest
 
 from libs.protocol.storage_paths import path_refusal
 from services.orchestrator.adapters import storage_dirs
-from services.orchestrator.adapters.isolation import TenantUids
-from services.orchestrator.adapters.storage_dirs import prepare_storage_dir, storage_gids, storage_groups
+from services.orchestrator.adapters.isolation import TenantUids, storage_gids
+from services.orchestrator.adapters.storage_dirs import prepare_storage_dir, storage_groups
 from services.orchestrator.core.bundles import bundle_config
 from services.orchestrator.core.containers import ContainerPlan, run_arguments
 from services.orchestrator.core.sandboxes import SandboxTools, drop_arguments

@@ -264,5 +264,7 @@ def test_a_submission_makes_the_jobs_first_row() -> None:
         "total_gpus": 2,
         "total_tasks": 2,
         "total_task_roles": 1,
+        "total_cpus": 0,  # the config names no CPU
+        "total_gpu_milli": 2000,  # two instances of one GPU
         "config": config,
     }

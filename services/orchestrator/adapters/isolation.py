@@ -295,6 +295,22 @@ class TaskUsers:
         return f"task users: the platform's own ({self.why})"
 
 
+# The team storages' gids are claimed like tenants' uids, in a file and under a prefix of their own.
+STORAGE_GIDS_FILE = "storage-gids.json"
+STORAGE_CLAIM_PREFIX = "storage:"
+
+
+def storage_gids(tenants: TenantUids) -> TenantUids:
+    """The team storages' gids, beside the tenants' uids (same registry and range)."""
+    return TenantUids(
+        tenants.data_dir,
+        tenants.registry,
+        tenants.uid_range,
+        file=STORAGE_GIDS_FILE,
+        prefix=STORAGE_CLAIM_PREFIX,
+    )
+
+
 def resolve_task_users(setting: str, data_dir: Path, *, uid_range: str = "", registry: str = "") -> TaskUsers:
     """PAI_TASK_USER as a policy. ``auto`` (the default): a uid per tenant when the platform
     runs as root, else the platform's user; ``tenant``: the same, refused when not root;
@@ -314,8 +330,6 @@ def resolve_task_users(setting: str, data_dir: Path, *, uid_range: str = "", reg
             Path(registry) if registry else DEFAULT_UID_REGISTRY,
             parse_uid_range(uid_range) if uid_range else DEFAULT_UID_RANGE,
         )
-        from services.orchestrator.adapters.storage_dirs import storage_gids
-
         return TaskUsers("tenants", tenants=tenants, storages=storage_gids(tenants))
     shared = resolve_task_user(setting)
     if shared is None:

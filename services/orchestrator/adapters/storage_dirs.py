@@ -33,16 +33,6 @@ from services.orchestrator.core.storage_groups import (
 
 log = structlog.get_logger(__name__)
 
-GIDS_FILE = "storage-gids.json"
-CLAIM_PREFIX = "storage:"
-
-
-def storage_gids(tenants: TenantUids) -> TenantUids:
-    """The team storages' gids, beside the tenants' uids (same registry and range)."""
-    return TenantUids(
-        tenants.data_dir, tenants.registry, tenants.uid_range, file=GIDS_FILE, prefix=CLAIM_PREFIX
-    )
-
 
 def prepare_storage_dir(path: Path, gid: int) -> None:
     """The storage's directory made the group's: group ``gid``, mode 2770, the default ACL.
