@@ -145,7 +145,10 @@ COVERING: tuple[Covering, ...] = (
     ),
     # The containers' pure rules against their own cases (test_core_property.py, reached by the
     # glob below, draws whole jobs: seconds a mutant for rules these cases state).
-    Covering("services/orchestrator/core/containers.py", ("tests/orchestrator/test_core_containers.py",)),
+    Covering(
+        "services/orchestrator/core/containers.py",
+        ("tests/orchestrator/test_core_containers.py", "tests/orchestrator/test_storage_groups.py"),
+    ),
     # The limits' pure tests; the service tests that apply them (tests/security) need root.
     Covering("services/orchestrator/core/limits.py", ("tests/orchestrator/test_core_limits.py",)),
     # Deciders without test_core_property.py: its hypothesis cases (300 examples) take about 10 s
@@ -217,7 +220,12 @@ COVERING: tuple[Covering, ...] = (
         ),
     ),
     Covering(
-        "libs/backbone/leasing.py", ("tests/backbone/test_leasing.py", "tests/orchestrator/test_leaders.py")
+        "libs/backbone/leasing.py",
+        (
+            "tests/backbone/test_leasing.py",
+            "tests/orchestrator/test_leaders.py",
+            "tests/rest/test_projection_leader.py",
+        ),
     ),
     Covering(
         "libs/backbone/fencing.py",
@@ -230,7 +238,11 @@ COVERING: tuple[Covering, ...] = (
     # Webhook deliveries: their records in KV, and receivers met over HTTP by the gateway.
     Covering(
         "services/events/adapters/delivering.py",
-        ("tests/events/test_delivery_records.py", "tests/events/test_webhook_receivers.py"),
+        (
+            "tests/events/test_delivery_records.py",
+            "tests/events/test_webhook_receivers.py",
+            "tests/events/test_webhooks.py",
+        ),
     ),
     # The scheduler core, each module against the pure tests that reach it; the random
     # schedule/release sequences (hypothesis, 60 to 100 examples) are left out: seconds a
