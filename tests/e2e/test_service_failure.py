@@ -18,7 +18,7 @@ from tests.support.waiting import eventually, polled
 
 pytestmark = pytest.mark.timeout(240)
 
-PLANT = '''
+PLANT = """
 import os
 
 if os.environ.get("PAI_SERVICE_NAME") == "orchestrator":
@@ -31,7 +31,7 @@ if os.environ.get("PAI_SERVICE_NAME") == "orchestrator":
             raise LookupError("a bug planted in the failure rules' watch")
 
         RulesKeeper.watch = watch
-'''
+"""
 
 
 async def test_a_background_task_that_raises_stops_its_service_and_pai_up_restarts_it(
