@@ -80,3 +80,23 @@ def script_config(
         "mounts": [*base["mounts"], *binds],
         "linux": {**linux, "cgroupsPath": f"{parent}/{run_name(name, label)}"},
     }
+
+
+def _repository(reference: str) -> str:
+    """``registry/repo`` of an image reference, without its tag or digest."""
+    name = reference.split("@", 1)[0]
+    slash, colon = name.rfind("/"), name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
+def digest_of(digests: list[str], reference: str) -> str | None:
+    """The digest of the repository ``reference`` names among an image's ``RepoDigests`` (an
+    image tagged under several names has one per repository): the whole last path part must
+    match, not a name ending alike; the first where none is that repository (an image named by
+    its id). The orchestrator's look at an image reads it the same way."""
+    repository = _repository(reference)
+    for digest in digests:
+        named = digest.split("@", 1)[0]
+        if named == repository or named.endswith("/" + repository):
+            return digest
+    return digests[0] if digests else None

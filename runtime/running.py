@@ -24,7 +24,7 @@ from runtime import barrier, exitcodes
 from runtime.analysis import analyze_exit
 from runtime.capturing import LogCapture
 from runtime.confining import ConfineError, acting_as, confine_self
-from runtime.container import run_name, script_config, shell_command
+from runtime.container import digest_of, run_name, script_config, shell_command
 from runtime.environment import build_environment
 from runtime.errors import PluginError
 from runtime.plugins import (
@@ -88,24 +88,6 @@ class RuntimeLog:
 def label_of(path: Path) -> str:
     """What a script's $0 reads: its name, as when bash ran the file itself."""
     return path.name
-
-
-def _repository(reference: str) -> str:
-    """``registry/repo`` of an image reference, without its tag or digest."""
-    name = reference.split("@", 1)[0]
-    slash, colon = name.rfind("/"), name.rfind(":")
-    return name[:colon] if colon > slash else name
-
-
-def _digest_of(digests: list[str], reference: str) -> str | None:
-    """The digest of the repository pulled among the image's ``RepoDigests`` (one per name the
-    image has); the first where none is that repository."""
-    repository = _repository(reference)
-    for digest in digests:
-        named = digest.split("@", 1)[0]
-        if named == repository or named.endswith("/" + repository):
-            return digest
-    return digests[0] if digests else None
 
 
 def _leave_groups(procs_files: list[str]) -> None:
@@ -424,7 +406,7 @@ class TaskRun:
             digests = [str(d) for d in json.loads(listed or "[]") or []]
         except ValueError:
             digests = []
-        digest = _digest_of(digests, reference)
+        digest = digest_of(digests, reference)
         self._image = ident
         self.outcome.image_digest = digest
         self.log(f"pulled the docker image {reference}: {digest or ident}")

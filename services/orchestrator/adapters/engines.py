@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from runtime.container import digest_of
 from runtime.exitcodes import IMAGE_NOT_EXISTS
 from services.orchestrator.adapters.executing import ContainmentError
 
@@ -234,14 +235,6 @@ async def _call(engine: Engine, *args: str, limit_s: float = PROBE_TIMEOUT_S) ->
     return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
 
 
-def _repository(image: str) -> str:
-    """``registry/repo`` of a reference, without its tag or digest."""
-    name = image.split("@", 1)[0]
-    slash = name.rfind("/")
-    colon = name.rfind(":")
-    return name[:colon] if colon > slash else name
-
-
 async def _inspect(engine: Engine, image: str) -> ResolvedImage | None:
     template = "{{.Id}} {{json .RepoDigests}}"
     code, out, err = await _call(engine, "image", "inspect", "--format", template, image)
@@ -256,18 +249,6 @@ async def _inspect(engine: Engine, image: str) -> ResolvedImage | None:
     except ValueError:
         digests = []
     return ResolvedImage(ident, digest_of(digests, image))
-
-
-def digest_of(digests: list[str], image: str) -> str | None:
-    """The digest of the repository ``image`` names among an image's ``RepoDigests`` (an image
-    tagged under several names has one per repository); the first where none is that repository
-    (an image named by its id)."""
-    repository = _repository(image)
-    for digest in digests:
-        named = digest.split("@", 1)[0]
-        if named == repository or named.endswith("/" + repository):
-            return digest
-    return digests[0] if digests else None
 
 
 def _auth_file(directory: Path, registry: str, username: str, password: str) -> Path:
