@@ -26,7 +26,7 @@ from services.orchestrator.core.containers import LABEL_JOB
 from tests.e2e.platform import ADMIN_PASSWORD, Cli, Platform, job_yaml, running_platform
 from tests.e2e.test_storage import storages_file
 from tests.portal.conftest import CHROMIUM_ARGS, chromium_or_skip
-from tests.support.images import ImageError, build_marker_image, podman_env, remove_image
+from tests.support.images import build_marker_image, local_image, podman_env, remove_image
 from tests.support.waiting import eventually, polled
 
 pytestmark = pytest.mark.timeout(240)
@@ -44,14 +44,8 @@ def marker_image() -> Iterator[tuple[str, str]]:
         pytest.skip("the container engine tests run rootful podman: run them as root")
     marker = f"marker-{secrets.token_hex(6)}"
     reference = f"localhost/pai-test-marker:{marker}"
-    try:
-        build_marker_image(reference, marker)
-    except ImageError as exc:
-        pytest.skip(f"no test image can be made here: {exc}")
-    try:
+    with local_image(reference, marker):
         yield reference, marker
-    finally:
-        remove_image(reference)
 
 
 def _image_job(name: str, image: str, command: str, **top: object) -> str:

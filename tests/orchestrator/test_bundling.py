@@ -23,7 +23,7 @@ from services.orchestrator.adapters.bundling import (
 )
 from services.orchestrator.adapters.engines import Engine, detect_engine, resolve_image
 from services.orchestrator.core.containers import ContainerPlan, container_name
-from tests.support.images import ImageError, build_marker_image, remove_image
+from tests.support.images import local_image
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -35,14 +35,8 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def image() -> Iterator[str]:
     reference = f"localhost/pai-test-bundle:{secrets.token_hex(6)}"
-    try:
-        build_marker_image(reference, "bundled")
-    except ImageError as exc:
-        pytest.skip(f"no test image can be made here: {exc}")
-    try:
+    with local_image(reference, "bundled"):
         yield reference
-    finally:
-        remove_image(reference)
 
 
 def _engine(data_dir: Path) -> Engine:

@@ -19,7 +19,7 @@ import pytest
 from tests.e2e.platform import Cli, Platform, running_platform
 from tests.e2e.test_exec import in_a_terminal
 from tests.security.test_tenants import job, submit, user_client
-from tests.support.images import ImageError, build_marker_image, remove_image
+from tests.support.images import local_image
 from tests.support.waiting import eventually, polled
 
 pytestmark = [
@@ -108,14 +108,8 @@ def marker_image() -> Iterator[tuple[str, str]]:
         pytest.skip("podman is not installed")
     reference = f"localhost/pai-test-exec:{secrets.token_hex(6)}"
     marker = f"exec-{secrets.token_hex(4)}"
-    try:
-        build_marker_image(reference, marker)
-    except ImageError as exc:
-        pytest.skip(f"no image can be made here: {exc}")
-    try:
+    with local_image(reference, marker):
         yield reference, marker
-    finally:
-        remove_image(reference)
 
 
 @pytest.mark.parametrize("runner", ["auto", "engine"], ids=["runc-where-installed", "podman-exec"])

@@ -24,7 +24,7 @@ import pytest
 
 from tests.e2e.platform import ADMIN_PASSWORD, Cli, running_platform
 from tests.security.test_tenants import detail, job, log_of, submit, user_client
-from tests.support.images import ImageError, build_marker_image, remove_image
+from tests.support.images import local_image
 
 pytestmark = [
     pytest.mark.slow,
@@ -51,14 +51,8 @@ def image() -> Iterator[str]:
     if shutil.which("podman") is None:
         pytest.skip("podman is not installed (make setup installs it where it runs as root)")
     reference = f"localhost/pai-test-team:{secrets.token_hex(6)}"
-    try:
-        build_marker_image(reference, "team")
-    except ImageError as exc:
-        pytest.skip(f"no test image can be made here: {exc}")
-    try:
+    with local_image(reference, "team"):
         yield reference
-    finally:
-        remove_image(reference)
 
 
 async def _admin_cli(cli: Cli, *args: str, env: dict[str, str] | None = None) -> str:

@@ -3,12 +3,16 @@ Debian's packages) and a marker file, imported with `podman import`."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from services.orchestrator.adapters.engines import write_containers_conf
 
@@ -85,3 +89,17 @@ def remove_image(reference: str) -> None:
             capture_output=True,
             check=False,
         )
+
+
+@contextlib.contextmanager
+def local_image(reference: str, marker: str) -> Iterator[str]:
+    """``build_marker_image`` for a test: the test skips where no image can be made here, and
+    the image is removed after it."""
+    try:
+        build_marker_image(reference, marker)
+    except ImageError as exc:
+        pytest.skip(f"no test image can be made here: {exc}")
+    try:
+        yield reference
+    finally:
+        remove_image(reference)
