@@ -14,6 +14,7 @@ from services.orchestrator.core.bundles import (
     bundle_config,
     engine_files,
     native_abi_only,
+    native_profile,
     template_arguments,
 )
 from services.orchestrator.core.containers import ContainerPlan, container_name, run_arguments
@@ -302,3 +303,36 @@ def test_a_template_without_a_seccomp_filter_is_left_without_one() -> None:
     template = _template()
     del template["linux"]["seccomp"]
     assert native_abi_only(template, "x86_64") == template
+
+
+PODMAN_PROFILE: dict[str, Any] = {
+    "defaultAction": "SCMP_ACT_ERRNO",
+    "archMap": [
+        {"architecture": "SCMP_ARCH_X86_64", "subArchitectures": ["SCMP_ARCH_X86", "SCMP_ARCH_X32"]},
+        {"architecture": "SCMP_ARCH_AARCH64", "subArchitectures": ["SCMP_ARCH_ARM"]},
+    ],
+    "syscalls": [{"names": ["read"], "action": "SCMP_ACT_ALLOW"}],
+}
+
+
+def test_the_engines_profile_file_is_narrowed_to_the_machines_own_abi() -> None:
+    narrowed = native_profile(PODMAN_PROFILE, "aarch64")
+    assert narrowed == {
+        **PODMAN_PROFILE,
+        "archMap": [{"architecture": "SCMP_ARCH_AARCH64", "subArchitectures": []}],
+    }
+    assert PODMAN_PROFILE["archMap"][1]["subArchitectures"] == ["SCMP_ARCH_ARM"]
+
+
+@pytest.mark.parametrize(
+    ("profile", "machine"),
+    [
+        (PODMAN_PROFILE, "mips"),
+        ({**PODMAN_PROFILE, "archMap": PODMAN_PROFILE["archMap"][1:]}, "x86_64"),
+        ({"defaultAction": "SCMP_ACT_ERRNO", "syscalls": []}, "x86_64"),
+    ],
+)
+def test_an_engine_profile_without_rules_for_this_machine_is_left_to_the_engine(
+    profile: dict[str, Any], machine: str
+) -> None:
+    assert native_profile(profile, machine) is None

@@ -181,6 +181,22 @@ def native_abi_only(template: Mapping[str, Any], machine: str) -> dict[str, Any]
     return {**template, "linux": {**linux, "seccomp": {**seccomp, "architectures": [native]}}}
 
 
+def native_profile(profile: Mapping[str, Any], machine: str) -> dict[str, Any] | None:
+    """The engine's seccomp profile file (Podman's ``seccomp.json``: ``archMap`` names each
+    architecture and the sub-architectures its rules also cover) for ``machine``'s native ABI
+    only; None where the machine is unknown or the profile has no entry for it (the engine's own
+    profile then stands). The containers ``podman run`` starts take it through the platform's
+    containers.conf, as the templates of the containers runc runs do."""
+    native = SECCOMP_ARCHES.get(machine)
+    entries = profile.get("archMap")
+    if native is None or not isinstance(entries, list):
+        return None
+    for entry in entries:
+        if isinstance(entry, Mapping) and entry.get("architecture") == native:
+            return {**profile, "archMap": [{**entry, "subArchitectures": []}]}
+    return None
+
+
 def engine_files(template: Mapping[str, Any], container_id: str) -> dict[str, str]:
     """The bind mounts of files and folders the engine made for the template container itself
     (destination: source), which go with it: the executor keeps copies. ``/dev/shm`` is not one
