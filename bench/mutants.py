@@ -200,11 +200,13 @@ COVERING: tuple[Covering, ...] = (
             "tests/orchestrator/test_containment_line.py",
         ),
     ),
-    # The engine's commands against a fake engine that records each call, and the bundles runc
+    # The engine's commands against a fake engine that records each call (each argument, the
+    # environment, the messages), and the bundles runc
     # is given; tests/e2e/test_job_images.py runs real images (Podman, minutes).
     Covering(
         "services/orchestrator/adapters/engines.py",
         (
+            "tests/orchestrator/test_engine_calls.py",
             "tests/orchestrator/test_engines.py",
             "tests/orchestrator/test_core_bundles.py",
             "tests/orchestrator/test_bundling.py",
