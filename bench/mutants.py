@@ -212,10 +212,12 @@ COVERING: tuple[Covering, ...] = (
             "tests/orchestrator/test_bundling.py",
         ),
     ),
-    # The bus's adapters against a real nats-server (a fresh one per test: a second or so each).
+    # The bus's adapters over an in-memory bucket (their retry paths, milliseconds a test), then
+    # against a real nats-server (a fresh one per test: a second or so each).
     Covering(
         "libs/backbone/kv.py",
         (
+            "tests/backbone/test_kv_retries.py",
             "tests/backbone/test_kv.py",
             "tests/backbone/test_kv_cluster.py",
             "tests/backbone/test_errors_by_type.py",
@@ -224,6 +226,7 @@ COVERING: tuple[Covering, ...] = (
     Covering(
         "libs/backbone/leasing.py",
         (
+            "tests/backbone/test_lease_retries.py",
             "tests/backbone/test_leasing.py",
             "tests/orchestrator/test_leaders.py",
             "tests/rest/test_projection_leader.py",
@@ -232,6 +235,7 @@ COVERING: tuple[Covering, ...] = (
     Covering(
         "libs/backbone/fencing.py",
         (
+            "tests/backbone/test_fence_record.py",
             "tests/services/test_scheduler_fencing.py",
             "tests/rest/test_fenced_decisions.py",
             "tests/orchestrator/test_leaders.py",
