@@ -491,7 +491,10 @@ def failing_tests(
         start_new_session=True,
     )
     failing: list[str] = []
-    for row in shown.stdout.splitlines():
+    # The summary's rows only: a captured log line can start with "ERROR " too.
+    rows = shown.stdout.splitlines()
+    summary = [i for i, row in enumerate(rows) if "short test summary info" in row]
+    for row in rows[summary[-1] + 1 :] if summary else []:
         for verdict in ("FAILED ", "ERROR "):
             if row.startswith(verdict):
                 node = row.removeprefix(verdict).split(" - ")[0].strip()
