@@ -175,7 +175,50 @@ async def test_a_resent_write_that_conflicts_or_goes_unanswered_is_read_back_aga
     assert bucket.value("k") == raw(B)
 
 
-# ModelStore: delete, current, watch.
+# ModelStore: reads and conditional writes, delete, current, watch.
+
+
+async def test_a_key_deleted_or_without_a_value_reads_as_absent_and_a_value_reads_with_its_revision() -> None:
+    bucket = FakeKV()
+    holders = store(bucket)
+    assert await holders.get("k") is None
+    bucket.set("k", raw(A))
+    bucket.set("j", raw(B))
+    assert await holders.get("k") == Versioned(A, 1)
+    assert await holders.get("j") == Versioned(B, 2)
+    bucket.set("k", None)
+    assert await holders.get("k") is None
+    await bucket.delete("j")
+    assert await holders.get("j") is None
+    bucket.entries["n"] = entry("n", raw(C), None)  # type: ignore[arg-type]
+    assert await holders.get("n") == Versioned(C, 0)
+
+
+async def test_conditional_writes_name_the_revision_they_expected_when_the_key_moved() -> None:
+    bucket = FakeKV()
+    holders = store(bucket)
+    assert await holders.put("k", A) == 1
+    assert bucket.value("k") == raw(A)
+    with pytest.raises(KVConflictError) as exists:
+        await holders.create("k", B)
+    assert (exists.value.bucket, exists.value.key, exists.value.expected_revision) == ("holders", "k", None)
+    assert isinstance(exists.value.__cause__, KeyWrongLastSequenceError)
+    assert await holders.create("j", B) == 2
+    with pytest.raises(KVConflictError) as moved:
+        await holders.update("k", B, 5)
+    assert (moved.value.bucket, moved.value.key, moved.value.expected_revision) == ("holders", "k", 5)
+    assert isinstance(moved.value.__cause__, KeyWrongLastSequenceError)
+    assert await holders.update("k", B, 1) == 3
+    assert bucket.calls[-1] == ("update", "k", raw(B), 1)
+
+
+async def test_create_if_absent_returns_what_another_writer_created_first() -> None:
+    bucket = FakeKV()
+    holders = store(bucket)
+    bucket.script("create", lambda kv: kv.set("k", raw(C)) and None)
+    assert await holders.create_if_absent("k", A) == Versioned(C, 1)
+    assert await holders.create_if_absent("j", B) == Versioned(B, 2)
+    assert bucket.value("j") == raw(B)
 
 
 async def test_a_conditional_delete_names_its_revision_and_a_moved_key_is_a_conflict() -> None:
