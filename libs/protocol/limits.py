@@ -10,7 +10,7 @@ number it cannot hold. The defaults are generous for a real cluster and bounded 
 - 50 task roles: real jobs have one to a handful (server/worker, chief/ps/worker).
 - 1,024 CPU cores, 16 TB of memory and /dev/shm, 64 GPUs per task: beyond the largest
   machines sold today; the scheduler still has to find a node that offers them (REST refuses
-  a task larger than the largest node it knows of, services/rest/node_sizes.py).
+  a task larger than the largest node it knows of, services/rest/adapters/node_sizes.py).
 - At least 64 MB of memory per task (MIN_TASK_MEMORY_MB, not a setting): the task's runtime
   lives inside the task's memory limit.
 - 1,000 retries of a job or a task: a job that failed a thousand times will not succeed.

@@ -2,7 +2,7 @@
 the middleware that turns them, unknown routes and unexpected failures into such answers.
 
 The events gateway and the marketplace use these; REST keeps its own table of OpenPAI's errors
-(services/rest/errors.py), whose messages and hints follow the original rest-server's.
+(services/rest/core/errors.py), whose messages and hints follow the original rest-server's.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pai.embedded import mps
 from pai.embedded.platform import EmbeddedPlatform, embedded_defaults
 from services.monitor.inventory import offer_line
 from services.orchestrator.adapters.isolation import containment_line, engine_line
-from services.rest.ratelimit import configured_limits
+from services.rest.routes.ratelimit import configured_limits
 from services.rest.settings import RestSettings
 
 

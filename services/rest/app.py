@@ -22,18 +22,21 @@ from libs.backbone.heartbeats import beat_forever
 from libs.backbone.sealing import cipher_for
 from libs.backbone.space import database_full
 from libs.protocol.subjects import JOBS_STREAM
-from services.rest import ratelimit
+from services.rest.adapters.auth import PRINCIPAL, credentials_of, ensure_admin, load_or_create_secret
+from services.rest.adapters.auth_cache import CachedTokens
 from services.rest.adapters.bus import PROJECTION_DURABLE, RestBus
 from services.rest.adapters.contacts import sync_until_done
 from services.rest.adapters.database import create_engine, create_read_engine, migrate
 from services.rest.adapters.jobs_store import JobInserter
-from services.rest.auth import PRINCIPAL, credentials_of, ensure_admin, load_or_create_secret
-from services.rest.auth_cache import CachedTokens
-from services.rest.availability import BUS_ERRORS, DATABASE, bus_refused, out_of_space
-from services.rest.bodies import body_middleware
+from services.rest.adapters.leading import project_while_leading
+from services.rest.adapters.logins import LoginBackoff, Passwords
+from services.rest.adapters.node_sizes import node_sizes_ctx
+from services.rest.adapters.projection import MAX_BATCH, Projector, fences_on, projection_handler
+from services.rest.adapters.unpublished import repair_forever
+from services.rest.adapters.vc_names import vc_names_ctx
+from services.rest.core.detail_cache import TaskRolesCache
+from services.rest.core.errors import NO_API, UNKNOWN, ApiError, invalid_parameters
 from services.rest.core.text import unstorable
-from services.rest.detail_cache import TaskRolesCache
-from services.rest.errors import NO_API, UNKNOWN, ApiError, invalid_parameters
 from services.rest.keys import (
     BUS,
     DETAIL_CACHE,
@@ -45,16 +48,12 @@ from services.rest.keys import (
     SETTINGS,
     TOKENS,
 )
-from services.rest.leading import project_while_leading
-from services.rest.logins import LoginBackoff, Passwords
-from services.rest.node_sizes import node_sizes_ctx
-from services.rest.projection import MAX_BATCH, Projector, fences_on, projection_handler
 from services.rest.routes import alert_history as alert_history_routes
 from services.rest.routes import alert_rules as alert_rule_routes
 from services.rest.routes import alerts as alert_routes
 from services.rest.routes import auth as auth_routes
 from services.rest.routes import cluster as cluster_routes
-from services.rest.routes import events_proxy, marketplace_proxy, task_exec
+from services.rest.routes import events_proxy, marketplace_proxy, ratelimit, task_exec
 from services.rest.routes import failure_rules as failure_rule_routes
 from services.rest.routes import groups as group_routes
 from services.rest.routes import job_events as job_event_routes
@@ -68,10 +67,10 @@ from services.rest.routes import tokens as token_routes
 from services.rest.routes import usage as usage_routes
 from services.rest.routes import users as user_routes
 from services.rest.routes import virtual_clusters as vc_routes
+from services.rest.routes.availability import BUS_ERRORS, DATABASE, bus_refused, out_of_space
+from services.rest.routes.bodies import body_middleware
+from services.rest.routes.trailing_slash import accept_trailing_slash
 from services.rest.settings import RestSettings
-from services.rest.trailing_slash import accept_trailing_slash
-from services.rest.unpublished import repair_forever
-from services.rest.vc_names import vc_names_ctx
 
 log = structlog.get_logger(__name__)
 
@@ -152,7 +151,7 @@ async def database_ctx(app: web.Application) -> AsyncIterator[None]:
     secret = await asyncio.to_thread(load_or_create_secret, settings.resolved_jwt_secret_file())
     reader = create_read_engine(settings.resolved_database_url(), engine)
     app[ENGINE], app[READ_ENGINE] = engine, reader
-    # Token checks remembered briefly: see services/rest/auth_cache.py for why that stays exact.
+    # Token checks remembered briefly: see services/rest/adapters/auth_cache.py for why that stays exact.
     app[TOKENS] = CachedTokens.over(engine, secret, settings.auth_cache_seconds, reader=reader)
     app[JOB_INSERTER] = JobInserter(engine)
     yield
@@ -199,7 +198,7 @@ async def projection_ctx(app: web.Application) -> AsyncIterator[None]:
     handler = projection_handler(projector)
     # Keyed by job: one job's events apply in order, different jobs' events concurrently; a job's
     # queued events are handed over together (pipeline), so they share a commit in stream order.
-    # One replica projects at a time (services/rest/leading.py); the others serve the API.
+    # One replica projects at a time (services/rest/adapters/leading.py); the others serve the API.
     task = asyncio.create_task(
         project_while_leading(
             app[BUS].bus,

@@ -5,11 +5,11 @@ from __future__ import annotations
 from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from services.rest.adapters.auth import Tokens
 from services.rest.adapters.bus import RestBus
 from services.rest.adapters.jobs_store import JobInserter
-from services.rest.auth import Tokens
-from services.rest.detail_cache import TaskRolesCache
-from services.rest.logins import LoginBackoff, Passwords
+from services.rest.adapters.logins import LoginBackoff, Passwords
+from services.rest.core.detail_cache import TaskRolesCache
 from services.rest.settings import RestSettings
 
 SETTINGS = web.AppKey("settings", RestSettings)

@@ -46,7 +46,7 @@ class RestSettings(BackboneSettings):
     """Settings of the REST service (environment prefix ``PAI_``)."""
 
     service_name: str = "rest"
-    # This replica's name for the projection's lease (services/rest/leading.py): a replica
+    # This replica's name for the projection's lease (services/rest/adapters/leading.py): a replica
     # restarted under the same name takes it back at once.
     instance: str = socket.gethostname()
     # The events gateway (services/events): when set, /api/v2/events and /api/v2/webhooks are

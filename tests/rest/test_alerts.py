@@ -11,7 +11,7 @@ from nats.aio.msg import Msg
 from libs.backbone.connecting import Bus
 from libs.protocol.subjects import ALERTS_RPC
 from services.rest.adapters import accounts
-from services.rest.auth import hash_password
+from services.rest.adapters.auth import hash_password
 from services.rest.keys import ENGINE
 
 Client = TestClient[Any, Any]

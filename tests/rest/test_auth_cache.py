@@ -11,10 +11,10 @@ from sqlalchemy import event, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.rest.adapters import accounts
+from services.rest.adapters.auth import ensure_admin
+from services.rest.adapters.auth_cache import CachedTokens, changes_accounts
 from services.rest.adapters.database import create_engine, migrate
 from services.rest.adapters.tables import jobs, tokens
-from services.rest.auth import ensure_admin
-from services.rest.auth_cache import CachedTokens, changes_accounts
 
 
 @pytest.fixture

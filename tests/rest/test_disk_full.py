@@ -22,14 +22,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from libs.backbone.errors import TemporaryError
 from libs.backbone.natsserver import EmbeddedNats
 from libs.protocol.subjects import JOBS_STREAM
-from services.rest import availability
 from services.rest.adapters import bus as rest_bus_module
 from services.rest.adapters import jobs_store
 from services.rest.adapters.tables import jobs
+from services.rest.adapters.unpublished import GRACE_SECONDS, repair_once
 from services.rest.app import build_app
 from services.rest.keys import BUS, ENGINE, JOB_INSERTER
+from services.rest.routes import availability
 from services.rest.settings import RestSettings
-from services.rest.unpublished import GRACE_SECONDS, repair_once
 from tests.rest.conftest import ADMIN_PASSWORD
 from tests.rest.jobs import job_yaml
 

@@ -9,7 +9,7 @@ from aiohttp.test_utils import TestClient
 from libs.backbone.connecting import Bus
 from libs.backbone.topology import publish_event
 from libs.protocol.events import JobScheduled, TaskCompleted, TaskPlacement, TaskStarted
-from services.rest.detail_cache import SMALLEST_KEPT
+from services.rest.core.detail_cache import SMALLEST_KEPT
 from services.rest.keys import DETAIL_CACHE
 from tests.rest.jobs import job_yaml
 from tests.support.waiting import eventually

@@ -10,7 +10,7 @@ from libs.backbone.connecting import Bus
 from libs.backbone.topology import publish_event
 from libs.protocol.events import JobCompleted, JobState
 from services.rest.adapters import accounts
-from services.rest.auth import hash_password
+from services.rest.adapters.auth import hash_password
 from services.rest.keys import ENGINE
 from tests.rest.jobs import job_yaml
 from tests.support.waiting import eventually

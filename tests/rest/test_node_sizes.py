@@ -25,8 +25,8 @@ from libs.protocol.events import NodeReported
 from libs.protocol.limits import MIN_TASK_MEMORY_MB
 from libs.protocol.subjects import JOBS_STREAM, VC_STATUS_RPC
 from services.monitor.inventory import detect_resources
+from services.rest.adapters.node_sizes import NodeSizes
 from services.rest.core.node_fit import NodeSize, oversized, sizes_in_status
-from services.rest.node_sizes import NodeSizes
 from tests.services.vc_support import ask, scheduler
 from tests.support.waiting import eventually
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
-from services.rest import errors
+from services.rest.core import errors
 from tests.rest.jobs import job_yaml
 from tests.rest.test_list_and_auth import add_user, submit
 
@@ -83,7 +83,7 @@ async def test_hints_stay_out_of_the_message(api: Client, admin_headers: dict[st
 
 
 def test_every_error_comes_from_the_table() -> None:
-    """No route builds an ApiError of its own: codes and texts live in services/rest/errors.py."""
+    """No route builds an ApiError of its own: codes and texts live in services/rest/core/errors.py."""
     offenders = []
     for path in REST.rglob("*.py"):
         if path.name == "errors.py":

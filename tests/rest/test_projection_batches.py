@@ -29,11 +29,11 @@ from libs.protocol.events import (
 from services.rest.adapters import projecting
 from services.rest.adapters.jobs_store import DuplicateJobError, JobInserter, attempts_of, find_job, tasks_of
 from services.rest.adapters.projecting import apply_event, apply_events
+from services.rest.adapters.projection import Projector
 from services.rest.adapters.tables import applied_events
 from services.rest.core import states, views
 from services.rest.core.task_table import TaskTable
 from services.rest.core.totals import job_row_from_config
-from services.rest.projection import Projector
 
 PLACEMENT = (TaskPlacement(role="worker", index=0, node="node-a", node_address="10.0.0.1"),)
 

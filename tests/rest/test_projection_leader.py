@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 from libs.backbone.connecting import Bus
 from libs.backbone.topology import ensure_topology
-from services.rest.leading import project_while_leading
+from services.rest.adapters.leading import project_while_leading
 
 
 async def test_one_replica_projects_and_the_other_takes_over_when_it_stops(bus: Bus) -> None:

@@ -12,8 +12,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from pydantic import ValidationError
 
 from services.rest.adapters.accounts import create_user
+from services.rest.adapters.auth import hash_password
 from services.rest.app import build_app
-from services.rest.auth import hash_password
 from services.rest.keys import ENGINE
 from services.rest.settings import RestSettings
 from tests.rest.conftest import ADMIN_PASSWORD

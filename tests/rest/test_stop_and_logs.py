@@ -13,7 +13,7 @@ from libs.backbone.topology import publish_event
 from libs.protocol.events import JobCompleted, JobScheduled, JobState, TaskPlacement, decode_event
 from libs.protocol.subjects import JOBS_STREAM
 from services.rest.adapters import accounts
-from services.rest.auth import hash_password
+from services.rest.adapters.auth import hash_password
 from services.rest.keys import ENGINE
 from tests.rest.jobs import job_yaml
 from tests.support.waiting import eventually

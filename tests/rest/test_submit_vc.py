@@ -16,9 +16,9 @@ from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.topology import SCHEDULER_CONFIG, ensure_topology, publish_event
 from libs.protocol.subjects import JOBS_STREAM, VC_STATUS_RPC
 from services.rest.adapters.accounts import create_user
-from services.rest.auth import hash_password
+from services.rest.adapters.auth import hash_password
+from services.rest.adapters.vc_names import CONFIG_KEY, VC_NAMES, VirtualClusterNames
 from services.rest.keys import ENGINE
-from services.rest.vc_names import CONFIG_KEY, VC_NAMES, VirtualClusterNames
 from tests.rest.jobs import job_yaml
 from tests.services.vc_support import GPU_NODES, ask, cluster_file, scheduler
 from tests.support.waiting import eventually

@@ -285,8 +285,9 @@ REST_SERVER_TEXTS = {
     ("NoTagError", "Tag {tag} is not found for job {job}."),
     # This platform's own (OpenPAI revokes only the caller's tokens too; no text is documented).
     ("ForbiddenUserError", "A token can be revoked only by its owner."),
-    # This platform's own: login answers an unknown user as a wrong password (services/rest/logins.py),
-    # where the rest-server's NoUserError told anyone which names exist.
+    # This platform's own: login answers an unknown user as a wrong password
+    # (services/rest/adapters/logins.py), where the rest-server's NoUserError told anyone which
+    # names exist.
     ("IncorrectPasswordError", "User name or password is incorrect."),
 }
 # Examples that are not data to compare: pointers to Kubernetes' own lists, and a job's config

@@ -11,11 +11,11 @@ from aiohttp.test_utils import TestClient, TestServer
 from libs.backbone.natsserver import EmbeddedNats
 from libs.protocol.events import JobSubmitted, decode_event
 from libs.protocol.subjects import JOBS_STREAM, job_subject
+from services.rest.adapters.unpublished import GRACE_SECONDS, repair_once
 from services.rest.app import build_app
 from services.rest.core.totals import job_row_from_config
 from services.rest.keys import BUS, ENGINE, JOB_INSERTER
 from services.rest.settings import RestSettings
-from services.rest.unpublished import GRACE_SECONDS, repair_once
 from tests.rest.conftest import ADMIN_PASSWORD
 from tests.rest.jobs import job_yaml
 

@@ -17,7 +17,7 @@ from libs.backbone.topology import ensure_topology, publish_event
 from libs.protocol.events import JobScheduled, decode_event
 from pai.cli.main import app
 from services.rest.adapters.accounts import create_user
-from services.rest.auth import hash_password
+from services.rest.adapters.auth import hash_password
 from services.rest.keys import ENGINE
 from services.rest.settings import RestSettings
 from services.scheduler.app import SchedulerSettings, main

@@ -84,7 +84,7 @@ class JobInserter:
 
     A row whose event the bus refused is withdrawn again. When the database refuses that delete
     too (its disk full, as the bus's often is), the row's id is kept in ``withdrawn``: the loop
-    that publishes rows left without their event (services/rest/unpublished.py) deletes it
+    that publishes rows left without their event (services/rest/adapters/unpublished.py) deletes it
     later and never publishes it, so a submission answered "not done" never runs.
     """
 

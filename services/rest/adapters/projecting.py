@@ -5,7 +5,7 @@ a redelivered or duplicated event finds its id there and changes nothing, and a 
 the two cannot happen because they commit together. ``apply_events`` applies a batch in one
 transaction (one commit, one look-up of applied ids, one read of the jobs' rows), which is how
 the projection keeps up with bursts; events of one job are given in stream order. A decision
-of a deposed scheduler leader (services/rest/projection.py reads the fences) is given as
+of a deposed scheduler leader (services/rest/adapters/projection.py reads the fences) is given as
 ``ignored``: its id is recorded, nothing else changes.
 """
 

@@ -7,7 +7,7 @@ import nats.errors
 from nats.js.errors import KeyDeletedError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
-from services.rest.errors import unavailable
+from services.rest.core.errors import unavailable
 
 
 async def stored_text(kv: KeyValue, key: str, store: str) -> tuple[int, str | None]:

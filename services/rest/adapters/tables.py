@@ -105,7 +105,7 @@ jobs = Table(
     Column("config", JSON, nullable=True),
     # Raised once by every projection transaction that writes the job's task rows, and stamped
     # on each row it writes (task_attempts.revision; 0005): a detail kept at revision R needs only
-    # the rows above R to be current (services/rest/detail_cache.py).
+    # the rows above R to be current (services/rest/core/detail_cache.py).
     Column("tasks_revision", BigInteger, nullable=False, server_default=text("0")),
     # What the list's keyword searches, lower-cased once when the row is written (the three
     # fields never change). The same SQL on both backends; SQLite computes it on read.

@@ -16,8 +16,8 @@ from typing import Any
 from aiohttp import web
 
 from libs.protocol.subjects import ALERT_RULES_RPC, RECENT_ALERTS_RPC
-from services.rest.auth import require_admin
-from services.rest.availability import ask_service, since_param
+from services.rest.adapters.auth import require_admin
+from services.rest.routes.availability import ask_service, since_param
 
 ALERTER_TIMEOUT = 3.0
 RECENT_HOURS = 6

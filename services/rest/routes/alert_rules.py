@@ -29,10 +29,10 @@ from nats.js.kv import KeyValue
 from libs.alerting import ConfigError, default_text, load_config
 from libs.backbone.provisioning import ensure_kv
 from libs.backbone.topology import ALERT_RULES
+from services.rest.adapters.auth import require_interactive
 from services.rest.adapters.rule_texts import stored_text
-from services.rest.auth import require_interactive
-from services.rest.availability import connected_bus
-from services.rest.errors import NON_ADMIN, invalid_parameters, unavailable
+from services.rest.core.errors import NON_ADMIN, invalid_parameters, unavailable
+from services.rest.routes.availability import connected_bus
 
 RULES_KEY = "config"
 VERSION_HEADER = "X-Alert-Rules-Version"

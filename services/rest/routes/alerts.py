@@ -13,9 +13,9 @@ import nats.errors
 from aiohttp import web
 
 from libs.protocol.subjects import ALERTS_RPC
-from services.rest.auth import require_user
-from services.rest.availability import connected_bus
-from services.rest.errors import unavailable
+from services.rest.adapters.auth import require_user
+from services.rest.core.errors import unavailable
+from services.rest.routes.availability import connected_bus
 
 ALERTS_TIMEOUT = 5.0
 

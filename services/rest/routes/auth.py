@@ -2,7 +2,7 @@
 
 Login accepts OpenPAI's form body (username, password, expiration in seconds) and JSON. The
 password is checked off the event loop, after the account's backoff allows an attempt, and an
-unknown user is answered exactly as a wrong password (services/rest/logins.py).
+unknown user is answered exactly as a wrong password (services/rest/adapters/logins.py).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 from aiohttp import web
 
 from services.rest.adapters import accounts
-from services.rest.auth import require_interactive
-from services.rest.bodies import read_json
-from services.rest.errors import LOGIN_FAILED, TOO_MANY_REQUESTS, ApiError, invalid_parameters
+from services.rest.adapters.auth import require_interactive
+from services.rest.core.errors import LOGIN_FAILED, TOO_MANY_REQUESTS, ApiError, invalid_parameters
 from services.rest.keys import ENGINE, LOGIN_BACKOFF, PASSWORDS, SETTINGS, TOKENS
+from services.rest.routes.bodies import read_json
 from services.rest.routes.common import int_param
 
 routes = web.RouteTableDef()

@@ -10,13 +10,13 @@ from __future__ import annotations
 from aiohttp import web
 
 from libs.protocol.subjects import NODE_SUBJECTS, NODES_STREAM
+from services.rest.adapters.auth import require_admin
 from services.rest.adapters.history import HistoryUnavailableError, read_events
 from services.rest.adapters.running import live_tasks
-from services.rest.auth import require_admin
-from services.rest.availability import connected_bus
+from services.rest.core.errors import unavailable
 from services.rest.core.kubernetes import node_list, pod_list
-from services.rest.errors import unavailable
 from services.rest.keys import READ_ENGINE
+from services.rest.routes.availability import connected_bus
 
 routes = web.RouteTableDef()
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from aiohttp import web
 
+from services.rest.adapters.auth import PRINCIPAL, Principal, require_user
 from services.rest.adapters.jobs_store import find_job
-from services.rest.auth import PRINCIPAL, Principal, require_user
-from services.rest.errors import NO_JOB, NOT_JOB_READER, invalid_parameters
+from services.rest.core.errors import NO_JOB, NOT_JOB_READER, invalid_parameters
 from services.rest.keys import READ_ENGINE, SETTINGS
 
 # A job is addressed as {user}~{job}; user names never contain "~", job names may.

@@ -22,10 +22,10 @@ from nats.js.kv import KeyValue
 
 from libs.backbone.topology import FAILURE_RULES
 from libs.failures import RuleError, check_rules, default_rules, default_rules_text, load_rules
+from services.rest.adapters.auth import Principal, require_interactive, require_user
 from services.rest.adapters.rule_texts import stored_text
-from services.rest.auth import Principal, require_interactive, require_user
-from services.rest.availability import connected_bus
-from services.rest.errors import NON_ADMIN, invalid_parameters, unavailable
+from services.rest.core.errors import NON_ADMIN, invalid_parameters, unavailable
+from services.rest.routes.availability import connected_bus
 
 RULES_KEY = "current"
 VERSION_HEADER = "X-Failure-Rules-Version"

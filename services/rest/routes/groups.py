@@ -14,8 +14,8 @@ from typing import Any
 from aiohttp import web
 
 from services.rest.adapters import accounts
-from services.rest.auth import require_admin, require_user
-from services.rest.errors import BUILT_IN_GROUP, CONFLICT_GROUP, NO_GROUP, ApiError, invalid_parameters
+from services.rest.adapters.auth import require_admin, require_user
+from services.rest.core.errors import BUILT_IN_GROUP, CONFLICT_GROUP, NO_GROUP, ApiError, invalid_parameters
 from services.rest.keys import ENGINE
 from services.rest.routes.users import field, json_body
 

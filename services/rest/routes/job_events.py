@@ -13,9 +13,9 @@ from aiohttp import web
 
 from libs.protocol.subjects import JOBS_STREAM, job_subject
 from services.rest.adapters.history import HistoryUnavailableError, read_events
-from services.rest.availability import connected_bus
+from services.rest.core.errors import invalid_parameters, unavailable
 from services.rest.core.job_events import TYPES, job_events
-from services.rest.errors import invalid_parameters, unavailable
+from services.rest.routes.availability import connected_bus
 from services.rest.routes.common import JOB_PATH, readable_job
 
 routes = web.RouteTableDef()

@@ -23,6 +23,7 @@ from libs.protocol import JobConfig, JobProtocolError, gpu_enforcement, masked_c
 from libs.protocol.advice import advise
 from libs.protocol.events import JobStopRequested, JobStorage, JobSubmitted, JobTagged
 from libs.protocol.gpu_share import gpu_shares
+from services.rest.adapters.auth import Principal, require_user
 from services.rest.adapters.bus import PublishFailedError
 from services.rest.adapters.jobs_store import (
     DEFAULT_LIMIT,
@@ -36,17 +37,12 @@ from services.rest.adapters.jobs_store import (
     task_rows,
     tasks_of,
 )
+from services.rest.adapters.node_sizes import NODE_SIZES, require_vc_room
+from services.rest.adapters.queue_places import queue_place
 from services.rest.adapters.tagging import change_tag
-from services.rest.auth import Principal, require_user
-from services.rest.availability import DATABASE, bus_refused, connected_bus, out_of_space
-from services.rest.bodies import read_json
+from services.rest.adapters.vc_names import VC_NAMES
 from services.rest.core import views
-from services.rest.core.node_fit import oversized
-from services.rest.core.plugins import unsupported_plugins
-from services.rest.core.states import FINAL, epoch_ms, framework_name
-from services.rest.core.storages import StorageRefusedError, job_storages, mount_path, node_path
-from services.rest.core.totals import job_row_from_config
-from services.rest.errors import (
+from services.rest.core.errors import (
     CONFLICT_JOB,
     INVALID_PROTOCOL,
     NO_JOB_ATTEMPT,
@@ -60,12 +56,16 @@ from services.rest.errors import (
     ApiError,
     invalid_parameters,
 )
+from services.rest.core.node_fit import oversized
+from services.rest.core.plugins import unsupported_plugins
+from services.rest.core.states import FINAL, epoch_ms, framework_name
+from services.rest.core.storages import StorageRefusedError, job_storages, mount_path, node_path
+from services.rest.core.totals import job_row_from_config
 from services.rest.keys import DETAIL_CACHE, ENGINE, JOB_INSERTER, READ_ENGINE, SETTINGS
-from services.rest.node_sizes import NODE_SIZES, require_vc_room
-from services.rest.queue_places import queue_place
+from services.rest.routes.availability import DATABASE, bus_refused, connected_bus, out_of_space
+from services.rest.routes.bodies import read_json
 from services.rest.routes.common import JOB_PATH, int_param, job_from_path, path_int, readable_job
 from services.rest.routes.storages import usable_storages
-from services.rest.vc_names import VC_NAMES
 
 log = structlog.get_logger(__name__)
 routes = web.RouteTableDef()
@@ -76,7 +76,7 @@ async def require_existing_vc(request: web.Request, principal: Principal, name: 
 
     Checked before the access check, so a mistyped name is reported as such rather than as a
     missing right. When the VCs cannot be learned the job is accepted: the scheduler then names
-    the unknown VC in its pending reason (see services/rest/vc_names.py).
+    the unknown VC in its pending reason (see services/rest/adapters/vc_names.py).
     """
     known = await request.app[VC_NAMES].names(name)
     if known is None or name in known:
@@ -92,7 +92,7 @@ async def require_existing_vc(request: web.Request, principal: Principal, name: 
 
 async def require_fitting_tasks(request: web.Request, job: JobConfig) -> None:
     """400 InvalidProtocolError, as for any other problem of the job, for a task larger than the
-    largest node; accepted when the nodes are not known (see services/rest/node_sizes.py)."""
+    largest node; accepted when the nodes are not known (see services/rest/adapters/node_sizes.py)."""
     nodes = await request.app[NODE_SIZES].sizes(lambda known: not oversized(job, known))
     problems = oversized(job, nodes or ())
     if problems:
@@ -323,7 +323,7 @@ async def _attempts(request: web.Request, job: dict[str, Any]) -> list[dict[str,
 
 async def _detail(request: web.Request, attempt_id: int | None) -> web.Response:
     """The detail as a response; its `taskRoles` (most of a large job's) kept encoded per task
-    and brought up to date from the task rows that changed (services/rest/detail_cache.py)."""
+    and brought up to date from the task rows that changed (services/rest/core/detail_cache.py)."""
     job = await readable_job(request)
     engine = request.app[READ_ENGINE]
     attempts = await _attempts(request, job)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from services.rest.adapters.auth import require_user
 from services.rest.adapters.bus import LogsUnavailableError
 from services.rest.adapters.jobs_store import tasks_of
-from services.rest.auth import require_user
-from services.rest.availability import connected_bus
-from services.rest.errors import NO_TASK_LOG, invalid_parameters, unavailable
+from services.rest.core.errors import NO_TASK_LOG, invalid_parameters, unavailable
 from services.rest.keys import READ_ENGINE, SETTINGS
+from services.rest.routes.availability import connected_bus
 from services.rest.routes.common import JOB_PATH, int_param, path_int, readable_job
 
 routes = web.RouteTableDef()

@@ -19,9 +19,9 @@ from typing import Any
 from aiohttp import web
 
 from libs.protocol.subjects import METRICS_HISTORY_RPC
-from services.rest.auth import require_admin, require_user
-from services.rest.availability import ask_service, since_param
-from services.rest.errors import NOT_JOB_READER, invalid_parameters
+from services.rest.adapters.auth import require_admin, require_user
+from services.rest.core.errors import NOT_JOB_READER, invalid_parameters
+from services.rest.routes.availability import ask_service, since_param
 from services.rest.routes.common import JOB_PATH, job_from_path
 
 HISTORY_TIMEOUT = 3.0

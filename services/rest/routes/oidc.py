@@ -37,11 +37,11 @@ from aiohttp import web
 from cryptography.fernet import Fernet, InvalidToken
 
 from services.rest.adapters import accounts, contacts
+from services.rest.adapters.auth import PRINCIPAL, Principal
 from services.rest.adapters.oidc import OidcConfig, OidcError, OidcProvider
-from services.rest.auth import PRINCIPAL, Principal
-from services.rest.bodies import read_json
-from services.rest.errors import NO_API, SIGN_IN_REFUSED, ApiError, invalid_parameters, unavailable
+from services.rest.core.errors import NO_API, SIGN_IN_REFUSED, ApiError, invalid_parameters, unavailable
 from services.rest.keys import BUS, ENGINE, SETTINGS, TOKENS
+from services.rest.routes.bodies import read_json
 from services.rest.settings import RestSettings
 
 log = structlog.get_logger(__name__)

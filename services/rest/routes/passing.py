@@ -19,7 +19,7 @@ import aiohttp
 from aiohttp import web
 
 from libs.web.addresses import base_url, client_session
-from services.rest.errors import SERVICE_UNAVAILABLE
+from services.rest.core.errors import SERVICE_UNAVAILABLE
 
 PASSED_HEADERS = ("Authorization", "Last-Event-ID", "Content-Type", "Accept")
 ANSWER_HEADERS = ("Content-Type", "Cache-Control", "X-Accel-Buffering", "Location", "X-Total-Count")

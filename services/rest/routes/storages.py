@@ -26,9 +26,9 @@ import yaml
 from aiohttp import web
 
 from services.rest.adapters import accounts
-from services.rest.auth import require_admin, require_user
+from services.rest.adapters.auth import require_admin, require_user
+from services.rest.core.errors import NO_STORAGE, NOT_STORAGE_USER, invalid_parameters, unavailable
 from services.rest.core.storages import Storage, StorageConfigError, granted, parse_storages, put_storage
-from services.rest.errors import NO_STORAGE, NOT_STORAGE_USER, invalid_parameters, unavailable
 from services.rest.keys import READ_ENGINE, SETTINGS
 from services.rest.routes.users import json_body
 

@@ -19,8 +19,8 @@ from aiohttp import WSMsgType, web
 
 from libs.web.addresses import base_url, client_session
 from libs.web.exec_stream import command_problem, read_control, relay
-from services.rest.auth import require_user
-from services.rest.errors import (
+from services.rest.adapters.auth import require_user
+from services.rest.core.errors import (
     NO_TASK,
     NOT_TASK_ENTERER,
     SERVICE_UNAVAILABLE,

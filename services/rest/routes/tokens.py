@@ -17,9 +17,9 @@ from typing import Any
 from aiohttp import web
 
 from services.rest.adapters import accounts
-from services.rest.auth import require_interactive
+from services.rest.adapters.auth import require_interactive
+from services.rest.core.errors import NOT_TOKEN_OWNER, invalid_parameters
 from services.rest.core.text import unstorable
-from services.rest.errors import NOT_TOKEN_OWNER, invalid_parameters
 from services.rest.keys import ENGINE, TOKENS
 from services.rest.routes.users import field, json_body
 

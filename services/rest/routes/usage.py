@@ -11,10 +11,10 @@ import time
 
 from aiohttp import web
 
+from services.rest.adapters.auth import require_user
 from services.rest.adapters.usage import usage_sums
-from services.rest.auth import require_user
+from services.rest.core.errors import invalid_parameters
 from services.rest.core.usage import UsageQueryError, read_by, read_period, report
-from services.rest.errors import invalid_parameters
 from services.rest.keys import READ_ENGINE
 
 routes = web.RouteTableDef()

@@ -21,9 +21,8 @@ from typing import Any
 from aiohttp import web
 
 from services.rest.adapters import accounts, contacts
-from services.rest.auth import Principal, require_admin, require_interactive, require_user
-from services.rest.bodies import read_json
-from services.rest.errors import (
+from services.rest.adapters.auth import Principal, require_admin, require_interactive, require_user
+from services.rest.core.errors import (
     CONFLICT_USER,
     INCORRECT_PASSWORD,
     NO_GROUP_TO_JOIN,
@@ -36,6 +35,7 @@ from services.rest.errors import (
     invalid_parameters,
 )
 from services.rest.keys import BUS, ENGINE, PASSWORDS
+from services.rest.routes.bodies import read_json
 
 routes = web.RouteTableDef()
 

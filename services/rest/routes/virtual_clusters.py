@@ -29,10 +29,8 @@ from aiohttp import web
 
 from libs.protocol.subjects import RECONFIGURE_RPC, SCHEDULER_CONFIG_RPC, VC_STATUS_RPC
 from libs.protocol.yamlsource import YamlTooLargeError, safe_load_bounded
-from services.rest.auth import Principal, require_interactive, require_user
-from services.rest.availability import connected_bus
-from services.rest.bodies import read_json
-from services.rest.errors import (
+from services.rest.adapters.auth import Principal, require_interactive, require_user
+from services.rest.core.errors import (
     CONFLICT_VIRTUAL_CLUSTER,
     NO_VIRTUAL_CLUSTER,
     NON_ADMIN,
@@ -40,6 +38,8 @@ from services.rest.errors import (
     invalid_parameters,
     unavailable,
 )
+from services.rest.routes.availability import connected_bus
+from services.rest.routes.bodies import read_json
 
 routes = web.RouteTableDef()
 

@@ -36,7 +36,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.rest.adapters import accounts
-from services.rest.errors import APPLICATION_TOKEN, BAD_TOKEN, GUEST, NON_ADMIN
+from services.rest.core.errors import APPLICATION_TOKEN, BAD_TOKEN, GUEST, NON_ADMIN
 
 log = structlog.get_logger(__name__)
 

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from libs.backbone.space import bus_full, filesystem_full
 from services.rest.adapters.bus import PublishFailedError, RestBus
-from services.rest.errors import INSUFFICIENT_STORAGE, SERVICE_UNAVAILABLE, ApiError, invalid_parameters
+from services.rest.core.errors import INSUFFICIENT_STORAGE, SERVICE_UNAVAILABLE, ApiError, invalid_parameters
 from services.rest.keys import BUS, SETTINGS
 
 # The embedded bus is back within a second of a crash; a client retrying after this many

@@ -23,8 +23,8 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from services.rest.auth import hash_password, verify_password
-from services.rest.errors import TOO_MANY_REQUESTS, ApiError
+from services.rest.adapters.auth import hash_password, verify_password
+from services.rest.core.errors import TOO_MANY_REQUESTS, ApiError
 
 PASSWORD_WORKERS = 2
 MAX_WAITING = 64

@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from libs.web.jsonbody import MAX_DEPTH, json_depth
-from services.rest.errors import REQUEST_TOO_LARGE, ApiError, invalid_parameters
+from services.rest.core.errors import REQUEST_TOO_LARGE, ApiError, invalid_parameters
 from services.rest.keys import SETTINGS
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

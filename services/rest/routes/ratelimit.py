@@ -28,8 +28,8 @@ from limits.aio.storage import Storage
 from limits.aio.strategies import FixedWindowRateLimiter
 from limits.util import WindowStats
 
-from services.rest.auth import PRINCIPAL
-from services.rest.errors import TOO_MANY_REQUESTS
+from services.rest.adapters.auth import PRINCIPAL
+from services.rest.core.errors import TOO_MANY_REQUESTS
 from services.rest.settings import RestSettings, rate_limit_storage
 
 log = structlog.get_logger(__name__)

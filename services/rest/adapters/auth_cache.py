@@ -26,7 +26,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.rest.adapters import accounts
-from services.rest.auth import Principal, Tokens
+from services.rest.adapters.auth import Principal, Tokens
 
 # Tables the projection and submissions write all the time; writes to them change no caller.
 READ_MODEL_TABLES = frozenset({"jobs", "job_attempts", "task_attempts", "applied_events"})

@@ -33,8 +33,8 @@ from nats.aio.client import Client as NATS
 from libs.protocol import JobConfig, Problem, masked_config
 from libs.protocol.subjects import VC_STATUS_RPC
 from libs.protocol.vc_fit import VcRoom, demand_of_config, never_fits
+from services.rest.core.errors import INVALID_PROTOCOL
 from services.rest.core.node_fit import NodeSize, rooms_in_status, sizes_in_status
-from services.rest.errors import INVALID_PROTOCOL
 from services.rest.keys import BUS
 
 log = structlog.get_logger(__name__)
