@@ -200,20 +200,24 @@ COVERING: tuple[Covering, ...] = (
             "tests/orchestrator/test_containment_line.py",
         ),
     ),
-    # The engine's commands against a fake engine that records each call, and the bundles runc
+    # The engine's commands against a fake engine that records each call (each argument, the
+    # environment, the messages), and the bundles runc
     # is given; tests/e2e/test_job_images.py runs real images (Podman, minutes).
     Covering(
         "services/orchestrator/adapters/engines.py",
         (
+            "tests/orchestrator/test_engine_calls.py",
             "tests/orchestrator/test_engines.py",
             "tests/orchestrator/test_core_bundles.py",
             "tests/orchestrator/test_bundling.py",
         ),
     ),
-    # The bus's adapters against a real nats-server (a fresh one per test: a second or so each).
+    # The bus's adapters over an in-memory bucket (their retry paths, milliseconds a test), then
+    # against a real nats-server (a fresh one per test: a second or so each).
     Covering(
         "libs/backbone/kv.py",
         (
+            "tests/backbone/test_kv_retries.py",
             "tests/backbone/test_kv.py",
             "tests/backbone/test_kv_cluster.py",
             "tests/backbone/test_errors_by_type.py",
@@ -222,6 +226,7 @@ COVERING: tuple[Covering, ...] = (
     Covering(
         "libs/backbone/leasing.py",
         (
+            "tests/backbone/test_lease_retries.py",
             "tests/backbone/test_leasing.py",
             "tests/orchestrator/test_leaders.py",
             "tests/rest/test_projection_leader.py",
@@ -230,6 +235,7 @@ COVERING: tuple[Covering, ...] = (
     Covering(
         "libs/backbone/fencing.py",
         (
+            "tests/backbone/test_fence_record.py",
             "tests/services/test_scheduler_fencing.py",
             "tests/rest/test_fenced_decisions.py",
             "tests/orchestrator/test_leaders.py",
@@ -485,7 +491,10 @@ def failing_tests(
         start_new_session=True,
     )
     failing: list[str] = []
-    for row in shown.stdout.splitlines():
+    # The summary's rows only: a captured log line can start with "ERROR " too.
+    rows = shown.stdout.splitlines()
+    summary = [i for i, row in enumerate(rows) if "short test summary info" in row]
+    for row in rows[summary[-1] + 1 :] if summary else []:
         for verdict in ("FAILED ", "ERROR "):
             if row.startswith(verdict):
                 node = row.removeprefix(verdict).split(" - ")[0].strip()

@@ -13,6 +13,8 @@ from services.orchestrator.core.bundles import (
     TemplateError,
     bundle_config,
     engine_files,
+    native_abi_only,
+    native_profile,
     template_arguments,
 )
 from services.orchestrator.core.containers import ContainerPlan, container_name, run_arguments
@@ -249,3 +251,88 @@ def test_the_template_is_created_with_the_tasks_run_arguments_its_image_and_comm
 
 def test_the_engines_own_files_are_found_by_the_template_containers_id() -> None:
     assert engine_files(_template(), CONTAINER_ID) == {"/etc/hosts": f"{USERDATA}/hosts"}
+
+
+ENGINE_ARCHES = ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"]
+
+
+def _with_arches(arches: list[str]) -> dict[str, Any]:
+    template = _template()
+    template["linux"]["seccomp"] = {**SECCOMP, "architectures": arches}
+    return template
+
+
+@pytest.mark.parametrize(
+    ("machine", "arches", "narrowed"),
+    [
+        ("x86_64", ENGINE_ARCHES, ["SCMP_ARCH_X86_64"]),
+        ("aarch64", ["SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"], ["SCMP_ARCH_AARCH64"]),
+    ],
+)
+def test_the_seccomp_filter_keeps_the_machines_own_abi_only(
+    machine: str, arches: list[str], narrowed: list[str]
+) -> None:
+    template = _with_arches(arches)
+    before = copy.deepcopy(template)
+    config = native_abi_only(template, machine)
+    assert config["linux"]["seccomp"] == {**SECCOMP, "architectures": narrowed}
+    # Only the architectures change, and the engine's template is left as it was.
+    assert {**config, "linux": {**config["linux"], "seccomp": None}} == {
+        **before,
+        "linux": {**before["linux"], "seccomp": None},
+    }
+    assert template == before
+
+
+@pytest.mark.parametrize(
+    ("machine", "arches"),
+    [
+        ("mips", ENGINE_ARCHES),  # a machine the table does not know
+        ("x86_64", ["SCMP_ARCH_AARCH64"]),  # a filter without the native ABI: the engine's stands
+        ("x86_64", ["SCMP_ARCH_X86_64"]),
+    ],
+)
+def test_the_seccomp_filter_is_left_to_the_engine_where_the_native_abi_is_not_one_of_several(
+    machine: str, arches: list[str]
+) -> None:
+    template = _with_arches(arches)
+    assert native_abi_only(template, machine) == template
+
+
+def test_a_template_without_a_seccomp_filter_is_left_without_one() -> None:
+    template = _template()
+    del template["linux"]["seccomp"]
+    assert native_abi_only(template, "x86_64") == template
+
+
+PODMAN_PROFILE: dict[str, Any] = {
+    "defaultAction": "SCMP_ACT_ERRNO",
+    "archMap": [
+        {"architecture": "SCMP_ARCH_X86_64", "subArchitectures": ["SCMP_ARCH_X86", "SCMP_ARCH_X32"]},
+        {"architecture": "SCMP_ARCH_AARCH64", "subArchitectures": ["SCMP_ARCH_ARM"]},
+    ],
+    "syscalls": [{"names": ["read"], "action": "SCMP_ACT_ALLOW"}],
+}
+
+
+def test_the_engines_profile_file_is_narrowed_to_the_machines_own_abi() -> None:
+    narrowed = native_profile(PODMAN_PROFILE, "aarch64")
+    assert narrowed == {
+        **PODMAN_PROFILE,
+        "archMap": [{"architecture": "SCMP_ARCH_AARCH64", "subArchitectures": []}],
+    }
+    assert PODMAN_PROFILE["archMap"][1]["subArchitectures"] == ["SCMP_ARCH_ARM"]
+
+
+@pytest.mark.parametrize(
+    ("profile", "machine"),
+    [
+        (PODMAN_PROFILE, "mips"),
+        ({**PODMAN_PROFILE, "archMap": PODMAN_PROFILE["archMap"][1:]}, "x86_64"),
+        ({"defaultAction": "SCMP_ACT_ERRNO", "syscalls": []}, "x86_64"),
+    ],
+)
+def test_an_engine_profile_without_rules_for_this_machine_is_left_to_the_engine(
+    profile: dict[str, Any], machine: str
+) -> None:
+    assert native_profile(profile, machine) is None

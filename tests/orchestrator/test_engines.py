@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from services.orchestrator.adapters import engines
 from services.orchestrator.adapters.engines import (
     Engine,
     ImageLookups,
@@ -195,3 +196,44 @@ def test_the_runner_is_runc_where_podman_runs_it_and_the_platform_is_root(
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     with pytest.raises(ValueError, match="no runc"):
         choose_runner(podman, "runc")
+
+
+def test_the_platforms_containers_conf_names_the_engines_profile_for_this_machine_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine_profile = tmp_path / "seccomp.json"
+    engine_profile.write_text(
+        json.dumps(
+            {
+                "defaultAction": "SCMP_ACT_ERRNO",
+                "archMap": [
+                    {
+                        "architecture": "SCMP_ARCH_X86_64",
+                        "subArchitectures": ["SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+                    },
+                    {"architecture": "SCMP_ARCH_AARCH64", "subArchitectures": ["SCMP_ARCH_ARM"]},
+                ],
+                "syscalls": [{"names": ["read"], "action": "SCMP_ACT_ALLOW"}],
+            }
+        )
+    )
+    monkeypatch.setattr(engines, "ENGINE_SECCOMP", engine_profile)
+    monkeypatch.setattr("platform.machine", lambda: "x86_64")
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    conf = engines.write_containers_conf(data_dir).read_text()
+    written = data_dir / engines.SECCOMP_PROFILE
+    assert f'seccomp_profile = "{written}"' in conf.splitlines()
+    narrowed = json.loads(written.read_text())
+    assert narrowed["archMap"] == [{"architecture": "SCMP_ARCH_X86_64", "subArchitectures": []}]
+    assert narrowed["syscalls"] == [{"names": ["read"], "action": "SCMP_ACT_ALLOW"}]
+
+
+def test_without_an_engine_profile_file_the_containers_conf_leaves_the_engines_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engines, "ENGINE_SECCOMP", tmp_path / "missing.json")
+    conf = engines.write_containers_conf(tmp_path).read_text()
+    assert "seccomp_profile" not in conf
+    assert "default_ulimits = []" in conf.splitlines()
+    assert not (tmp_path / engines.SECCOMP_PROFILE).exists()

@@ -4,6 +4,8 @@ It prints its effective uid, the capability lines, NoNewPrivs and Seccomp of /pr
 and whether the kernel let it open a packet socket (``socket(AF_PACKET, SOCK_RAW, 0)``, which
 reads every frame on every interface, loopback included). busybox's own setuid copy drops its
 privileges by itself, so it proves nothing: this binary keeps whatever the kernel gives it.
+On x86_64 a child of it last makes a system call through the 32-bit ABI (``int $0x80``,
+getpid) and the probe says whether it was answered or what signal killed the child.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ PROBE_C = r"""
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int main(void) {
@@ -34,6 +37,21 @@ int main(void) {
         printf("probe packet socket refused: %s\n", strerror(errno));
     else
         printf("probe packet socket OPENED\n");
+#if defined(__x86_64__)
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        long answer;
+        __asm__ volatile("int $0x80" : "=a"(answer) : "a"(20L) : "memory");
+        printf("probe i386 system call: answered %ld\n", answer);
+        fflush(stdout);
+        _exit(0);
+    }
+    int ended = 0;
+    waitpid(child, &ended, 0);
+    if (WIFSIGNALED(ended))
+        printf("probe i386 system call: killed by signal %d\n", WTERMSIG(ended));
+#endif
     return 0;
 }
 """
@@ -76,7 +94,8 @@ def build_probe_image(reference: str) -> None:
 
 
 def probe_report(log: str) -> dict[str, str]:
-    """The probe's lines as ``{name: value}`` (``euid``, ``CapEff``, ``NoNewPrivs``, ``packet``)."""
+    """The probe's lines as ``{name: value}`` (``euid``, ``CapEff``, ``NoNewPrivs``, ``packet``,
+    ``i386 system call``)."""
     report: dict[str, str] = {}
     for line in log.splitlines():
         if not line.startswith("probe "):

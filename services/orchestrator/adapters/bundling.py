@@ -2,10 +2,12 @@
 
 ``podman run`` for each command script costs a client, a monitor (conmon) and the OCI runtime:
 some 150 ms of CPU on two cores. runc on a prepared bundle of the same configuration costs 40
-(17 of them compiling Podman's seccomp profile). Where runc is Podman's runtime on the machine
-(adapters/engines.py, PAI_CONTAINER_RUNNER), the local executor therefore prepares each task's
-bundle itself and its runtime runs the scripts with ``runc run`` (runtime/container.py); Podman
-still holds the images, pulls them, names their digests, and decides every security setting:
+(13 of them compiling the rules of Podman's seccomp profile for the 32-bit ABIs, which the
+template drops: core/bundles.py native_abi_only), 27 without them. Where runc is Podman's
+runtime on the machine (adapters/engines.py, PAI_CONTAINER_RUNNER), the local executor therefore
+prepares each task's bundle itself and its runtime runs the scripts with ``runc run``
+(runtime/container.py); Podman still holds the images, pulls them, names their digests, and
+decides every security setting but one (the 32-bit ABIs above):
 
 - the image's files: ``podman image mount`` (read-only), once per image for the executor's life;
 - the task's root filesystem: an overlay of the task's own over them (``mount -t overlay``, made
@@ -30,6 +32,7 @@ import ctypes
 import errno
 import json
 import os
+import platform
 import secrets
 import shutil
 import stat
@@ -47,6 +50,7 @@ from services.orchestrator.core.bundles import (
     TemplateError,
     bundle_config,
     engine_files,
+    native_abi_only,
     template_arguments,
 )
 from services.orchestrator.core.containers import LABEL_PLATFORM, ContainerPlan
@@ -250,6 +254,7 @@ class Bundles:
             if code != 0 or not out.strip():
                 raise BundleError(f"podman inspect (a template of {plan.image}) failed: {_last(err)}")
             config = json.loads(await asyncio.to_thread(Path(out.strip()).read_bytes))
+            config = native_abi_only(config, platform.machine())
             files = await asyncio.to_thread(self._keep_files, engine_files(config, ident), folder)
         finally:
             await self._podman("rm", "--force", "--ignore", ident)

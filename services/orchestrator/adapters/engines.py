@@ -27,6 +27,7 @@ import base64
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -37,12 +38,16 @@ from typing import Literal
 from runtime.container import digest_of
 from runtime.exitcodes import IMAGE_NOT_EXISTS
 from services.orchestrator.adapters.executing import ContainmentError
+from services.orchestrator.core.bundles import native_profile
 
 PullPolicy = Literal["missing", "never", "always"]
 Runner = Literal["engine", "runc"]
 ENGINES = ("podman", "docker")
 RUNNERS = ("auto", "runc", "engine")
 CONTAINERS_CONF = "containers.conf"
+SECCOMP_PROFILE = "seccomp-native.json"
+"""In the data dir: the engine's default seccomp profile for the machine's own ABI only."""
+ENGINE_SECCOMP = Path("/usr/share/containers/seccomp.json")
 PROBE_TIMEOUT_S = 30.0
 PULL_TIMEOUT_S = 1800.0
 CDI_SPECS = (Path("/etc/cdi"), Path("/var/run/cdi"))
@@ -108,12 +113,36 @@ def platform_label(data_dir: Path) -> str:
 def write_containers_conf(data_dir: Path) -> Path:
     """The platform's containers.conf for Podman (its own calls only; /etc is not touched)."""
     path = data_dir / CONTAINERS_CONF
-    lines = ["[containers]", "default_ulimits = []", ""]
+    lines = ["[containers]", "default_ulimits = []"]
+    profile = _native_seccomp(data_dir)
+    if profile is not None:
+        lines.append(f"seccomp_profile = {json.dumps(str(profile))}")
+    lines.append("")
     if shutil.which("runc"):
         lines += ["[engine]", 'runtime = "runc"', ""]
     text = "\n".join(lines)
     if not path.exists() or path.read_text() != text:
         tmp = path.with_name(f".{CONTAINERS_CONF}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return path
+
+
+def _native_seccomp(data_dir: Path) -> Path | None:
+    """The engine's default seccomp profile narrowed to this machine's ABI (core/bundles.py
+    native_profile), written beside the containers.conf; None where the engine has no profile
+    file or it names no rules for this machine (the engine's own profile stands)."""
+    try:
+        profile = json.loads(ENGINE_SECCOMP.read_bytes())
+    except (OSError, ValueError):
+        return None
+    narrowed = native_profile(profile, platform.machine()) if isinstance(profile, dict) else None
+    if narrowed is None:
+        return None
+    path = data_dir / SECCOMP_PROFILE
+    text = json.dumps(narrowed, indent=1)
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_name(f".{SECCOMP_PROFILE}.tmp")
         tmp.write_text(text)
         os.replace(tmp, path)
     return path

@@ -21,6 +21,14 @@ configuration, changing only what differs from task to task:
   names the leaf after each script's container), and its CPU, process and (where the task has no
   group of its own) memory limits;
 - annotations naming the platform, the job and the task.
+
+Once per template (``native_abi_only``), the engine's seccomp filter is narrowed to the machine's
+own system-call ABI: Podman's default lists x86_64, x86 and x32 (or arm64 and arm) so that 32-bit
+binaries run. A task of this platform is a 64-bit program; a system call made through the 32-bit
+ABI (``int $0x80`` from an x86_64 process) is a path the kernel's bugs and filter bypasses have
+used, and the engine's rules for it cost every container's init a third of runc's CPU (40 ms
+against 27 on the 2-core machine) to compile. Narrowed, the kernel kills a thread that makes
+such a call (SIGSYS), tests/security/test_sandbox.py shows it.
 """
 
 from __future__ import annotations
@@ -37,6 +45,16 @@ CPU_PERIOD_US = 100_000
 SHM = "/dev/shm"
 MIB = 1024 * 1024
 _PER_CONTAINER_ANNOTATIONS = ("io.kubernetes.cri-o.Created",)
+
+
+SECCOMP_ARCHES = {
+    "x86_64": "SCMP_ARCH_X86_64",
+    "aarch64": "SCMP_ARCH_AARCH64",
+    "ppc64le": "SCMP_ARCH_PPC64LE",
+    "s390x": "SCMP_ARCH_S390X",
+    "riscv64": "SCMP_ARCH_RISCV64",
+}
+"""The seccomp architecture of each machine's native ABI (``platform.machine()``)."""
 
 
 class TemplateError(ValueError):
@@ -145,6 +163,38 @@ def bundle_config(
             "cgroupsPath": f"{parent.rstrip('/')}/{plan.name}",
         },
     }
+
+
+def native_abi_only(template: Mapping[str, Any], machine: str) -> dict[str, Any]:
+    """``template`` with its seccomp filter for ``machine``'s native ABI only (its other
+    architectures dropped). Unchanged where the machine is unknown, the filter names no
+    architecture, or does not list the native one (the engine's decision stands)."""
+    linux = template.get("linux")
+    seccomp = linux.get("seccomp") if isinstance(linux, Mapping) else None
+    native = SECCOMP_ARCHES.get(machine)
+    if not isinstance(seccomp, Mapping) or native is None:
+        return dict(template)
+    arches = seccomp.get("architectures")
+    if not isinstance(arches, list) or native not in arches or arches == [native]:
+        return dict(template)
+    assert isinstance(linux, Mapping)
+    return {**template, "linux": {**linux, "seccomp": {**seccomp, "architectures": [native]}}}
+
+
+def native_profile(profile: Mapping[str, Any], machine: str) -> dict[str, Any] | None:
+    """The engine's seccomp profile file (Podman's ``seccomp.json``: ``archMap`` names each
+    architecture and the sub-architectures its rules also cover) for ``machine``'s native ABI
+    only; None where the machine is unknown or the profile has no entry for it (the engine's own
+    profile then stands). The containers ``podman run`` starts take it through the platform's
+    containers.conf, as the templates of the containers runc runs do."""
+    native = SECCOMP_ARCHES.get(machine)
+    entries = profile.get("archMap")
+    if native is None or not isinstance(entries, list):
+        return None
+    for entry in entries:
+        if isinstance(entry, Mapping) and entry.get("architecture") == native:
+            return {**profile, "archMap": [{**entry, "subArchitectures": []}]}
+    return None
 
 
 def engine_files(template: Mapping[str, Any], container_id: str) -> dict[str, str]:
