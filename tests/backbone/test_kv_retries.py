@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 from libs.backbone import kv
 from libs.backbone.errors import KVConflictError
 from libs.backbone.kv import Change, KeyWatch, ModelStore, Versioned, current_entries, settled
-from tests.support.fake_kv import FakeKV, FakeWatcher, Lost, entry
+from tests.support.fake_kv import FakeKV, FakeWatcher, Lost, entry, soon
 
 
 class Holder(BaseModel):
@@ -65,8 +65,8 @@ async def test_an_answered_write_returns_its_revision_without_reading_back(pause
     bucket = FakeKV()
     holders = store(bucket)
     with capture_logs() as logs:
-        first = await holders.write("k", A, None)
-        second = await holders.write("k", B, first)
+        first = await soon(holders.write("k", A, None))
+        second = await soon(holders.write("k", B, first))
     assert (first, second) == (1, 2)
     assert methods(bucket) == ["create", "update"]
     assert bucket.calls[-1] == ("update", "k", raw(B), 1)
@@ -80,7 +80,7 @@ async def test_an_unanswered_write_found_stored_is_not_sent_again_and_says_so(pa
     error = nats.errors.TimeoutError()
     bucket.script("update", Lost(error))
     with capture_logs() as logs:
-        assert await holders.write("k", B, 1) == 2
+        assert await soon(holders.write("k", B, 1)) == 2
     assert methods(bucket) == ["update", "get"]
     assert pauses == [0.2]
     assert logs == [
@@ -102,7 +102,7 @@ async def test_an_unanswered_write_not_stored_is_sent_again_with_the_same_condit
     holders = store(bucket)
     bucket.set("k", raw(A))
     bucket.script("update", ConnectionResetError())
-    assert await holders.write("k", B, 1) == 2
+    assert await soon(holders.write("k", B, 1)) == 2
     assert methods(bucket) == ["update", "get", "update"]
     assert bucket.calls[-1] == ("update", "k", raw(B), 1)
     assert bucket.value("k") == raw(B)
@@ -112,7 +112,7 @@ async def test_an_unanswered_create_not_stored_is_created_again(pauses: list[flo
     bucket = FakeKV()
     holders = store(bucket)
     bucket.script("create", nats.errors.NoRespondersError())
-    assert await holders.write("k", A, None) == 1
+    assert await soon(holders.write("k", A, None)) == 1
     assert methods(bucket) == ["create", "get", "create"]
 
 
@@ -132,7 +132,7 @@ async def test_a_bus_away_is_read_back_after_pauses_doubling_from_a_fifth_to_fiv
         nats.errors.OutboundBufferLimitError(),
         nats.js.errors.ServiceUnavailableError(),
     )
-    assert await holders.write("k", B, 1) == 2
+    assert await soon(holders.write("k", B, 1)) == 2
     assert pauses == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
     assert methods(bucket) == ["update"] + ["get"] * 7
 
@@ -149,7 +149,7 @@ async def test_an_unanswered_write_another_writer_overtook_is_a_conflict_at_the_
         else:
             bucket.script("update", lambda kv: kv.set("k", raw(C)) and TimeoutError())
         with pytest.raises(KVConflictError) as conflict:
-            await holders.write("k", B, 1)
+            await soon(holders.write("k", B, 1))
         assert (conflict.value.bucket, conflict.value.key, conflict.value.expected_revision) == (
             "holders",
             "k",
@@ -169,7 +169,7 @@ async def test_a_resent_write_that_conflicts_or_goes_unanswered_is_read_back_aga
         fake.set("k", raw(B))  # the first request, stored late
 
     bucket.script("update", TimeoutError(), TimeoutError(), earlier_request_lands)
-    assert await holders.write("k", B, 1) == 2
+    assert await soon(holders.write("k", B, 1)) == 2
     assert methods(bucket) == ["update", "get", "update", "get", "update", "get"]
     assert pauses == [0.2, 0.4, 0.8]
     assert bucket.value("k") == raw(B)
@@ -181,34 +181,34 @@ async def test_a_resent_write_that_conflicts_or_goes_unanswered_is_read_back_aga
 async def test_a_key_deleted_or_without_a_value_reads_as_absent_and_a_value_reads_with_its_revision() -> None:
     bucket = FakeKV()
     holders = store(bucket)
-    assert await holders.get("k") is None
+    assert await soon(holders.get("k")) is None
     bucket.set("k", raw(A))
     bucket.set("j", raw(B))
-    assert await holders.get("k") == Versioned(A, 1)
-    assert await holders.get("j") == Versioned(B, 2)
+    assert await soon(holders.get("k")) == Versioned(A, 1)
+    assert await soon(holders.get("j")) == Versioned(B, 2)
     bucket.set("k", None)
-    assert await holders.get("k") is None
+    assert await soon(holders.get("k")) is None
     await bucket.delete("j")
-    assert await holders.get("j") is None
+    assert await soon(holders.get("j")) is None
     bucket.entries["n"] = entry("n", raw(C), None)  # type: ignore[arg-type]
-    assert await holders.get("n") == Versioned(C, 0)
+    assert await soon(holders.get("n")) == Versioned(C, 0)
 
 
 async def test_conditional_writes_name_the_revision_they_expected_when_the_key_moved() -> None:
     bucket = FakeKV()
     holders = store(bucket)
-    assert await holders.put("k", A) == 1
+    assert await soon(holders.put("k", A)) == 1
     assert bucket.value("k") == raw(A)
     with pytest.raises(KVConflictError) as exists:
-        await holders.create("k", B)
+        await soon(holders.create("k", B))
     assert (exists.value.bucket, exists.value.key, exists.value.expected_revision) == ("holders", "k", None)
     assert isinstance(exists.value.__cause__, KeyWrongLastSequenceError)
-    assert await holders.create("j", B) == 2
+    assert await soon(holders.create("j", B)) == 2
     with pytest.raises(KVConflictError) as moved:
-        await holders.update("k", B, 5)
+        await soon(holders.update("k", B, 5))
     assert (moved.value.bucket, moved.value.key, moved.value.expected_revision) == ("holders", "k", 5)
     assert isinstance(moved.value.__cause__, KeyWrongLastSequenceError)
-    assert await holders.update("k", B, 1) == 3
+    assert await soon(holders.update("k", B, 1)) == 3
     assert bucket.calls[-1] == ("update", "k", raw(B), 1)
 
 
@@ -216,8 +216,8 @@ async def test_create_if_absent_returns_what_another_writer_created_first() -> N
     bucket = FakeKV()
     holders = store(bucket)
     bucket.script("create", lambda kv: kv.set("k", raw(C)) and None)
-    assert await holders.create_if_absent("k", A) == Versioned(C, 1)
-    assert await holders.create_if_absent("j", B) == Versioned(B, 2)
+    assert await soon(holders.create_if_absent("k", A)) == Versioned(C, 1)
+    assert await soon(holders.create_if_absent("j", B)) == Versioned(B, 2)
     assert bucket.value("j") == raw(B)
 
 
@@ -227,14 +227,14 @@ async def test_a_conditional_delete_names_its_revision_and_a_moved_key_is_a_conf
     bucket.set("k", raw(A))
     bucket.set("k", raw(B))
     with pytest.raises(KVConflictError) as conflict:
-        await holders.delete("k", 1)
+        await soon(holders.delete("k", 1))
     assert conflict.value.expected_revision == 1
     assert isinstance(conflict.value.__cause__, KeyWrongLastSequenceError)
-    await holders.delete("k", 2)
+    await soon(holders.delete("k", 2))
     assert bucket.calls[-1] == ("delete", "k", None, 2)
     assert bucket.value("k") is None
     bucket.set("j", raw(A))
-    await holders.delete("j")
+    await soon(holders.delete("j"))
     assert bucket.calls[-1:] == [("delete", "j", None, None)]
 
 
@@ -254,7 +254,7 @@ async def test_the_current_values_leave_out_deleted_purged_and_empty_keys() -> N
         value.delta = left  # how many more the consumer has to deliver
     watcher = FakeWatcher([*values, None, entry("later", raw(C), 12)])
     bucket.watchers.append(watcher)
-    assert await store(bucket).current() == {"a": Versioned(A, 4), "b": Versioned(C, 11)}
+    assert await soon(store(bucket).current()) == {"a": Versioned(A, 4), "b": Versioned(C, 11)}
     assert bucket.watch_calls == [(">", {"meta_only": False})]
     assert watcher.stops == 1
 
@@ -262,7 +262,7 @@ async def test_the_current_values_leave_out_deleted_purged_and_empty_keys() -> N
 async def test_the_keys_are_read_without_their_values() -> None:
     bucket = FakeKV()
     bucket.watchers.append(FakeWatcher([entry("a", None, 1), entry("b", None, 2, operation=KV_DEL), None]))
-    assert await store(bucket).keys() == ["a"]
+    assert await soon(store(bucket).keys()) == ["a"]
     assert bucket.watch_calls == [(">", {"meta_only": True})]
     bucket.watchers.append(FakeWatcher([entry("x.1", raw(A), 3), None]))
     assert list(await current_entries(bucket.as_kv(), "x.>")) == ["x.1"]
@@ -327,11 +327,11 @@ async def marks(watcher: FakeWatcher, *, within: float | None = None) -> list[st
 
 
 async def test_a_marker_right_after_the_values_delivered_is_given_at_once() -> None:
-    assert await marks(FakeWatcher([entry("a", b"1", 1, delta=1), None], delivered=1)) == ["a", None]
+    assert await soon(marks(FakeWatcher([entry("a", b"1", 1, delta=1), None], delivered=1))) == ["a", None]
     two = FakeWatcher([entry("a", b"1", 1, delta=2), entry("b", b"2", 2, delta=1), None], delivered=2)
-    assert await marks(two) == ["a", "b", None]
+    assert await soon(marks(two)) == ["a", "b", None]
     pending = FakeWatcher([entry("a", b"1", 1, delta=1), None, entry("b", b"2", 2)], delivered=1, pending=1)
-    assert await marks(pending) == ["a", "b", None]
+    assert await soon(marks(pending)) == ["a", "b", None]
 
 
 async def test_an_early_marker_then_silence_asks_the_server_and_marks_once_nothing_is_pending(
@@ -349,7 +349,7 @@ async def test_an_early_marker_then_silence_asks_the_server_and_marks_once_nothi
             return self.info
 
     watcher = Draining([None, entry("a", b"1", 1, delta=1)], delivered=2, pending=1, ends=False)
-    assert await marks(watcher, within=0.3) == ["a", None]
+    assert await soon(marks(watcher, within=0.3)) == ["a", None]
     assert watcher.asked == 4  # the early marker's, then one per silence until nothing was pending
 
 
@@ -400,9 +400,9 @@ async def test_a_key_watch_hands_over_values_deletes_and_purges_and_reopens_a_br
     bucket.watchers += [broken, again]
     with capture_logs() as logs:
         running = asyncio.create_task(watch.run())
-        await asyncio.wait_for(again.waiting.wait(), 10)
-        await watch.close()
-        await asyncio.wait_for(running, 10)
+        await soon(again.waiting.wait())
+        await soon(watch.close())
+        await soon(running)
     assert calls.seen == [
         ("open",),
         ("apply", "x.a", 1, b"1"),
@@ -440,9 +440,9 @@ async def test_a_key_watch_without_callbacks_applies_the_changes_alone() -> None
     watcher = FakeWatcher([entry("a", b"1", 1), None, entry("b", b"2", 2)], ends=False)
     bucket.watchers.append(watcher)
     running = asyncio.create_task(watch.run())
-    await asyncio.wait_for(watcher.waiting.wait(), 10)
-    await watch.close()
-    await asyncio.wait_for(running, 10)
+    await soon(watcher.waiting.wait())
+    await soon(watch.close())
+    await soon(running)
     assert calls.seen == [("apply", "a", 1, b"1"), ("apply", "b", 2, b"2")]
 
 
@@ -453,11 +453,11 @@ async def test_a_key_watch_closed_while_its_watch_opens_stops_that_watch_and_end
     bucket.watchers.append(watcher)
 
     async def opening() -> Any:
-        await watch.close()  # closed before the watch is handed back
+        await soon(watch.close())  # closed before the watch is handed back
         return bucket.as_kv()
 
     watch = KeyWatch(opening, ">", calls.apply, what="x", on_open=calls.opened)
-    await asyncio.wait_for(watch.run(), 10)
+    await soon(watch.run())
     assert calls.seen == []
     assert watcher.stops == 1
     assert watch.closed
@@ -476,9 +476,9 @@ async def test_a_key_watch_whose_watcher_fails_to_stop_goes_on_and_closes() -> N
     bucket.watchers.append(watcher)
     watch = KeyWatch(lambda: _opened(bucket), ">", calls.apply, what="x", retry_after=0)
     running = asyncio.create_task(watch.run())
-    await asyncio.wait_for(watcher.waiting.wait(), 10)
-    await watch.close()
-    await asyncio.wait_for(running, 10)
+    await soon(watcher.waiting.wait())
+    await soon(watch.close())
+    await soon(running)
     assert calls.seen == [("apply", "a", 1, b"1")]
     assert watcher.stops == 2  # by close, then by run's own ending
-    await KeyWatch(lambda: _opened(bucket), ">", calls.apply, what="x").close()  # never opened
+    await soon(KeyWatch(lambda: _opened(bucket), ">", calls.apply, what="x").close())  # never opened

@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from libs.backbone import leasing
 from libs.backbone.leasing import RENEW_EVERY, STANDBY_POLL, TTL, Lease, LeaseLost, lead, while_leading
-from tests.support.fake_kv import HANG, PASS, FakeKV
+from tests.support.fake_kv import HANG, PASS, FakeKV, soon
 
 
 class Clock:
@@ -67,7 +67,7 @@ async def test_the_time_left_counts_down_from_the_request_that_renewed_it(clock:
     assert not lease.held()
     clock.at(100.0)
     bucket.script("create", lambda _: clock.at(100.3))  # the answer takes 0.3 s
-    assert await lease.acquire(asyncio.Event())
+    assert await soon(lease.acquire(asyncio.Event()))
     assert lease.renewed_at == 100.0
     clock.at(101.0)
     assert lease.left() == pytest.approx(4.0)
@@ -90,7 +90,7 @@ async def test_a_free_lease_is_created_and_the_revision_it_got_is_the_epoch() ->
     bucket.set("other", b"y")
     lease = Lease(bucket.as_kv(), "k", "holder-0")
     with capture_logs() as logs:
-        assert await lease.acquire(asyncio.Event())
+        assert await soon(lease.acquire(asyncio.Event()))
     assert (lease.revision, lease.epoch) == (3, 3)
     assert bucket.value("k") == b"holder-0"
     assert events(logs, "lease acquired") == [
@@ -107,7 +107,7 @@ async def test_a_deleted_lease_or_one_without_a_value_is_created_again() -> None
         else:
             bucket.set("k", None)
         lease = Lease(bucket.as_kv(), "k", "h")
-        assert await lease.acquire(asyncio.Event())
+        assert await soon(lease.acquire(asyncio.Event()))
         assert bucket.calls[-1] == ("create", "k", b"h", None), leave
         assert lease.epoch == 3
 
@@ -116,7 +116,7 @@ async def test_an_instance_restarted_under_its_name_takes_its_lease_back_from_th
     bucket = FakeKV()
     stored = bucket.set("k", b"h")
     lease = Lease(bucket.as_kv(), "k", "h")
-    assert await lease.acquire(asyncio.Event())
+    assert await soon(lease.acquire(asyncio.Event()))
     assert bucket.calls[-1] == ("update", "k", b"h", stored)
     assert lease.epoch == lease.revision == stored + 1
 
@@ -133,7 +133,7 @@ async def test_a_standby_polls_another_holder_s_lease_and_says_so_once() -> None
     )
     lease = Lease(bucket.as_kv(), "k", "h", poll=0.05)
     with capture_logs() as logs:
-        assert await asyncio.wait_for(lease.acquire(asyncio.Event()), 10)
+        assert await soon(lease.acquire(asyncio.Event()))
     assert events(logs, "standing by; another instance holds the lease") == [
         {
             "event": "standing by; another instance holds the lease",
@@ -153,10 +153,10 @@ async def test_a_standby_told_to_stop_gives_up_without_the_lease() -> None:
     stop = asyncio.Event()
     bucket.script("get", lambda _: stop.set())
     lease = Lease(bucket.as_kv(), "k", "h", poll=30.0)
-    assert await asyncio.wait_for(lease.acquire(stop), 10) is False
+    assert await soon(lease.acquire(stop)) is False
     assert lease.epoch is None
     assert bucket.value("k") == b"other"
-    assert await Lease(bucket.as_kv(), "k", "h").acquire(stop) is False
+    assert await soon(Lease(bucket.as_kv(), "k", "h").acquire(stop)) is False
     assert len(bucket.calls) == 1  # a stopped candidate does not ask
 
 
@@ -176,7 +176,7 @@ async def test_a_candidate_that_loses_the_race_to_create_looks_again_shortly() -
     bucket.script("get", PASS, and_goes_away)
     lease = Lease(bucket.as_kv(), "k", "h", poll=30.0)
     with capture_logs() as logs:
-        assert await asyncio.wait_for(lease.acquire(asyncio.Event()), 10)
+        assert await soon(lease.acquire(asyncio.Event()))
     assert [log["event"] for log in logs] == ["lease race; looking again", "lease acquired"]
     assert logs[0]["key"] == "k"
     assert logs[0]["error"] == str(KeyWrongLastSequenceError())
@@ -193,7 +193,7 @@ async def test_a_bus_that_does_not_answer_is_asked_again_and_named_by_its_error_
     bucket.script("create", TimeoutError())
     lease = Lease(bucket.as_kv(), "k", "h")
     with capture_logs() as logs:
-        assert await asyncio.wait_for(lease.acquire(asyncio.Event()), 10)
+        assert await soon(lease.acquire(asyncio.Event()))
     assert [log.get("error") for log in events(logs, "lease race; looking again")] == [
         "TimeoutError",
         str(nats.errors.NoRespondersError()),
@@ -210,10 +210,10 @@ async def test_a_confirmation_renews_from_the_lease_s_revision_and_counts_from_i
 ) -> None:
     bucket = FakeKV()
     lease = Lease(bucket.as_kv(), "k", "h")
-    assert await lease.acquire(asyncio.Event())
+    assert await soon(lease.acquire(asyncio.Event()))
     clock.at(102.0)
     bucket.script("update", lambda _: clock.at(102.5))
-    await lease.confirm()
+    await soon(lease.confirm())
     assert bucket.calls[-1] == ("update", "k", b"h", 1)
     assert (lease.revision, lease.epoch, lease.renewed_at) == (2, 1, 102.0)
 
@@ -223,12 +223,12 @@ async def test_a_renewal_stored_without_its_answer_renews_again_from_the_stored_
 ) -> None:
     bucket = FakeKV()
     lease = Lease(bucket.as_kv(), "k", "h")
-    assert await lease.acquire(asyncio.Event())
+    assert await soon(lease.acquire(asyncio.Event()))
     stored = bucket.set("k", b"h")  # the earlier renewal, its answer lost
     clock.at(102.0)
     bucket.script("get", lambda _: clock.at(103.0))
     bucket.script("update", lambda _: clock.at(102.5), lambda _: clock.at(104.0))
-    await lease.confirm()
+    await soon(lease.confirm())
     assert bucket.calls[-1] == ("update", "k", b"h", stored)
     assert lease.revision == stored + 1
     assert lease.renewed_at == 103.0  # from the second request, not the first
@@ -238,7 +238,7 @@ async def test_a_renewal_stored_without_its_answer_renews_again_from_the_stored_
 async def test_a_lease_another_holds_or_nobody_holds_is_lost(now: str) -> None:
     bucket = FakeKV()
     lease = Lease(bucket.as_kv(), "k", "h")
-    assert await lease.acquire(asyncio.Event())
+    assert await soon(lease.acquire(asyncio.Event()))
     if now == "another":
         bucket.set("k", b"other")
     elif now == "deleted":
@@ -246,29 +246,29 @@ async def test_a_lease_another_holds_or_nobody_holds_is_lost(now: str) -> None:
     else:
         bucket.set("k", None)
     with pytest.raises(LeaseLost, match=r"^the lease 'k' was taken over$") as lost:
-        await lease.confirm()
+        await soon(lease.confirm())
     assert isinstance(lost.value.__cause__, KeyWrongLastSequenceError)
 
 
 async def test_a_lease_taken_between_the_read_back_and_the_renewal_is_lost() -> None:
     bucket = FakeKV()
     lease = Lease(bucket.as_kv(), "k", "h")
-    assert await lease.acquire(asyncio.Event())
+    assert await soon(lease.acquire(asyncio.Event()))
     bucket.set("k", b"h")
     bucket.script("update", lambda _: None, lambda kv: kv.set("k", b"other") and None)
     with pytest.raises(LeaseLost, match=r"^the lease 'k' was taken over$") as lost:
-        await lease.confirm()
+        await soon(lease.confirm())
     assert isinstance(lost.value.__cause__, KeyWrongLastSequenceError)
 
 
 async def test_a_confirmation_the_bus_does_not_answer_confirms_nothing(clock: Clock) -> None:
     bucket = FakeKV()
     lease = Lease(bucket.as_kv(), "k", "h")
-    assert await lease.acquire(asyncio.Event())
+    assert await soon(lease.acquire(asyncio.Event()))
     clock.at(102.0)
     bucket.script("update", TimeoutError())
     with pytest.raises(TimeoutError):
-        await lease.confirm()
+        await soon(lease.confirm())
     assert (lease.revision, lease.renewed_at) == (1, 100.0)
 
 
@@ -278,7 +278,7 @@ async def test_a_confirmation_the_bus_does_not_answer_confirms_nothing(clock: Cl
 async def test_a_failed_renewal_is_tried_again_after_the_poll_then_every_renewal_period() -> None:
     bucket = FakeKV()
     lease = Lease(bucket.as_kv(), "k", "h", renew_every=0.3, poll=0.01, ttl=60.0)
-    assert await lease.acquire(asyncio.Event())
+    assert await soon(lease.acquire(asyncio.Event()))
     stop = asyncio.Event()
     times: list[float] = []
 
@@ -305,7 +305,7 @@ async def test_a_failed_renewal_is_tried_again_after_the_poll_then_every_renewal
     )
     started = loop_time()
     with capture_logs() as logs:
-        await asyncio.wait_for(lease.keep(stop), 10)
+        await soon(lease.keep(stop))
     assert len(times) == 4
     assert times[0] - started >= 0.3
     assert times[1] - times[0] < 0.25  # the poll, not another renewal period
@@ -321,7 +321,7 @@ async def test_a_failed_renewal_is_tried_again_after_the_poll_then_every_renewal
 async def test_a_holder_that_could_not_renew_for_the_hold_lets_go_and_says_for_how_long(clock: Clock) -> None:
     bucket = FakeKV()
     lease = Lease(bucket.as_kv(), "k", "h", renew_every=0.05, poll=0.01, ttl=1.0)
-    assert await lease.acquire(asyncio.Event())
+    assert await soon(lease.acquire(asyncio.Event()))
     assert lease.hold == pytest.approx(0.975)
 
     def unanswered_until(now: float) -> Callable[[FakeKV], BaseException]:
@@ -333,7 +333,7 @@ async def test_a_holder_that_could_not_renew_for_the_hold_lets_go_and_says_for_h
 
     bucket.script("update", unanswered_until(100.5), unanswered_until(lease.renewed_at + lease.hold))
     with pytest.raises(LeaseLost) as lost:
-        await asyncio.wait_for(lease.keep(asyncio.Event()), 10)
+        await soon(lease.keep(asyncio.Event()))
     assert str(lost.value) == "the lease 'k' was not renewed for 0.975 s: letting it go"
     assert isinstance(lost.value.__cause__, TimeoutError)
     assert len([call for call in bucket.calls if call[0] == "update"]) == 2
@@ -342,48 +342,48 @@ async def test_a_holder_that_could_not_renew_for_the_hold_lets_go_and_says_for_h
 async def test_a_renewal_waits_no_longer_than_what_is_left_of_the_hold(clock: Clock) -> None:
     bucket = FakeKV()
     lease = Lease(bucket.as_kv(), "k", "h", renew_every=0.05, poll=0.01, ttl=10.0)
-    assert await lease.acquire(asyncio.Event())
+    assert await soon(lease.acquire(asyncio.Event()))
     clock.at(lease.renewed_at + lease.hold - 0.05)  # 0.05 s left
     bucket.script("update", HANG, lambda _: clock.at(200.0), HANG)
     started = loop_time()
     with pytest.raises(LeaseLost, match="not renewed"):
-        await asyncio.wait_for(lease.keep(asyncio.Event()), 10)
+        await soon(lease.keep(asyncio.Event()))
     assert loop_time() - started < 0.9
 
 
 async def test_a_takeover_seen_while_keeping_ends_the_keeping() -> None:
     bucket = FakeKV()
     lease = Lease(bucket.as_kv(), "k", "h", renew_every=0.01)
-    assert await lease.acquire(asyncio.Event())
+    assert await soon(lease.acquire(asyncio.Event()))
     bucket.set("k", b"other")
     with pytest.raises(LeaseLost, match="taken over"):
-        await asyncio.wait_for(lease.keep(asyncio.Event()), 10)
+        await soon(lease.keep(asyncio.Event()))
 
 
 async def test_keeping_a_lease_until_a_stop_renews_nothing_after_it() -> None:
     bucket = FakeKV()
     lease = Lease(bucket.as_kv(), "k", "h", renew_every=30.0)
-    assert await lease.acquire(asyncio.Event())
+    assert await soon(lease.acquire(asyncio.Event()))
     stop = asyncio.Event()
     keeping = asyncio.create_task(lease.keep(stop))
     await asyncio.sleep(0)
     stop.set()
-    await asyncio.wait_for(keeping, 10)
+    await soon(keeping)
     assert [call[0] for call in bucket.calls] == ["get", "create"]
 
 
 async def test_a_released_lease_is_deleted_from_its_revision_and_a_bus_away_is_no_error() -> None:
     bucket = FakeKV()
     lease = Lease(bucket.as_kv(), "k", "h")
-    assert await lease.acquire(asyncio.Event())
+    assert await soon(lease.acquire(asyncio.Event()))
     bucket.script("delete", TimeoutError(), nats.errors.NoRespondersError())
-    await lease.release()
-    await lease.release()
+    await soon(lease.release())
+    await soon(lease.release())
     assert bucket.value("k") == b"h"
-    await lease.release()
+    await soon(lease.release())
     assert bucket.calls[-1] == ("delete", "k", None, 1)
     assert bucket.value("k") is None
-    await lease.release()  # gone already: a conflict, passed over
+    await soon(lease.release())  # gone already: a conflict, passed over
 
 
 # lead and while_leading.
@@ -393,14 +393,14 @@ async def test_lead_keeps_the_lease_in_a_task_and_releases_it_after_the_stop() -
     bucket = FakeKV()
     stop = asyncio.Event()
     lease = Lease(bucket.as_kv(), "k", "h", renew_every=30.0)
-    keeping = await lead(lease, stop)
+    keeping = await soon(lead(lease, stop))
     assert keeping is not None
     assert keeping.get_name() == "lease-k"
     assert bucket.value("k") == b"h"
     stop.set()
-    await asyncio.wait_for(keeping, 10)
+    await soon(keeping)
     assert bucket.value("k") is None
-    assert await lead(Lease(bucket.as_kv(), "k", "h"), stop) is None
+    assert await soon(lead(Lease(bucket.as_kv(), "k", "h"), stop)) is None
 
 
 async def test_a_lost_lease_stops_the_leader_and_is_handed_to_on_lost() -> None:
@@ -410,10 +410,10 @@ async def test_a_lost_lease_stops_the_leader_and_is_handed_to_on_lost() -> None:
         seen: list[LeaseLost] = []
         lease = Lease(bucket.as_kv(), "k", "h", renew_every=0.01)
         with capture_logs() as logs:
-            keeping = await lead(lease, stop, seen.append if told else None)
+            keeping = await soon(lead(lease, stop, seen.append if told else None))
             assert keeping is not None
             bucket.set("k", b"other")
-            await asyncio.wait_for(keeping, 10)
+            await soon(keeping)
         assert stop.is_set()
         assert bucket.value("k") == b"other"  # not released: it is another's
         assert events(logs, "lease lost; stopping") == [
@@ -439,15 +439,13 @@ async def test_while_leading_works_a_turn_per_tenure_and_stands_by_again_between
             return  # the turn ends: the lease is released, and taken again
         if len(turns) == 2:
             bucket.set("k", b"other")  # taken over: the turn is told to end
-            await asyncio.wait_for(turn.wait(), 10)
+            await soon(turn.wait())
             bucket.entries.pop("k")  # and the other goes away
             return
         stop.set()
-        await asyncio.wait_for(turn.wait(), 10)
+        await soon(turn.wait())
 
-    await asyncio.wait_for(
-        while_leading(bucket.as_kv(), "k", "h", work, stop, renew_every=0.01, poll=0.01), 10
-    )
+    await soon(while_leading(bucket.as_kv(), "k", "h", work, stop, renew_every=0.01, poll=0.01))
     assert [epoch for epoch, *_ in turns] == [1, 3, 5]
     assert {(holder, renew, poll) for _, holder, renew, poll in turns} == {(b"h", 0.01, 0.01)}
     assert bucket.value("k") is None  # released at the stop
@@ -462,11 +460,12 @@ async def test_while_leading_told_to_stop_while_standing_by_returns() -> None:
     async def work(turn: asyncio.Event, lease: Lease) -> None:
         worked.append(lease)
 
+    asked = asyncio.Event()
+    bucket.script("get", lambda _: asked.set())
     running = asyncio.create_task(while_leading(bucket.as_kv(), "k", "h", work, stop, poll=30.0))
-    while not bucket.calls:
-        await asyncio.sleep(0)
+    await soon(asked.wait())
     stop.set()
-    await asyncio.wait_for(running, 10)
+    await soon(running)
     assert worked == []
 
 
@@ -477,9 +476,9 @@ async def test_a_turn_ends_when_the_stop_comes_while_working() -> None:
 
     async def work(turn: asyncio.Event, lease: Lease) -> None:
         stop.set()
-        await asyncio.wait_for(turn.wait(), 10)
+        await soon(turn.wait())
         ended.append(lease.held())
 
-    await asyncio.wait_for(while_leading(bucket.as_kv(), "k", "h", work, stop, renew_every=30.0), 10)
+    await soon(while_leading(bucket.as_kv(), "k", "h", work, stop, renew_every=30.0))
     assert ended == [True]
     assert bucket.value("k") is None

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KV_DEL, KeyValue
@@ -34,6 +34,21 @@ class Lost:
     """The request is carried out, then its answer is lost: `error` is raised instead."""
 
     error: BaseException
+
+
+T = TypeVar("T")
+
+# Each request lets the loop run, as one over the network does (a retry loop that never waits
+# would otherwise hold it); the real sleep, whatever a test puts in asyncio's place.
+_pass_turn = asyncio.sleep
+
+# How long a call under test may take before the test fails: a bug that makes a retry loop go
+# on for ever fails the test in seconds.
+WITHIN = 5.0
+
+
+def soon(call: Awaitable[T]) -> Awaitable[T]:
+    return asyncio.wait_for(call, WITHIN)
 
 
 # The request is never answered (a server that went away while the client waits).
@@ -71,6 +86,7 @@ class FakeKV:
         return None if entry is None or entry.operation == KV_DEL else entry.value
 
     async def _outcome(self, method: str) -> BaseException | None:
+        await _pass_turn(0)
         if not self._script[method]:
             return None
         outcome = self._script[method].pop(0)
