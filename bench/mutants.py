@@ -190,11 +190,13 @@ COVERING: tuple[Covering, ...] = (
             "tests/orchestrator/test_containment_line.py",
         ),
     ),
-    # The cgroup files over fake v1 and v2 hierarchies, the node's reserve and the containment
-    # line; tests/security applies the same limits to real tasks (root, a second and more each).
+    # The cgroup files over fake v1 and v2 hierarchies (what is detected and said, each file
+    # written, what a task's memory group saw), the node's reserve and the containment line;
+    # tests/security applies the same limits to real tasks (root, a second and more each).
     Covering(
         "services/orchestrator/adapters/confinement.py",
         (
+            "tests/orchestrator/test_confinement_fakes.py",
             "tests/orchestrator/test_cgroup_files.py",
             "tests/orchestrator/test_node_reserve.py",
             "tests/orchestrator/test_containment_line.py",
