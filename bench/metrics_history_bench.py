@@ -15,7 +15,7 @@ import time
 import tracemalloc
 
 from libs.protocol.telemetry import MetricSample
-from services.monitor.history import MetricHistory
+from services.monitor.core.history import MetricHistory
 
 T0 = 1_800_000_000.0
 

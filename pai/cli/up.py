@@ -14,7 +14,7 @@ from libs.backbone.busauth import CREDENTIALS_FILE
 from libs.protocol import simulated_gpus
 from pai.embedded import mps
 from pai.embedded.platform import EmbeddedPlatform, embedded_defaults
-from services.monitor.inventory import offer_line
+from services.monitor.adapters.inventory import offer_line
 from services.orchestrator.adapters.isolation import containment_line, engine_line
 from services.rest.routes.ratelimit import configured_limits
 from services.rest.settings import RestSettings

@@ -56,7 +56,7 @@ from pai.embedded.mps import NodeMps
 from pai.embedded.reviving import SpaceWatch
 from pai.embedded.supervising import Child, NatsChild, Supervised, Supervisor, die_with_parent
 from runtime.processes import find_runtimes
-from services.monitor.inventory import detect_gpus
+from services.monitor.adapters.inventory import detect_gpus
 
 log = structlog.get_logger(__name__)
 

@@ -4,7 +4,8 @@ import asyncio
 
 from libs.backbone.logging import configure_logging
 from libs.backbone.running import run_service
-from services.monitor.app import MonitorSettings, main
+from services.monitor.app import main
+from services.monitor.settings import MonitorSettings
 
 settings = MonitorSettings()
 configure_logging(settings)

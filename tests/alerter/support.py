@@ -18,8 +18,8 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 
 from libs.alerting.config import load_config
 from libs.backbone.connecting import Bus
-from services.alerter.app import Alerter
 from services.alerter.core.timing import FakeClock
+from services.alerter.handlers import Alerter
 
 
 class Mailbox:

@@ -16,8 +16,8 @@ from libs.alerting import load_config
 from libs.backbone.connecting import Bus
 from libs.backbone.topology import publish_event
 from libs.protocol.events import JobCompleted, JobState, JobSubmitted, TaskStarted
-from services.alerter.app import Alerter
 from services.alerter.core.timing import FakeClock
+from services.alerter.handlers import Alerter
 from tests.alerter.support import running_alerter, webhook_server
 from tests.support.waiting import eventually, polled
 

@@ -16,8 +16,9 @@ from libs.backbone.leasing import Lease
 from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.topology import LEASES, ensure_topology
 from libs.protocol.telemetry import Heartbeat, health_subject
-from services.alerter.app import LEASE_KEY, Alerter, replica
+from services.alerter.app import LEASE_KEY, replica
 from services.alerter.core.timing import FakeClock
+from services.alerter.handlers import Alerter
 from tests.alerter.support import webhook_server
 from tests.support.waiting import eventually, polled
 

@@ -14,8 +14,8 @@ from libs.backbone.topology import NOTIFICATION_LOG, publish_event
 from libs.protocol.events import JobPending, JobSubmitted
 from libs.protocol.subjects import ALERTS_STREAM
 from libs.protocol.telemetry import Heartbeat, MetricBatch, MetricSample, health_subject, metrics_subject
-from services.alerter.app import Alerter
 from services.alerter.core.timing import FakeClock
+from services.alerter.handlers import Alerter
 from tests.alerter.support import webhook_server
 from tests.support.waiting import eventually, polled
 

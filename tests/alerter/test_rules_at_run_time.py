@@ -14,8 +14,8 @@ from libs.alerting.defaults import default_config
 from libs.backbone.connecting import Bus
 from pai.cli.main import app
 from services.alerter.adapters.rules_store import RULES_BUCKET, RULES_KEY
-from services.alerter.app import Alerter
 from services.alerter.core.timing import FakeClock
+from services.alerter.handlers import Alerter
 from tests.support.waiting import eventually
 
 FAST = """

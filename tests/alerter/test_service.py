@@ -16,8 +16,8 @@ from libs.backbone.topology import publish_event
 from libs.protocol.events import JobCompleted, JobState, JobSubmitted, decode_event
 from libs.protocol.subjects import ALERT_RULES_RPC, ALERTS_RPC, RECENT_ALERTS_RPC
 from libs.protocol.telemetry import MetricBatch, MetricSample, metrics_subject
-from services.alerter.app import Alerter
 from services.alerter.core.timing import FakeClock
+from services.alerter.handlers import Alerter
 from tests.alerter.support import running_alerter, smtp_server, webhook_server
 from tests.support.waiting import eventually
 

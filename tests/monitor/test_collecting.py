@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from services.monitor.collecting import Collector, TaskRef
-from services.monitor.gpus import Gpu, GpuProcess
+from services.monitor.adapters.collecting import Collector, TaskRef
+from services.monitor.adapters.gpus import Gpu, GpuProcess
 
 # A task that starts a worker of its own, as training scripts do.
 SCRIPT = (

@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from services.monitor.exposition import HELP
+from services.monitor.adapters.exposition import HELP
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "k8s" / "grafana" / "pai-dashboard.json"
 FUNCTIONS = {"count", "sum", "avg", "min", "max", "by", "or", "vector", "label_values", "rate"}

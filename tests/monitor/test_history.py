@@ -12,8 +12,9 @@ from libs.backbone.topology import ensure_topology
 from libs.protocol.subjects import METRICS_HISTORY_RPC
 from libs.protocol.telemetry import MetricBatch, MetricSample, metrics_subject
 from services.alerter.core.timing import FakeClock
-from services.monitor.app import Monitor, MonitorSettings
-from services.monitor.history import MetricHistory
+from services.monitor.core.history import MetricHistory
+from services.monitor.handlers import Monitor
+from services.monitor.settings import MonitorSettings
 from tests.support.waiting import eventually
 
 T0 = 1_800_000_000.0  # a multiple of 60: buckets start on it

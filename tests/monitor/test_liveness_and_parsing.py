@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from services.monitor.gpus import parse_gpus, parse_processes
-from services.monitor.liveness import Liveness
+from services.monitor.adapters.gpus import parse_gpus, parse_processes
+from services.monitor.core.liveness import Liveness
 
 
 def test_a_silent_node_is_declared_lost_once_and_known_again_when_it_reports() -> None:

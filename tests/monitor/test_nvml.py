@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from libs.protocol import simulated_gpus
-from services.monitor import gpus, inventory
+from services.monitor.adapters import gpus, inventory
 
 MB = 2**20
 

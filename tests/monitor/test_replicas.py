@@ -19,7 +19,9 @@ from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.topology import ensure_topology, publish_event
 from libs.protocol.events import NodeReported
 from services.alerter.core.timing import FakeClock
-from services.monitor.app import Monitor, MonitorSettings, serve
+from services.monitor.app import serve
+from services.monitor.handlers import Monitor
+from services.monitor.settings import MonitorSettings
 from tests.support.waiting import eventually, polled
 
 NODE_COUNT = re.compile(r'^pai_node_count\{node_name="([^"]+)",ready="(true|false)"\} 1\.0$', re.MULTILINE)

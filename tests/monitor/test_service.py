@@ -20,7 +20,8 @@ from libs.protocol.events import JobSubmitted, NodeReported, TaskStarted, decode
 from libs.protocol.subjects import JOBS_STREAM
 from libs.protocol.telemetry import METRICS_SUBJECTS, MetricBatch
 from services.alerter.core.timing import FakeClock
-from services.monitor.app import Monitor, MonitorSettings
+from services.monitor.handlers import Monitor
+from services.monitor.settings import MonitorSettings
 from tests.support.waiting import eventually
 
 

@@ -23,8 +23,8 @@ from libs.backbone.connecting import Bus, connect
 from libs.backbone.natsserver import EmbeddedNats
 from pai.cli.main import app
 from services.alerter.adapters.rules_store import get_rules, put_rules
-from services.alerter.app import Alerter
 from services.alerter.core.timing import FakeClock
+from services.alerter.handlers import Alerter
 from tests.rest.conftest import ADMIN_PASSWORD
 from tests.rest.serving import ServerThread
 from tests.support.waiting import eventually, polled

@@ -24,7 +24,7 @@ from libs.protocol.capacity import CPU_RESERVE, read_machine, reserve_for, tasks
 from libs.protocol.events import NodeReported
 from libs.protocol.limits import MIN_TASK_MEMORY_MB
 from libs.protocol.subjects import JOBS_STREAM, VC_STATUS_RPC
-from services.monitor.inventory import detect_resources
+from services.monitor.adapters.inventory import detect_resources
 from services.rest.adapters.node_sizes import NodeSizes
 from services.rest.core.node_fit import NodeSize, oversized, sizes_in_status
 from tests.services.vc_support import ask, scheduler

@@ -17,6 +17,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from libs.protocol.telemetry import MetricSample
+from libs.web.serving import inherited_socket
 
 HELP = {
     "task_cpu_percent": "CPU use of a task's processes, percent of one core",
@@ -72,3 +73,18 @@ def metrics_app(registry: CollectorRegistry) -> web.Application:
     app = web.Application()
     app.router.add_get("/metrics", metrics)
     return app
+
+
+async def serve_metrics(
+    registry: CollectorRegistry, *, port: int, fd: int | None
+) -> tuple[web.AppRunner, int]:
+    """Serve ``/metrics`` on the listening socket ``fd`` inherited from the supervisor, else on
+    ``port`` (0: any free one) of every interface: Prometheus scrapes from another machine.
+    Returns the runner, for its cleanup, and the port served."""
+    runner = web.AppRunner(metrics_app(registry), access_log=None)
+    await runner.setup()
+    if fd is not None:
+        await web.SockSite(runner, inherited_socket(fd)).start()
+    else:
+        await web.TCPSite(runner, "0.0.0.0", port).start()
+    return runner, int(runner.addresses[0][1])

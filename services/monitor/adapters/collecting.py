@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import psutil
 
 from libs.protocol.telemetry import MetricSample
-from services.monitor import gpus as gpu_module
+from services.monitor.adapters import gpus as gpu_module
 
 
 @dataclass(frozen=True)

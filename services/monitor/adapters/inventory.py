@@ -15,7 +15,7 @@ from types import ModuleType
 
 from libs.protocol.capacity import Offer, node_offer, read_machine, reserve_for
 from libs.protocol.simulated_gpus import SimulatedGpus
-from services.monitor import gpus
+from services.monitor.adapters import gpus
 
 
 def detect_gpus(nvml: ModuleType | None = None) -> tuple[int, str | None]:
