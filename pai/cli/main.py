@@ -11,6 +11,9 @@ from __future__ import annotations
 import typer
 
 from pai.cli.loading import Deferred, DeferredGroup
+from pai.cli.startup import lighten
+
+lighten()
 
 JOB_COMMANDS = (
     Deferred(

@@ -79,7 +79,11 @@ def test_pai_help_loads_no_command_module() -> None:
     names = imported_modules(PAI, "--help")
 
     assert heavy(names) == []
-    assert [name for name in names if name.startswith("pai.cli.")] == ["pai.cli.loading", "pai.cli.main"]
+    assert [name for name in names if name.startswith("pai.cli.")] == [
+        "pai.cli.loading",
+        "pai.cli.startup",
+        "pai.cli.main",
+    ]
 
 
 @pytest.mark.parametrize("command", API_COMMANDS, ids=" ".join)
