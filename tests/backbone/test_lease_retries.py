@@ -469,16 +469,39 @@ async def test_while_leading_told_to_stop_while_standing_by_returns() -> None:
     assert worked == []
 
 
-async def test_a_turn_ends_when_the_stop_comes_while_working() -> None:
+async def test_a_turn_ends_when_the_stop_comes_while_working_and_leaves_no_task_running() -> None:
     bucket = FakeKV()
     stop = asyncio.Event()
     ended: list[bool] = []
+    test = asyncio.current_task()
 
     async def work(turn: asyncio.Event, lease: Lease) -> None:
         stop.set()
         await soon(turn.wait())
         ended.append(lease.held())
 
-    await soon(while_leading(bucket.as_kv(), "k", "h", work, stop, renew_every=30.0))
+    async def leading_then_left_running() -> list[asyncio.Task[Any]]:
+        await while_leading(bucket.as_kv(), "k", "h", work, stop, renew_every=30.0)
+        here = asyncio.current_task()
+        return [task for task in asyncio.all_tasks() if task not in (here, test) and not task.done()]
+
+    assert await soon(leading_then_left_running()) == []
     assert ended == [True]
+    assert bucket.value("k") is None
+
+
+async def test_a_failing_turn_passes_its_error_on_lets_the_lease_go_and_leaves_no_task_running() -> None:
+    bucket = FakeKV()
+    test = asyncio.current_task()
+
+    async def work(turn: asyncio.Event, lease: Lease) -> None:
+        raise RuntimeError("a bug in the work")
+
+    async def leading_then_left_running() -> list[asyncio.Task[Any]]:
+        with pytest.raises(RuntimeError, match="a bug in the work"):
+            await while_leading(bucket.as_kv(), "k", "h", work, asyncio.Event(), renew_every=30.0)
+        here = asyncio.current_task()
+        return [task for task in asyncio.all_tasks() if task not in (here, test) and not task.done()]
+
+    assert await soon(leading_then_left_running()) == []
     assert bucket.value("k") is None
