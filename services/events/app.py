@@ -23,7 +23,7 @@ from libs.backbone.topology import ensure_topology
 from libs.web.addresses import client_session
 from libs.web.errors import error_middleware
 from libs.web.serving import serve_until_stopped
-from services.events import hooks, streaming
+from services.events import handlers
 from services.events.adapters.delivering import CheckingResolver, Deliveries, receivers_session
 from services.events.adapters.following import Hub
 from services.events.adapters.identity import Identities
@@ -58,29 +58,36 @@ def target_policy(settings: EventsSettings) -> TargetPolicy:
 
 
 async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The bus, the hub and the webhooks' deliveries for as long as the gateway serves.
+
+    Its background tasks (the heartbeat, every subscription's delivery loops, the watch of the
+    subscriptions, the attempts' writer) run in one task group: one that raises cancels the
+    serving, and the group's error ends the gateway for its supervisor to start it again."""
     settings = app[SETTINGS]
     bus = await connect(settings, name=settings.service_name)
-    stop_beating = asyncio.Event()
-    beating = asyncio.create_task(beat_forever(bus.nc, settings.service_name, stop_beating))
     # Webhook receivers are anywhere; REST may be a socket on this machine: a client for each.
     resolver = CheckingResolver(target_policy(settings))
     session = receivers_session(resolver)
     rest = client_session(settings.rest_url)
     try:
-        await ensure_topology(bus.js, settings.stream_replicas)
-        hub = Hub(bus.js, subscriber_limit=settings.events_subscriber_buffer)
-        await hub.start()
-        app[HUB] = hub
-        app[IDENTITIES] = Identities(rest, settings.rest_url, settings.identity_cache_seconds)
-        deliveries = Deliveries(bus.js, hub, session, settings, resolver)
-        await deliveries.start()
-        app[DELIVERIES] = deliveries
-        yield
-        await deliveries.stop()
-        await hub.stop()
+        async with asyncio.TaskGroup() as tasks:
+            stop_beating = asyncio.Event()
+            tasks.create_task(beat_forever(bus.nc, settings.service_name, stop_beating), name="heartbeat")
+            try:
+                await ensure_topology(bus.js, settings.stream_replicas)
+                hub = Hub(bus.js, subscriber_limit=settings.events_subscriber_buffer)
+                await hub.start()
+                app[HUB] = hub
+                app[IDENTITIES] = Identities(rest, settings.rest_url, settings.identity_cache_seconds)
+                deliveries = Deliveries(bus.js, hub, session, settings, resolver)
+                await deliveries.start(tasks)
+                app[DELIVERIES] = deliveries
+                yield
+                await deliveries.stop()
+                await hub.stop()
+            finally:
+                stop_beating.set()
     finally:
-        stop_beating.set()
-        await beating
         await session.close()
         await rest.close()
         await bus.close()
@@ -99,12 +106,10 @@ def build_app(settings: EventsSettings) -> web.Application:
     app.cleanup_ctx.append(bus_ctx)
     app.on_shutdown.append(close_streams)
     for prefix in PREFIXES:
-        for table in (streaming.routes, hooks.routes):
-            for route in table:
-                if isinstance(route, web.RouteDef):
-                    # With one trailing slash too, as every route of the API accepts it.
-                    for path in (route.path, route.path + "/"):
-                        app.router.add_route(route.method, prefix + path, route.handler)
+        for route in handlers.ROUTES:
+            # With one trailing slash too, as every route of the API accepts it.
+            for path in (route.path, route.path + "/"):
+                app.router.add_route(route.method, prefix + path, route.handler)
     return app
 
 

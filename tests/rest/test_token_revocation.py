@@ -22,7 +22,7 @@ from httpx_sse import aconnect_sse
 from libs.backbone.connecting import Bus
 from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.topology import ensure_topology
-from services.events.streaming import TOKEN_CHECK_SECONDS
+from services.events.adapters.streaming import TOKEN_CHECK_SECONDS
 from tests.events.support import gateway, settings
 from tests.rest.conftest import ADMIN_PASSWORD
 from tests.rest.serving import ServerThread

@@ -187,13 +187,17 @@ class Deliveries:
         self.attempts: ModelStore[Attempts] | None = None
         self._lanes: dict[str, Lane] = {}
         self._watching: asyncio.Task[None] | None = None
+        self._tasks: asyncio.TaskGroup | None = None
         self._stop = asyncio.Event()
         self._unwritten: dict[str, list[Attempt]] = {}
         self._writing: dict[str, list[Attempt]] = {}
         self._dirty = asyncio.Event()
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
-    async def start(self) -> None:
+    async def start(self, tasks: asyncio.TaskGroup) -> None:
+        """Open every subscription's lane and watch for new ones; the consuming loops, the watch
+        and the attempts' writer run in ``tasks``, so one that raises stops the gateway."""
+        self._tasks = tasks
         await ensure_kv(self.js, WEBHOOKS)
         await ensure_kv(self.js, DELIVERIES)
         self.store = await ModelStore.open(self.js, WEBHOOKS.bucket, Webhook)
@@ -204,8 +208,8 @@ class Deliveries:
         for key, found in (await self.store.current()).items():
             self.webhooks[key] = found.value
             await self._open_lane(found.value)
-        self._watching = asyncio.create_task(self._watch())
-        self._flusher = asyncio.create_task(self._flush_forever())
+        self._watching = tasks.create_task(self._watch(), name="webhooks-watch")
+        self._flusher = tasks.create_task(self._flush_forever(), name="webhooks-attempts")
 
     async def stop(self) -> None:
         self._stop.set()
@@ -256,8 +260,9 @@ class Deliveries:
             except nats.errors.Error as exc:
                 log.warning("webhook consumer not created", webhook=hook.id, stream=stream, error=str(exc))
                 continue
+            assert self._tasks is not None, "start() opens lanes in its task group"
             lane.tasks.append(
-                asyncio.create_task(
+                self._tasks.create_task(
                     consume(
                         self.js,
                         name,

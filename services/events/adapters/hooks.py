@@ -16,10 +16,10 @@ from aiohttp import web
 from libs.web.errors import forbidden, invalid, not_found
 from libs.web.jsonbody import MAX_DEPTH, json_depth
 from services.events.adapters.delivering import AddressRefused, check_target
+from services.events.adapters.streaming import authenticate
 from services.events.core.filters import Caller, FilterError, refused_filter
 from services.events.core.webhooks import Webhook, check_body
 from services.events.keys import DELIVERIES
-from services.events.streaming import authenticate
 
 routes = web.RouteTableDef()
 
