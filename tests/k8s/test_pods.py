@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from libs.failures import default_rules_text
-from runtime.spec_model import TaskSpec
+from runtime.spec import TaskSpec, load_spec
 from services.orchestrator.adapters.k8s_pods import (
     PodSettings,
     TaskIdentity,
@@ -305,7 +305,7 @@ def test_an_unknown_image_prerequisite_names_the_field() -> None:
 def spec_in_pod(pod: dict[str, Any], root: Path) -> TaskSpec:
     """The spec the pod's init container writes for the runtime, read back."""
     _run_init(pod, root)
-    return TaskSpec.model_validate_json((root / "spec" / "spec.json").read_text(encoding="utf-8"))
+    return load_spec(root / "spec" / "spec.json")
 
 
 def _run_init(pod: dict[str, Any], root: Path) -> None:
@@ -325,7 +325,7 @@ def test_the_operators_failure_rules_travel_into_the_pod(tmp_path: Path) -> None
     spec = build_spec(tmp_path, framework(), KEY, tmp_path / "task", False)
     pod = as_manifest(
         build_pod(
-            spec.model_copy(update={"failure_rules_file": rules}),
+            spec.replace(failure_rules_file=rules),
             TaskIdentity(JOB_ID, "alice", "mnist_train", KEY),
             SETTINGS,
             node="gpu-node-2",
@@ -334,7 +334,7 @@ def test_the_operators_failure_rules_travel_into_the_pod(tmp_path: Path) -> None
     )
     root = tmp_path / "pod"
     _run_init(pod, root)
-    inside = TaskSpec.model_validate_json((root / "spec" / "spec.json").read_text(encoding="utf-8"))
+    inside = load_spec(root / "spec" / "spec.json")
     assert inside.failure_rules_file == Path("/pai/spec/failure-rules.yaml")
     assert (root / "spec" / "failure-rules.yaml").read_text(encoding="utf-8") == rules.read_text(
         encoding="utf-8"
@@ -346,7 +346,7 @@ def test_without_operator_rules_the_pod_uses_the_packaged_ones(tmp_path: Path) -
         spec = build_spec(tmp_path, framework(), KEY, tmp_path / "task", False)
         pod = as_manifest(
             build_pod(
-                spec.model_copy(update={"failure_rules_file": missing}),
+                spec.replace(failure_rules_file=missing),
                 TaskIdentity(JOB_ID, "alice", "mnist_train", KEY),
                 SETTINGS,
                 node="gpu-node-2",
@@ -355,6 +355,6 @@ def test_without_operator_rules_the_pod_uses_the_packaged_ones(tmp_path: Path) -
         )
         root = tmp_path / f"pod-{missing is None}"
         _run_init(pod, root)
-        inside = TaskSpec.model_validate_json((root / "spec" / "spec.json").read_text(encoding="utf-8"))
+        inside = load_spec(root / "spec" / "spec.json")
         assert inside.failure_rules_file is None
         assert not (root / "spec" / "failure-rules.yaml").exists()

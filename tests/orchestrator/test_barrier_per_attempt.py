@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from runtime.spec import dump_spec
 from services.orchestrator.adapters.specs import build_spec, task_dir
 from services.orchestrator.core.frameworks import TaskKey
 from tests.orchestrator.jobs import job_config
@@ -32,7 +33,7 @@ def launched(world: World, data_dir: Path, key: TaskKey) -> tuple[subprocess.Pop
     directory.mkdir(parents=True)
     spec = build_spec(data_dir, world.framework, key, directory, False)
     spec_file = directory / "spec.json"
-    spec_file.write_text(spec.model_dump_json())
+    spec_file.write_text(dump_spec(spec))
     return start_runtime(spec_file), spec.dirs.barrier_dir
 
 

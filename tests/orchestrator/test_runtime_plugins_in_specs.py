@@ -6,7 +6,7 @@ from pathlib import Path
 
 from libs.protocol.events import JobStorage, JobSubmitted
 from libs.protocol.validation import parse_job
-from runtime.spec_model import StorageSpec
+from runtime.spec import StorageSpec
 from services.orchestrator.adapters.specs import build_spec, runtime_plugins
 from services.orchestrator.core.frameworks import TaskKey
 from tests.orchestrator.sim import World

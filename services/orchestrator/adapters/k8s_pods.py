@@ -64,7 +64,7 @@ from kubernetes.client import (
     V1VolumeMount,
 )
 
-from runtime.spec_model import Directories, TaskSpec
+from runtime.spec import Directories, TaskSpec, dump_spec
 from services.orchestrator.core.frameworks import TaskKey
 
 log = structlog.get_logger(__name__)
@@ -247,17 +247,15 @@ def registry_config(
 def in_pod(spec: TaskSpec, has_secrets: bool, *, has_rules: bool = False) -> TaskSpec:
     """The spec with the pod's own paths: the directories the runtime sees inside the container."""
     attempt = spec.job.attempt_id
-    return spec.model_copy(
-        update={
-            "dirs": Directories(
-                work_dir=Path(str(POD_ROOT / "work")),
-                log_dir=Path(str(POD_ROOT / "logs")),
-                barrier_dir=Path(str(POD_ROOT / "job" / f"attempt-{attempt}" / "barrier")),
-                ssh_key_dir=Path(str(POD_ROOT / "job" / "ssh")),
-            ),
-            "secrets_file": Path(str(SECRETS_PATH)) if has_secrets else None,
-            "failure_rules_file": Path(str(RULES_PATH)) if has_rules else None,
-        }
+    return spec.replace(
+        dirs=Directories(
+            work_dir=Path(str(POD_ROOT / "work")),
+            log_dir=Path(str(POD_ROOT / "logs")),
+            barrier_dir=Path(str(POD_ROOT / "job" / f"attempt-{attempt}" / "barrier")),
+            ssh_key_dir=Path(str(POD_ROOT / "job" / "ssh")),
+        ),
+        secrets_file=Path(str(SECRETS_PATH)) if has_secrets else None,
+        failure_rules_file=Path(str(RULES_PATH)) if has_rules else None,
     )
 
 
@@ -384,7 +382,7 @@ def build_pod(
     rules = rules_text(spec)
     inside = in_pod(spec, secret is not None, has_rules=rules is not None)
     write_spec = _WRITE_SPEC
-    packed = base64.b64encode(zlib.compress(inside.model_dump_json().encode(), 9)).decode()
+    packed = base64.b64encode(zlib.compress(dump_spec(inside).encode(), 9)).decode()
     init_env = [V1EnvVar(name=SPEC_ENV, value=packed)]
     if rules is not None:
         write_spec += f' && printf "%s" "${RULES_ENV}" > {RULES_PATH}'

@@ -35,6 +35,7 @@ from kubernetes.client import ApiClient, CoreV1Api, V1Pod
 from kubernetes.client.exceptions import ApiException
 
 from libs.failures import default_rules
+from runtime.spec import dump_spec
 from services.orchestrator.adapters.executing import (
     AlreadyRunningError,
     ExitCallback,
@@ -116,7 +117,7 @@ class KubernetesExecutor:
         directory.mkdir(parents=True, exist_ok=True)
         secrets = await self._secrets(job_id)
         spec = build_spec(self.data_dir, framework, key, directory, bool(secrets))
-        (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
+        (directory / SPEC_FILE).write_text(dump_spec(spec, indent=2), encoding="utf-8")
         attempt, role, index, _ = key
         current = next((a for a in framework.attempts if a.attempt == attempt), None)
         task = current.task(role, index) if current is not None else None

@@ -60,7 +60,7 @@ from libs.protocol.events import FailureInfo
 from runtime.exitcodes import from_returncode
 from runtime.processes import find_runtimes, runtime_command
 from runtime.reaping import kill_descendants
-from runtime.spec_model import Confine, Container, RunAs, Runc, Sandbox, TaskSpec
+from runtime.spec import Confine, Container, RunAs, Runc, Sandbox, SpecError, TaskSpec, dump_spec, read
 from services.orchestrator.adapters.bundling import Bundles, remove_rootfs, remove_task_containers
 from services.orchestrator.adapters.confinement import (
     CGROUP_ROOT,
@@ -203,8 +203,8 @@ def _runc_of(directory: Path) -> Runc | None:
     try:
         data = json.loads((directory / SPEC_FILE).read_bytes())
         runc = (data.get("container") or {}).get("runc")
-        return Runc.model_validate(runc) if runc else None
-    except (OSError, ValueError, TypeError, AttributeError):
+        return read(Runc, runc, "container.runc") if runc else None
+    except (OSError, ValueError, TypeError, AttributeError, SpecError):
         return None
 
 
@@ -539,7 +539,7 @@ class LocalExecutor:
         )
         spec = self._confined(spec, directory, key)
         if spec.gpu_milli and self.mps_pipe_dir is not None:
-            spec = spec.model_copy(update={"mps_pipe_dir": self.mps_pipe_dir})
+            spec = spec.replace(mps_pipe_dir=self.mps_pipe_dir)
         if image is not None:
             spec = await self._in_image(spec, framework, key, directory, user, image)
         elif self.sandbox is not None and run_as is not None:
@@ -547,9 +547,9 @@ class LocalExecutor:
                 wrap=wrap_arguments(self.sandbox, share_ipc=spec.mps_pipe_dir is not None),
                 drop=drop_arguments(self.sandbox, run_as.uid, run_as.gid, tuple(run_as.groups)),
             )
-            spec = spec.model_copy(update={"sandbox": sandbox})
+            spec = spec.replace(sandbox=sandbox)
         try:
-            (directory / SPEC_FILE).write_text(spec.model_dump_json(indent=2), encoding="utf-8")
+            (directory / SPEC_FILE).write_text(dump_spec(spec, indent=2), encoding="utf-8")
             share_with_task(directory / SPEC_FILE, user)
             out = os.open(directory / RUNTIME_OUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
@@ -671,7 +671,7 @@ class LocalExecutor:
                 digest=image.digest,
                 runc=runc,
             )
-            return spec.model_copy(update={"container": container})
+            return spec.replace(container=container)
         container = Container(
             engine=self.engine.program,
             run=run_arguments(plan),
@@ -681,7 +681,7 @@ class LocalExecutor:
             pull=image.pull,
             auth_file=self._auth_file(spec, framework, key) if image.pull else None,
         )
-        return spec.model_copy(update={"container": container})
+        return spec.replace(container=container)
 
     def _auth_file(self, spec: TaskSpec, framework: Framework, key: TaskKey) -> Path | None:
         """The role's registry credentials (its image prerequisite's auth) in a root-only file in
@@ -751,7 +751,7 @@ class LocalExecutor:
         now (ConfinementError if they cannot be: the task must not run unconfined)."""
         private = directory / PRIVATE_DIR
         private.mkdir(mode=0o700, exist_ok=True)
-        dirs = spec.dirs.model_copy(update={"private_dir": private})
+        dirs = spec.dirs.replace(private_dir=private)
         resources = spec.role_info(spec.role).resources
         limits = task_limits(
             resources.cpu, resources.memory_mb, spec.gpu_indices, self._devices, self.groups.defaults
@@ -766,7 +766,7 @@ class LocalExecutor:
                 raise ContainmentError(f"the task's limits could not be set: {exc}") from exc
         elif self.groups.confinement.mechanism == "rlimits":
             confine = Confine(rlimits={"RLIMIT_DATA": limits.memory_bytes})
-        return spec.model_copy(update={"dirs": dirs, "confine": confine})
+        return spec.replace(dirs=dirs, confine=confine)
 
     def release(self, job_id: str, attempt: int) -> None:
         """The attempt is over: free its ports for other tasks on this node."""

@@ -20,11 +20,9 @@ import json
 from pathlib import Path
 from typing import NamedTuple
 
-from pydantic import ValidationError
-
 from libs.protocol import JobConfig, render_entrypoint
 from runtime.ports import release_ports, reserve_many, with_default_ports
-from runtime.spec_model import (
+from runtime.spec import (
     Directories,
     JobInfo,
     PluginSpec,
@@ -32,9 +30,12 @@ from runtime.spec_model import (
     RoleInfo,
     RunAs,
     RuntimeResult,
+    SpecError,
     StorageSpec,
     TaskPlacement,
     TaskSpec,
+    parse_result,
+    read,
 )
 from services.orchestrator.adapters.rules import current_rules_file
 from services.orchestrator.core.frameworks import Framework, TaskKey
@@ -182,7 +183,9 @@ def build_spec(
         roles=roles,
         tasks=tasks,
         plugins=runtime_plugins(job),
-        storages=[StorageSpec.model_validate(storage) for storage in framework.storages],
+        storages=[
+            read(StorageSpec, storage, f"storages.{i}") for i, storage in enumerate(framework.storages)
+        ],
         secrets_file=directory / SECRETS_FILE if has_secrets else None,
         dirs=Directories(
             work_dir=directory / "work",
@@ -249,6 +252,6 @@ def read_result(directory: Path) -> RuntimeResult | None:
     the task's end is then the platform's to explain)."""
     path = directory / "logs" / RESULT_FILE
     try:
-        return RuntimeResult.model_validate_json(path.read_bytes())
-    except (OSError, ValidationError):
+        return parse_result(json.loads(path.read_bytes()))
+    except (OSError, ValueError, SpecError):
         return None
