@@ -99,8 +99,8 @@ async def rebuild(racks: int, seed: int) -> dict[str, Any]:
     from libs.backbone.topology import ensure_topology, publish_event
     from libs.protocol.events import JobScheduled, JobSubmitted, NodeReported
     from libs.protocol.events import TaskPlacement as EventPlacement
-    from services.scheduler.app import SchedulerService
     from services.scheduler.core.queueing import SchedulerCore
+    from services.scheduler.handlers import SchedulerService
 
     config, nodes = cluster(racks)
     jobs = fill(config, nodes, seed)

@@ -15,9 +15,9 @@ from libs.backbone.topology import FENCES, LEASES, ensure_topology, publish_even
 from libs.protocol.events import JobCompleted, JobPreempting, JobScheduled, JobState, JobSubmitted
 from libs.protocol.fencing import Fence, deposed
 from services.orchestrator.handlers import Orchestrator
-from services.scheduler.app import SchedulerService
 from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.queueing import SchedulerCore
+from services.scheduler.handlers import SchedulerService
 from tests.services.test_scheduler_service import NODE, job, running_scheduler
 from tests.support.events import JobEvents
 

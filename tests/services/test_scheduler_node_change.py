@@ -12,8 +12,7 @@ from typing import Any
 from libs.backbone.connecting import Bus
 from libs.backbone.topology import ensure_topology, publish_event
 from libs.protocol.events import NodeReported
-from services.scheduler.app import RECONFIGURE_SUBJECT, VC_STATUS_SUBJECT
-from services.scheduler.control import CONFIG_SUBJECT
+from services.scheduler.adapters.control import CONFIG_SUBJECT, RECONFIGURE_SUBJECT, VC_STATUS_SUBJECT
 from tests.services.vc_support import ask, scheduler
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from libs.backbone.connecting import Bus
 from libs.backbone.topology import SCHEDULER_CONFIG, ensure_topology, publish_event
 from libs.protocol.events import JobCompleted, JobPending, JobState
-from services.scheduler.app import RECONFIGURE_SUBJECT, VC_STATUS_SUBJECT
+from services.scheduler.adapters.control import RECONFIGURE_SUBJECT, VC_STATUS_SUBJECT
 from tests.services.vc_support import GPU_NODES, ask, cluster_file, gpu_job, scheduler
 from tests.support.events import JobEvents
 

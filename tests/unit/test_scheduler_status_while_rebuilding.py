@@ -14,9 +14,9 @@ from nats.aio.msg import Msg
 
 from libs.backbone.connecting import Bus
 from libs.protocol.subjects import JOBS_STREAM
-from services.scheduler.app import SchedulerService
 from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.queueing import SchedulerCore
+from services.scheduler.handlers import SchedulerService
 
 
 class Request:
@@ -31,10 +31,10 @@ async def test_status_waits_for_the_replay_then_answers() -> None:
     service = SchedulerService(cast(Bus, None), SchedulerCore(HivedPolicy(None)))
     service._catch_up[JOBS_STREAM] = 12  # the stream's last message when the replay began
     asked = Request()
-    await service._answer_status(cast(Msg, asked))
+    await service.answer_status(cast(Msg, asked))
     assert asked.answers[-1]["error"] == "unavailable"
     assert "rebuilding" in asked.answers[-1]["message"]
 
     del service._catch_up[JOBS_STREAM]  # as _absorb does on reaching that message
-    await service._answer_status(cast(Msg, asked))
+    await service.answer_status(cast(Msg, asked))
     assert isinstance(asked.answers[-1], list), "the status itself"
