@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import platform
@@ -27,9 +28,14 @@ from services.orchestrator.adapters.engines import (
     Engine,
     EngineChoice,
     EngineError,
+    ImageLookups,
     ImageMissingError,
+    ResolvedImage,
+    choose_runner,
     containers_of,
     detect_engine,
+    find_image,
+    platform_label,
     pull_policy,
     remove_container,
     resolve_image,
@@ -42,7 +48,10 @@ name=${0##*/}
 { echo "$name"; for a in "$@"; do echo "$a"; done; echo "--end--"; } >> "$FAKE_DIR/calls"
 echo "${CONTAINERS_CONF-<unset>} ${DOCKER_CONFIG-<unset>}" >> "$FAKE_DIR/env"
 echo $$ > "$FAKE_DIR/pid"
-if [ "$1 $2" = "pull --authfile" ]; then /bin/cp "$3" "$FAKE_DIR/auth-seen.json"; fi
+if [ "$1 $2" = "pull --authfile" ]; then
+  /bin/cp "$3" "$FAKE_DIR/auth-seen.json"
+  if [ -f "$FAKE_DIR/remove-auth" ]; then /bin/rm "$3"; fi
+fi
 if [ -n "$DOCKER_CONFIG" ]; then /bin/cp "$DOCKER_CONFIG/config.json" "$FAKE_DIR/auth-seen.json"; fi
 at="$FAKE_DIR/$name.$1"
 if [ "$1" = image ] && [ -f "$FAKE_DIR/present" ]; then at="$at.present"; fi
@@ -617,6 +626,10 @@ def test_an_auth_file_is_root_only_in_a_folder_of_its_own(tmp_path: Path) -> Non
     assert json.loads(path.read_text()) == {
         "auths": {"docker.io": {"auth": base64.b64encode(b"al:").decode()}}
     }
+    write_auth_file(directory, {"password": "pw"})  # no user: an empty one, as the registry is told
+    assert json.loads(path.read_text()) == {
+        "auths": {"docker.io": {"auth": base64.b64encode(b":pw").decode()}}
+    }
 
 
 # remove_container and containers_of ---------------------------------------------------------
@@ -649,3 +662,115 @@ async def test_the_containers_of_a_label_are_listed_by_name(fake: Fake, limits: 
     assert await containers_of(engine, "pai.platform", "abc") == []
     fake.answer(name, "ps", out="")
     assert await containers_of(engine, "pai.platform", "abc") == []
+
+
+async def test_a_user_without_a_password_pulls_with_an_empty_one(fake: Fake, tmp_path: Path) -> None:
+    engine = fake.engine("podman")
+    await resolve_image(engine, "app:1", "always", auth={"username": "bob"}, scratch=tmp_path / "s")
+    token = base64.b64encode(b"bob:").decode()
+    assert json.loads((fake.folder / "auth-seen.json").read_text()) == {
+        "auths": {"docker.io": {"auth": token}}
+    }
+
+
+async def test_an_auth_file_the_engine_removed_itself_is_no_error(fake: Fake, tmp_path: Path) -> None:
+    engine = fake.engine("podman")
+    (fake.folder / "remove-auth").touch()
+    fake.answer("podman", "image.present", out="sha256:77 []\n")
+    found = await resolve_image(engine, "app:1", "always", auth={"username": "bob"}, scratch=tmp_path / "s")
+    assert found.run == "sha256:77"
+    assert not (tmp_path / "s" / ".registry-auth" / "config.json").exists()
+
+
+# runners, labels, lookups -------------------------------------------------------------------
+
+
+def test_an_empty_runner_setting_is_auto_and_a_runner_that_cannot_be_says_why_in_whole(
+    fake: Fake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    podman = Engine("podman", "/usr/bin/podman", "runc")
+    fake.program("runc")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert choose_runner(podman, "") == choose_runner(podman, "auto")
+    assert choose_runner(podman, "").runner == "runc"
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(ValueError) as refused:
+        choose_runner(podman, "runc")
+    assert str(refused.value) == "PAI_CONTAINER_RUNNER=runc: mounting an image's files needs root"
+    with pytest.raises(ValueError) as docker:
+        choose_runner(Engine("docker", "/usr/bin/docker", "runc"), " RUNC ")
+    assert (
+        str(docker.value) == "PAI_CONTAINER_RUNNER=runc: bundles are made from Podman's images, not docker's"
+    )
+
+
+def test_an_engine_whose_containers_runc_runs_says_so() -> None:
+    engine = Engine("podman", "/usr/bin/podman", "runc", runner="runc", runc="/usr/bin/runc")
+    assert engine.describe() == "tasks run in their docker images: podman's images, run by runc itself"
+    assert EngineChoice(engine).describe() == engine.describe()
+
+
+def test_the_platform_label_is_its_resolved_data_dirs_hash(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "data")
+    label = platform_label(tmp_path / "data")
+    assert label == hashlib.sha256(str((tmp_path / "data").resolve()).encode()).hexdigest()[:16]
+    assert platform_label(tmp_path / "link") == label  # one platform, however its dir is named
+    assert platform_label(tmp_path / "other") != label
+
+
+async def test_always_leaves_the_pull_to_the_tasks_runtime_by_its_reference(fake: Fake) -> None:
+    engine = fake.engine("podman")
+    assert await find_image(engine, "registry.example/app:1", "always") == ResolvedImage(
+        "registry.example/app:1", None, pull=True
+    )
+    assert fake.calls() == []
+
+
+@pytest.fixture
+def images(fake: Fake, tmp_path: Path) -> tuple[Engine, Path]:
+    listing = tmp_path / "overlay-images" / "images.json"
+    listing.parent.mkdir()
+    listing.write_text("[]")
+    (fake.folder / "present").touch()
+    fake.answer("podman", "image.present", out='sha256:77 ["docker.io/library/app@sha256:ab"]\n')
+    engine = Engine("podman", fake.program("podman"), "runc", images_file=str(listing))
+    return engine, listing
+
+
+def _rewrite(listing: Path, text: str) -> None:
+    tmp = listing.with_name("new.json")
+    tmp.write_text(text)
+    os.replace(tmp, listing)
+
+
+def _looked(fake: Fake) -> list[str]:
+    return [call[-1] for call in fake.calls() if call[1] == "image"]
+
+
+async def test_each_image_is_kept_under_its_own_reference(fake: Fake, images: tuple[Engine, Path]) -> None:
+    engine, _ = images
+    lookups = ImageLookups()
+    await lookups.inspect(engine, "a:1")
+    await lookups.inspect(engine, "b:1")
+    await lookups.inspect(engine, "a:1")
+    await lookups.inspect(engine, "b:1")
+    assert _looked(fake) == ["a:1", "b:1"]
+
+
+async def test_the_lookups_keep_the_most_recently_asked_images_up_to_their_number(
+    fake: Fake, images: tuple[Engine, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine, listing = images
+    monkeypatch.setattr(ImageLookups, "KEPT", 2)
+    lookups = ImageLookups()
+    await lookups.inspect(engine, "a:1")
+    await lookups.inspect(engine, "b:1")
+    await lookups.inspect(engine, "b:1")  # two kept: not asked again
+    assert _looked(fake) == ["a:1", "b:1"]
+    _rewrite(listing, "[1]")
+    await lookups.inspect(engine, "a:1")  # looked at again: now the most recent
+    await lookups.inspect(engine, "c:1")  # a third: the oldest (b) goes
+    await lookups.inspect(engine, "a:1")
+    assert _looked(fake) == ["a:1", "b:1", "a:1", "c:1"]
+    assert list(lookups._found) == [(engine.program, "a:1"), (engine.program, "c:1")]
