@@ -12,7 +12,7 @@ Each record's annotations are its fields' types, and ``field(...)`` their defaul
 one reader (``read``) checks a JSON value against them, each error naming the field. The
 standard library only: every task pays for the runtime's start-up before its command runs, and
 pydantic costs that start about 0.1 s, msgspec about 20 ms (it imports typing, inspect, decimal
-and uuid); this module and its reader about 2 ms (bench/RESULTS.md).
+and uuid); this module about 1.3 ms, reading a spec about 0.1 ms (bench/RESULTS.md).
 """
 
 from __future__ import annotations
