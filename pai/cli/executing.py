@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 import typer
 
+from libs.protocol.job_details import JobDetail
 from pai.cli.client import ApiError, ClientError, job_path
 from pai.cli.common import ServerOption, _client, _error_console, _friendly_errors, _split_job
 
@@ -49,7 +50,7 @@ def exec_command(
     user, name = _split_job(job, login_)
     with _friendly_errors(), client:
         if role is None:
-            roles = list(client.job(user, name).get("taskRoles") or {})
+            roles = JobDetail.read(client.job(user, name)).role_names
             if not roles:
                 raise ClientError(f"job {user}~{name} has no task yet; wait until it runs.")
             role = roles[0]

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from libs.protocol.job_details import JobDetail
 from pai.cli.client import ApiError, ClientError, PaiClient
 
 FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
@@ -43,12 +44,12 @@ class LogTarget:
 
 
 def _task(detail: dict[str, Any], target: LogTarget) -> tuple[str, dict[str, Any]]:
-    roles = detail.get("taskRoles") or {}
+    roles = JobDetail.read(detail).roles
     chosen = target.role or next(iter(roles), None)
     if chosen is None or chosen not in roles:
         known = ", ".join(roles) or "none yet"
         raise ClientError(f"job {target.user}~{target.name} has no task role {chosen!r} (roles: {known}).")
-    tasks = {t["taskIndex"]: t for t in roles[chosen]["taskStatuses"]}
+    tasks = {t["taskIndex"]: t for t in roles[chosen]}
     if target.index not in tasks:
         raise ClientError(f"task role {chosen} has no task {target.index} (it has {len(tasks)}).")
     return chosen, tasks[target.index]

@@ -15,6 +15,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from libs.protocol.job_details import JobDetail
 from pai.cli.client import (
     Login,
     PaiClient,
@@ -142,8 +143,9 @@ def status(
     table = Table("TASK", "STATE", "NODE", "IP", "GPUS", "EXIT", "RETRIES")
     notes: list[str] = []
     causes: list[str] = []
-    for role, role_status in (detail.get("taskRoles") or {}).items():
-        for task in role_status["taskStatuses"]:
+    parts = JobDetail.read(detail)
+    for role, statuses in parts.roles.items():
+        for task in statuses:
             if task.get("executorNote"):
                 notes.append(f"{role}[{task['taskIndex']}]: {task['executorNote']}")
             if task.get("containerExitCode") not in (None, 0) and task.get("containerExitDiagnostics"):
@@ -164,7 +166,7 @@ def status(
         out.print(f"cause      {line}", markup=False, soft_wrap=True)
     if len(causes) > _NOTES_SHOWN:
         out.print(f"cause      ... and {len(causes) - _NOTES_SHOWN} more tasks", markup=False)
-    for gpu in detail.get("sharedGpus") or []:
+    for gpu in parts.shared_gpus:
         held = ", ".join(f"{t['taskRole']}[{t['taskIndex']}] {t['gpuMilli']}" for t in gpu["tasks"])
         out.print(
             f"shared GPU {gpu['node']}/{gpu['gpu']}: this job holds {gpu['gpuMilli']}/1000 ({held})",

@@ -122,17 +122,16 @@ def set_vc(
     server: str | None = ServerOption,
 ) -> None:
     """Create or resize a VC; refused, naming what is free, when it does not fit."""
-    asked: dict[str, Any] = {}
-    if gpus is not None:
-        asked["gpus"], model = _gpus_option(gpus)
-        if model:
-            asked["model"] = model
-    if cells:
-        asked["cells"] = _cells_option(cells)
-    if cpu is not None:
-        asked["cpu"] = cpu
-    if memory is not None:
-        asked["memoryMB"] = memory
+    from libs.protocol.quotas import VcAsk  # pydantic: only this command pays for it
+
+    count, model = _gpus_option(gpus) if gpus is not None else (None, None)
+    asked = VcAsk(
+        gpus=count,
+        model=model or None,
+        cells=_cells_option(cells) if cells else None,
+        cpu=cpu,
+        memory_mb=memory,
+    ).body()
     if not asked:
         typer.echo("error: say what the VC gets: --gpus N, --cells TYPE=N, or --cpu N --memory MB", err=True)
         raise typer.Exit(2)

@@ -18,6 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
+from libs.protocol.quotas import QuotaFields
+
 # The quota every VC without one draws from, together.
 SHARED = ""
 
@@ -32,22 +36,22 @@ class VcQuota:
     memory_mb: int
 
 
-def _amount(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != int(value):
-        raise QuotaError(f"{where}: must be a whole number, 0 or more, got {value!r}")
-    return int(value)
-
-
 def quota_of(vc: str, entry: Mapping[str, Any]) -> VcQuota | None:
     """The quota in a virtualClusters entry (`cpu` and `memoryMB` beside its cells), if any."""
-    if "cpu" not in entry and "memoryMB" not in entry:
+    try:
+        fields = QuotaFields.model_validate(entry)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        raise QuotaError(f"virtualClusters.{vc}.{error['loc'][0]}: {error['msg']}") from None
+    given = fields.model_fields_set
+    if not given:
         return None
-    if "cpu" not in entry or "memoryMB" not in entry:
+    if len(given) < 2:
         raise QuotaError(f"virtualClusters.{vc}: a quota needs both cpu and memoryMB")
-    return VcQuota(
-        _amount(entry["cpu"], f"virtualClusters.{vc}.cpu"),
-        _amount(entry["memoryMB"], f"virtualClusters.{vc}.memoryMB"),
-    )
+    if fields.cpu is None or fields.memory_mb is None:  # written as null
+        where = "cpu" if fields.cpu is None else "memoryMB"
+        raise QuotaError(f"virtualClusters.{vc}.{where}: must be a whole number, 0 or more, got None")
+    return VcQuota(fields.cpu, fields.memory_mb)
 
 
 def parse_quotas(doc: Any) -> dict[str, VcQuota]:
@@ -63,7 +67,7 @@ def parse_quotas(doc: Any) -> dict[str, VcQuota]:
 
 
 def quotas_document(quotas: Mapping[str, VcQuota]) -> dict[str, Any]:
-    return {vc: {"cpu": q.cpu, "memoryMB": q.memory_mb} for vc, q in sorted(quotas.items())}
+    return {vc: QuotaFields(cpu=q.cpu, memory_mb=q.memory_mb).document() for vc, q in sorted(quotas.items())}
 
 
 def bounds(quotas: Mapping[str, VcQuota], cpu: int, memory_mb: int) -> tuple[dict[str, VcQuota], VcQuota]:
