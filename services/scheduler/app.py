@@ -22,11 +22,7 @@ from libs.backbone.fencing import Deposed, FenceReader, raise_fence
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.settings import BackboneSettings, SettingsError
 from libs.backbone.topology import FENCES, LEASES, SCHEDULER_CONFIG, ensure_topology
-from services.scheduler.adapters.control import (
-    Control,
-    file_config,
-    initial_config,
-)
+from services.scheduler.adapters.control import Control, file_config, initial_config
 from services.scheduler.adapters.leasing import Lease, while_leading
 from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.placements import PlacementPolicy
