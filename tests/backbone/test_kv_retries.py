@@ -228,7 +228,11 @@ async def test_a_conditional_delete_names_its_revision_and_a_moved_key_is_a_conf
     bucket.set("k", raw(B))
     with pytest.raises(KVConflictError) as conflict:
         await soon(holders.delete("k", 1))
-    assert conflict.value.expected_revision == 1
+    assert (conflict.value.bucket, conflict.value.key, conflict.value.expected_revision) == (
+        "holders",
+        "k",
+        1,
+    )
     assert isinstance(conflict.value.__cause__, KeyWrongLastSequenceError)
     await soon(holders.delete("k", 2))
     assert bucket.calls[-1] == ("delete", "k", None, 2)
@@ -249,12 +253,17 @@ async def test_the_current_values_leave_out_deleted_purged_and_empty_keys() -> N
         entry("purged", None, 9, operation=KV_PURGE),
         entry("empty", b"", 10),
         entry("b", raw(C), 11),
+        entry("unnumbered", raw(B), None),  # type: ignore[arg-type]
     ]
     for left, value in enumerate(reversed(values)):
         value.delta = left  # how many more the consumer has to deliver
     watcher = FakeWatcher([*values, None, entry("later", raw(C), 12)])
     bucket.watchers.append(watcher)
-    assert await soon(store(bucket).current()) == {"a": Versioned(A, 4), "b": Versioned(C, 11)}
+    assert await soon(store(bucket).current()) == {
+        "a": Versioned(A, 4),
+        "b": Versioned(C, 11),
+        "unnumbered": Versioned(B, 0),
+    }
     assert bucket.watch_calls == [(">", {"meta_only": False})]
     assert watcher.stops == 1
 
@@ -280,6 +289,7 @@ async def test_a_watch_yields_values_then_deletes_and_purges_as_nothing() -> Non
             entry("b", raw(B), 4, operation=KV_PURGE),
             entry("c", None, 5),
             entry("d", raw(C), None),  # type: ignore[arg-type]
+            entry("d", None, None, operation=KV_DEL),  # type: ignore[arg-type]
         ],
         ends=False,
     )
@@ -288,7 +298,7 @@ async def test_a_watch_yields_values_then_deletes_and_purges_as_nothing() -> Non
     async with aclosing(store(bucket).watch("x.>", include_history=True)) as changes:
         async for change in changes:
             seen.append(change)
-            if len(seen) == 6:
+            if len(seen) == 7:
                 break
     assert seen == [
         Change("a", 1, A),
@@ -297,6 +307,7 @@ async def test_a_watch_yields_values_then_deletes_and_purges_as_nothing() -> Non
         Change("b", 4, None),
         Change("c", 5, None),
         Change("d", 0, C),
+        Change("d", 0, None),
     ]
     assert bucket.watch_calls == [("x.>", {"include_history": True})]
     assert watcher.stops == 1
@@ -324,6 +335,20 @@ async def marks(watcher: FakeWatcher, *, within: float | None = None) -> list[st
         reading.cancel()
         await asyncio.gather(reading, return_exceptions=True)
     return seen
+
+
+async def test_a_marker_before_a_value_the_consumer_sent_waits_for_it() -> None:
+    first = FakeWatcher([None, entry("a", b"1", 1, delta=0)], delivered=1)
+    assert await soon(marks(first)) == ["a", None]
+    second = FakeWatcher([entry("a", b"1", 1, delta=1), None, entry("b", b"2", 2, delta=0)], delivered=2)
+    assert await soon(marks(second)) == ["a", "b", None]
+
+
+async def test_a_watch_that_delivered_nothing_yet_waits_for_its_marker_through_a_silence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kv, "_MARKER_RECHECK", 0.01)
+    assert await marks(FakeWatcher([], ends=False), within=0.2) == []
 
 
 async def test_a_marker_right_after_the_values_delivered_is_given_at_once() -> None:
@@ -380,10 +405,11 @@ async def test_a_key_watch_hands_over_values_deletes_and_purges_and_reopens_a_br
         "x.>",
         calls.apply,
         what="holders",
-        on_open=calls.opened,
+        on_open=lambda: calls.seen.append(("open", list(pauses))),
         on_current=calls.current,
         retry_after=0.25,
     )
+    assert watch.closed is False
     broken = FakeWatcher(
         [
             entry("x.a", b"1", 1, delta=1),
@@ -404,14 +430,14 @@ async def test_a_key_watch_hands_over_values_deletes_and_purges_and_reopens_a_br
         await soon(watch.close())
         await soon(running)
     assert calls.seen == [
-        ("open",),
+        ("open", []),
         ("apply", "x.a", 1, b"1"),
         ("apply", "x.b", 2, b"2"),
         ("current",),
         ("apply", "x.a", 3, None),
         ("apply", "x.b", 4, None),
         ("apply", "x.c", 5, None),
-        ("open",),
+        ("open", [0.25]),  # opened again after the pause
         ("apply", "x.b", 6, b"5"),
         ("current",),
     ]
@@ -482,3 +508,61 @@ async def test_a_key_watch_whose_watcher_fails_to_stop_goes_on_and_closes() -> N
     assert calls.seen == [("apply", "a", 1, b"1")]
     assert watcher.stops == 2  # by close, then by run's own ending
     await soon(KeyWatch(lambda: _opened(bucket), ">", calls.apply, what="x").close())  # never opened
+
+
+async def test_a_key_watch_whose_bucket_cannot_be_opened_tries_again_after_a_second(
+    pauses: list[float],
+) -> None:
+    opened = 0
+
+    async def opening() -> Any:
+        nonlocal opened
+        opened += 1
+        if opened == 1:
+            raise nats.errors.NoServersError
+        raise KeyError("not the bus: a bug")
+
+    with pytest.raises(KeyError):
+        await soon(KeyWatch(opening, ">", Calls().apply, what="x").run())
+    assert pauses == [1.0]
+
+
+async def test_a_key_watch_closed_while_it_waits_to_reopen_ends_without_touching_the_broken_watch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bucket = FakeKV()
+    broken = FakeWatcher([entry("a", b"1", 1)], then=nats.errors.NoServersError)
+    bucket.watchers.append(broken)
+    waiting = asyncio.Event()
+    gate = asyncio.Event()
+
+    async def sleep(delay: float, result: Any = None) -> Any:
+        waiting.set()
+        await gate.wait()
+        return result
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    watch = KeyWatch(lambda: _opened(bucket), ">", Calls().apply, what="x", retry_after=30.0)
+    running = asyncio.create_task(watch.run())
+    await soon(waiting.wait())
+    await soon(watch.close())
+    gate.set()
+    await soon(running)
+    assert broken.stops == 1  # by run, as the watch broke; close found none open
+    assert bucket.watchers == []  # and it was not opened again
+
+
+async def test_a_store_opened_on_a_bucket_names_that_bucket() -> None:
+    bucket = FakeKV()
+    asked: list[str] = []
+
+    class Jets:
+        async def key_value(self, name: str) -> Any:
+            asked.append(name)
+            return bucket.as_kv()
+
+    holders = await soon(ModelStore.open(Jets(), "holders", Holder))  # type: ignore[arg-type]
+    assert (holders.bucket, asked) == ("holders", ["holders"])
+    bucket.set("k", raw(A))
+    with pytest.raises(KVConflictError, match="bucket 'holders'"):
+        await soon(holders.create("k", B))
