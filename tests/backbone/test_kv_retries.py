@@ -409,7 +409,7 @@ async def test_a_key_watch_hands_over_values_deletes_and_purges_and_reopens_a_br
         on_current=calls.current,
         retry_after=0.25,
     )
-    assert watch.closed is False
+    assert [watch.closed] == [False]  # False itself, not merely falsy
     broken = FakeWatcher(
         [
             entry("x.a", b"1", 1, delta=1),
