@@ -43,9 +43,9 @@ from libs.protocol.events import (
 )
 from services.rest.adapters.database import create_engine
 from services.rest.adapters.jobs_store import task_rows
-from services.rest.adapters.projecting import apply_events
 from services.rest.app import build_app
 from services.rest.core.task_table import TaskTable
+from services.rest.handlers import apply_events
 from services.rest.settings import RestSettings
 
 JOB = """protocolVersion: 2

@@ -4,12 +4,14 @@ The marketplace serves ``/marketplace/api/...`` on its own port or Unix socket; 
 platform's address rest passes that path here (``services/rest/routes/passing.py``), and on
 Kubernetes the Ingress does. Resources open in order in ``cleanup_ctx``: the database (migrated,
 then seeded), the HTTP client for REST, then the bus (item events out, ``job.submitted`` in).
+The heartbeat and the use counter run in the application's one task group
+(libs/web/background.py): one that raises stops the marketplace with its error, for `pai up` or
+Kubernetes to start it again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 
 import structlog
@@ -20,6 +22,7 @@ from libs.backbone.heartbeats import beat_forever
 from libs.backbone.sql import create_engine
 from libs.backbone.topology import ensure_topology
 from libs.web.addresses import client_session
+from libs.web.background import BACKGROUND, Background, background_ctx
 from libs.web.errors import error_middleware
 from libs.web.serving import serve_until_stopped
 from services.marketplace import handlers
@@ -61,24 +64,19 @@ async def bus_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     bus = await connect(settings, name=settings.service_name)
     stop = asyncio.Event()
-    beating = asyncio.create_task(beat_forever(bus.nc, settings.service_name, stop))
+    background = app[BACKGROUND]
+    beating = background.start(beat_forever(bus.nc, settings.service_name, stop), name="heartbeat")
     counting: asyncio.Task[None] | None = None
     try:
         await ensure_topology(bus.js, settings.stream_replicas)
         app[ANNOUNCER] = Announcer(bus.js)
-        counting = asyncio.create_task(count_uses(bus.js, app[STORE], stop))
+        counting = background.start(count_uses(bus.js, app[STORE], stop), name="uses")
         yield
     finally:
         stop.set()
         for task in (counting, beating):
-            if task is None:
-                continue
-            try:
-                await asyncio.wait_for(asyncio.shield(task), timeout=3.0)
-            except TimeoutError:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            if task is not None:
+                await Background.stop(task, within=3.0)
         await bus.close()
 
 
@@ -89,6 +87,7 @@ def build_app(settings: MarketplaceSettings) -> web.Application:
         client_max_size=BODY_BYTES,
     )
     app[SETTINGS] = settings
+    app.cleanup_ctx.append(background_ctx)  # first: the task group outlives every resource
     app.cleanup_ctx.append(database_ctx)
     app.cleanup_ctx.append(rest_ctx)
     app.cleanup_ctx.append(bus_ctx)

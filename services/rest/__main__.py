@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import sys
 
-from aiohttp import web
 from pydantic import ValidationError
 
 from libs.backbone.logging import configure_logging, get_logger
-from libs.backbone.running import arm_exit_watchdog, new_event_loop
+from libs.backbone.running import new_event_loop, run_until_stopped
 from libs.backbone.tracing import configure_tracing
-from libs.web.serving import inherited_socket
-from services.rest.app import build_app
+from services.rest.app import serve
 from services.rest.settings import RestSettings
 
 
@@ -28,11 +28,6 @@ def load() -> RestSettings:
         sys.exit("invalid REST settings; fix these environment variables:\n  " + "\n  ".join(problems))
 
 
-async def _bounded_stop(app: web.Application) -> None:
-    """A stop never hangs: with the bus down a drain can wait on nobody (libs/backbone/running.py)."""
-    arm_exit_watchdog()
-
-
 def main() -> None:
     settings = load()
     configure_logging(settings)
@@ -45,23 +40,13 @@ def main() -> None:
         socket=str(settings.rest_socket) if settings.rest_socket else None,
     )
     try:
-        # run_app handles SIGTERM/SIGINT: stops accepting, runs the cleanup contexts in reverse.
-        app = build_app(settings)
-        app.on_shutdown.append(_bounded_stop)
-        web.run_app(
-            app,
-            **(
-                {"sock": inherited_socket(settings.rest_fd)}
-                if settings.rest_fd is not None
-                else {"host": settings.rest_host, "port": settings.rest_port}
-            ),
-            # Beside the TCP port, the socket the platform's own services use (libs/web/addresses.py).
-            path=str(settings.rest_socket) if settings.rest_socket else None,
-            print=None,
-            # Requests still running at a stop get a second; `pai up` kills at 2.5 s anyway.
-            shutdown_timeout=1.0,
-            loop=new_event_loop(),
-        )
+        # SIGTERM/SIGINT set the stop: no new requests, the cleanup contexts in reverse, and a
+        # stop that hangs is cut short (libs/backbone/running.py). A background task that raises
+        # ends the service with its error instead, for `pai up` or Kubernetes to restart it.
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(run_until_stopped(functools.partial(serve, settings)))
+    except asyncio.CancelledError:
+        sys.exit(130)
     finally:
         provider.shutdown()
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from services.rest.adapters.database import create_engine
-from services.rest.adapters.projecting import apply_events
+from services.rest.handlers import apply_events
 from tests.portal.conftest import ADMIN_PASSWORD, USER, USER_PASSWORD, PortalPlatform
 from tests.portal.test_browser import DESKTOP, PHONE, signed_in
 from tests.rest.test_usage import history

@@ -10,7 +10,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from sqlalchemy.exc import DBAPIError
 
-from services.rest.app import error_middleware
+from services.rest.routes.middlewares import error_middleware
 
 
 class DriverError(Exception):

@@ -31,8 +31,8 @@ from libs.protocol.events import (
 )
 from libs.protocol.fencing import Fence
 from services.rest.adapters.jobs_store import find_job
-from services.rest.adapters.projection import Projector, projection_handler
 from services.rest.adapters.tables import applied_events
+from services.rest.handlers import Projector, projection_handler
 from tests.rest.jobs import job_yaml
 from tests.support.waiting import eventually
 

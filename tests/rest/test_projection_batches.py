@@ -28,12 +28,11 @@ from libs.protocol.events import (
 )
 from services.rest.adapters import projecting
 from services.rest.adapters.jobs_store import DuplicateJobError, JobInserter, attempts_of, find_job, tasks_of
-from services.rest.adapters.projecting import apply_event, apply_events
-from services.rest.adapters.projection import Projector
 from services.rest.adapters.tables import applied_events
 from services.rest.core import states, views
 from services.rest.core.task_table import TaskTable
 from services.rest.core.totals import job_row_from_config
+from services.rest.handlers import Projector, apply_event, apply_events
 
 PLACEMENT = (TaskPlacement(role="worker", index=0, node="node-a", node_address="10.0.0.1"),)
 
@@ -121,10 +120,10 @@ async def test_the_projector_commits_concurrent_events_together(engine: AsyncEng
 async def test_a_failing_event_fails_alone(engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     real_apply = projecting._apply
 
-    async def failing(conn: Any, event: EventBase, rows: Any) -> None:
+    async def failing(conn: Any, event: EventBase, rows: Any, rules: Any) -> None:
         if getattr(event, "job_id", None) == "bad":
             raise RuntimeError("this event cannot be applied")
-        await real_apply(conn, event, rows)
+        await real_apply(conn, event, rows, rules)
 
     monkeypatch.setattr(projecting, "_apply", failing)
     projector = Projector(engine)

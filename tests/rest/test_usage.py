@@ -28,8 +28,8 @@ from libs.protocol.events import (
     TaskStarted,
 )
 from services.rest.adapters.database import create_engine, migrate
-from services.rest.adapters.projecting import apply_events
 from services.rest.adapters.tables import jobs
+from services.rest.handlers import apply_events
 from services.rest.keys import ENGINE
 from tests.rest.test_job_list_queries import _migrate_to
 from tests.rest.test_users_groups import create_user

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from services.rest.adapters.database import create_engine
-from services.rest.adapters.projecting import apply_events
+from services.rest.handlers import apply_events
 from tests.rest.serving import ServerThread
 from tests.rest.test_cli import cli_env, logged_in, pai
 from tests.rest.test_usage import history

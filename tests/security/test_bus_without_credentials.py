@@ -16,7 +16,7 @@ from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.provisioning import ensure_kv
 from libs.backbone.topology import FENCES, SECRETS
 from libs.protocol.fencing import Fence, encode
-from services.rest.adapters.projection import fences_on
+from services.rest.handlers import fences_on
 
 SERVICES = ("rest", "scheduler", "orchestrator", "monitor", "alerter")
 

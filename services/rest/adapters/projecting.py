@@ -1,18 +1,20 @@
-"""Applies job lifecycle events to the SQL read model, once each.
+"""Writes job lifecycle events into the SQL read model, once each.
 
-Every event is applied in the same transaction as the record of its id in ``applied_events``:
+Every event is written in the same transaction as the record of its id in ``applied_events``:
 a redelivered or duplicated event finds its id there and changes nothing, and a crash between
-the two cannot happen because they commit together. ``apply_events`` applies a batch in one
+the two cannot happen because they commit together. ``write_events`` writes a batch in one
 transaction (one commit, one look-up of applied ids, one read of the jobs' rows), which is how
-the projection keeps up with bursts; events of one job are given in stream order. A decision
-of a deposed scheduler leader (services/rest/adapters/projection.py reads the fences) is given as
-``ignored``: its id is recorded, nothing else changes.
+the projection keeps up with bursts; events of one job are given in stream order. What each type
+of event writes is one rule below (``job_pending``, ``task_started``, ...); which rule an event
+gets is the table of services/rest/handlers.py, given as ``rules``. A decision of a deposed
+scheduler leader (services/rest/handlers.py reads the fences) is given as ``ignored``: its id is
+recorded, nothing else changes.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,15 +183,15 @@ class _JobRows:
             await conn.execute(_prepared_update(jobs, "job", columns), parameters)
 
 
-async def apply_event(engine: AsyncEngine, event: EventBase) -> bool:
-    """Apply one event; False when it was applied before (nothing changes)."""
-    return (await apply_events(engine, [event]))[0]
-
-
-async def apply_events(
-    engine: AsyncEngine, events: Sequence[EventBase], *, ignored: Collection[str] = frozenset()
+async def write_events(
+    engine: AsyncEngine,
+    events: Sequence[EventBase],
+    rules: Rules,
+    *,
+    ignored: Collection[str] = frozenset(),
 ) -> list[bool]:
-    """Apply events in one transaction, in the order given; per event, False when applied before.
+    """Write events in one transaction, in the order given, each by the rule ``rules`` name for its
+    type; per event, False when applied before.
 
     All or nothing: if one event fails, the transaction rolls back and the caller may retry the
     events one by one. An event id given twice is applied once. An event whose id is in
@@ -225,9 +227,9 @@ async def apply_events(
             rows = await _JobRows.read(conn, job_ids)
             for run in task_event_runs(fresh):
                 if len(run) > 1:
-                    await _apply_task_run(conn, run, rows)  # type: ignore[arg-type]
+                    await _apply_task_run(conn, run, rows, rules)  # type: ignore[arg-type]
                 else:
-                    await _apply(conn, run[0], rows)
+                    await _apply(conn, run[0], rows, rules)
             await rows.write(conn)
     return results
 
@@ -318,7 +320,9 @@ def _completed_values(event: TaskCompleted, at: int) -> dict[str, Any]:
     }
 
 
-async def _apply_task_run(conn: AsyncConnection, run: Sequence[TaskEvent], rows: _JobRows) -> None:
+async def _apply_task_run(
+    conn: AsyncConnection, run: Sequence[TaskEvent], rows: _JobRows, rules: Rules
+) -> None:
     """A run of one job's task.started (or task.completed) events: the rows that exist updated
     in one executemany per set of columns; a row not there yet is made as a single event makes it."""
     job_id = run[0].job_id
@@ -338,7 +342,7 @@ async def _apply_task_run(conn: AsyncConnection, run: Sequence[TaskEvent], rows:
     revision = await rows.revision(conn, job_id)
     for event in run:
         if task_attempt_key(event) not in existing:
-            await _apply(conn, event, rows)
+            await _apply(conn, event, rows, rules)
             continue
         at = states.epoch_ms(event.occurred_at)
         if isinstance(event, TaskStarted):
@@ -499,7 +503,7 @@ def _retried_exit(event: JobRetrying) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class _Job:
+class ProjectedJob:
     """The job an event is about, as the batch knows it, and where its rule writes."""
 
     conn: AsyncConnection
@@ -510,8 +514,14 @@ class _Job:
     at: int  # when the event happened, in epoch milliseconds
 
 
-async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> None:
-    """Apply one event by its type's rule (``_RULES``). A submission makes the job's row; any
+Rule = Callable[[ProjectedJob, Any], Awaitable[None]]
+"""What one type of event writes about the job it is about."""
+Rules = Mapping[type[EventBase], Rule]
+"""The rule of each type of event about an existing job; other types write nothing."""
+
+
+async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows, rules: Rules) -> None:
+    """Apply one event by its type's rule in ``rules``. A submission makes the job's row; any
     other event about a job this read model never saw submitted has nothing to attach to."""
     at = states.epoch_ms(event.occurred_at)
     if isinstance(event, JobSubmitted):
@@ -519,22 +529,22 @@ async def _apply(conn: AsyncConnection, event: EventBase, rows: _JobRows) -> Non
             # Rebuilding from the stream (or a submission by another instance): create the row.
             await conn.execute(insert(jobs).values(**job_row_from_config(event, at)))
         return
-    rule = _RULES.get(type(event))
+    rule = rules.get(type(event))
     job_id = _job_id(event)
     if rule is None or job_id is None:
         return
     row = await rows.get(conn, job_id)
     if row is None:
         return
-    await rule(_Job(conn, rows, job_id, row, row["state"] in states.FINAL, at), event)
+    await rule(ProjectedJob(conn, rows, job_id, row, row["state"] in states.FINAL, at), event)
 
 
-async def _pending(job: _Job, event: JobPending) -> None:
+async def job_pending(job: ProjectedJob, event: JobPending) -> None:
     if not job.final:
         job.rows.update(job.id, pending_reason=event.reason, sub_state=states.SUB_STATE_WAITING)
 
 
-async def _scheduled(job: _Job, event: JobScheduled) -> None:
+async def job_scheduled(job: ProjectedJob, event: JobScheduled) -> None:
     await _upsert_attempt(
         job.conn, job.id, event.attempt, created_time=job.at, sub_state=states.SUB_STATE_PREPARING
     )
@@ -550,12 +560,12 @@ async def _scheduled(job: _Job, event: JobScheduled) -> None:
         job.rows.update(job.id, **values)
 
 
-async def _preempting(job: _Job, event: JobPreempting) -> None:
+async def job_preempting(job: ProjectedJob, event: JobPreempting) -> None:
     if not job.final:
         job.rows.update(job.id, sub_state=states.SUB_STATE_DELETING, pending_reason=event.reason)
 
 
-async def _task_started(job: _Job, event: TaskStarted) -> None:
+async def task_started(job: ProjectedJob, event: TaskStarted) -> None:
     # A task that ended at once may be reported ended before it is reported started (the
     # executor publishes its exit while the orchestrator still records the launches): its
     # row keeps the state its end gave it (see _prepared_update).
@@ -564,11 +574,11 @@ async def _task_started(job: _Job, event: TaskStarted) -> None:
     _job_runs(job.id, job.row, job.rows, job.at)
 
 
-async def _task_completed(job: _Job, event: TaskCompleted) -> None:
+async def task_completed(job: ProjectedJob, event: TaskCompleted) -> None:
     await _upsert_task(job.conn, event, await job.rows.revision(job.conn, job.id))
 
 
-async def _retrying(job: _Job, event: JobRetrying) -> None:
+async def job_retrying(job: ProjectedJob, event: JobRetrying) -> None:
     await _upsert_attempt(
         job.conn,
         job.id,
@@ -592,7 +602,7 @@ async def _retrying(job: _Job, event: JobRetrying) -> None:
         )
 
 
-async def _completed(job: _Job, event: JobCompleted) -> None:
+async def job_completed(job: ProjectedJob, event: JobCompleted) -> None:
     spec = states.exit_spec(event.exit_code, event.failure)
     trigger = _trigger_message(event.trigger_role, event.trigger_index)
     exit_values: dict[str, Any] = {
@@ -635,26 +645,11 @@ async def _completed(job: _Job, event: JobCompleted) -> None:
         )
 
 
-async def _stop_requested(job: _Job, event: JobStopRequested) -> None:
+async def job_stop_requested(job: ProjectedJob, event: JobStopRequested) -> None:
     if not job.final:
         job.rows.update(job.id, execution_type="STOP", state="STOPPING", sub_state=states.SUB_STATE_DELETING)
 
 
-async def _tagged(job: _Job, event: JobTagged) -> None:
+async def job_tagged(job: ProjectedJob, event: JobTagged) -> None:
     # The tag routes changed the row already; replaying the stream gets the same tags back.
     await change_tag_in(job.conn, job.id, event.tag, add=not event.removed)
-
-
-# One rule per event type about an existing job (cosmicpython's message bus); other types
-# change nothing here.
-_RULES: dict[type[EventBase], Callable[[_Job, Any], Awaitable[None]]] = {
-    JobPending: _pending,
-    JobScheduled: _scheduled,
-    JobPreempting: _preempting,
-    TaskStarted: _task_started,
-    TaskCompleted: _task_completed,
-    JobRetrying: _retrying,
-    JobCompleted: _completed,
-    JobStopRequested: _stop_requested,
-    JobTagged: _tagged,
-}

@@ -14,7 +14,6 @@ names the unknown VC in the job's pending reason.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -30,6 +29,7 @@ from nats.js.kv import KeyValue
 from libs.backbone.kv import KeyWatch
 from libs.backbone.topology import SCHEDULER_CONFIG
 from libs.protocol.subjects import VC_STATUS_RPC
+from libs.web.background import BACKGROUND, Background
 from services.rest.keys import BUS
 
 log = structlog.get_logger(__name__)
@@ -171,10 +171,9 @@ async def vc_names_ctx(app: web.Application) -> AsyncIterator[None]:
     bus = app[BUS].bus
     names = VirtualClusterNames(bus.nc, await bus.js.key_value(SCHEDULER_CONFIG.bucket))
     await names.load()
-    watching = asyncio.create_task(names.watch())
+    # In the app's task group: a watch that raises stops the service (libs/web/background.py).
+    watching = app[BACKGROUND].start(names.watch(), name="vc-names")
     app[VC_NAMES] = names
     yield
     await names.close()
-    watching.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await watching
+    await Background.stop(watching, within=0)

@@ -1,8 +1,15 @@
-"""The projection handler: each job event off the durable consumer into the SQL read model.
+"""The projection's handlers: each job event off the durable consumer into the SQL read model.
+
+Every event of the job stream reaches REST through one durable consumer (``rest-projection``):
+``projection_handler`` decodes it and hands it to the ``Projector``, which writes it by the rule
+``HANDLERS`` names for its type (cosmicpython's message bus: a table from message type to handler,
+the handlers' SQL in adapters/projecting.py). A type the table does not name changes nothing; a
+``job.submitted`` makes the job's row when the submission's own insert did not (a rebuild, or
+another replica's submission).
 
 Decoding is strict (a message that is not an event is terminated by the consume loop, not
 retried forever); a database that is briefly unavailable raises and the loop retries with a
-growing delay. ``apply_events`` records event ids, so redeliveries change nothing twice.
+growing delay. Event ids are recorded with what they change, so redeliveries change nothing twice.
 
 The consume loop hands over one message per job at a time, many jobs at once. Committing each
 on its own would queue every commit (and the API's writes) behind the others on SQLite's one
@@ -25,7 +32,7 @@ undecided after ``FENCE_PATIENCE`` is retried later, with its job's later events
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import nats.errors
@@ -44,13 +51,31 @@ from libs.protocol.events import (
     JobCompleted,
     JobPending,
     JobPreempting,
+    JobRetrying,
     JobScheduled,
+    JobStopRequested,
+    JobTagged,
+    TaskCompleted,
+    TaskStarted,
     decode_event,
 )
 from libs.protocol.fencing import Fence, deposed
-from services.rest.adapters.projecting import apply_events
+from services.rest.adapters import projecting
 
 log = structlog.get_logger(__name__)
+
+# One handler per type of event about an existing job; other types change nothing here.
+HANDLERS: projecting.Rules = {
+    JobPending: projecting.job_pending,
+    JobScheduled: projecting.job_scheduled,
+    JobPreempting: projecting.job_preempting,
+    TaskStarted: projecting.task_started,
+    TaskCompleted: projecting.task_completed,
+    JobRetrying: projecting.job_retrying,
+    JobCompleted: projecting.job_completed,
+    JobStopRequested: projecting.job_stop_requested,
+    JobTagged: projecting.job_tagged,
+}
 
 # Bounds how long one commit holds SQLite's writer, and so how long a submission may wait for it.
 MAX_BATCH = 64
@@ -61,6 +86,20 @@ DECISIONS = (JobScheduled, JobPending, JobPreempting, JobCompleted)
 # fence's two writes is replaced and its fence finished by the successor.
 FENCE_PATIENCE = 10.0
 FENCE_POLL = 0.1
+
+
+async def apply_events(
+    engine: AsyncEngine, events: Sequence[EventBase], *, ignored: Collection[str] = frozenset()
+) -> list[bool]:
+    """Apply events by ``HANDLERS`` in one transaction, in the order given; per event, False when
+    applied before (or in ``ignored``: recorded, nothing else changed). All or nothing."""
+    return await projecting.write_events(engine, events, HANDLERS, ignored=ignored)
+
+
+async def apply_event(engine: AsyncEngine, event: EventBase) -> bool:
+    """Apply one event; False when it was applied before (nothing changes)."""
+    return (await apply_events(engine, [event]))[0]
+
 
 Fences = Callable[[], Awaitable[tuple[Fence, ...]]]
 """Reads the scheduler's fences as they are now."""
