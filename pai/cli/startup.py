@@ -32,7 +32,7 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-try:  # typer 0.25 and later convert parameters through pydantic; earlier ones through click.
+try:  # a typer that converts parameters through pydantic (0.29 here); older ones use click's types.
     from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
     from typer._param_types import coerce_cli_path, lenient_issubclass, routes_to_path
     from typer.core import _TyperParameter
@@ -44,7 +44,8 @@ except ImportError:  # pragma: no cover - another typer
 if TYPE_CHECKING:
     from typer import _click as click
 
-# A value typer's converter, not the quick one, has to take: what it says of a bad one is typer's.
+# Numbers the quick converters take, written plainly: no sign but "-", no leading zero, space,
+# underscore or exponent. Any other string goes to typer's converter, which says what is wrong.
 _INT = re.compile(r"-?[1-9][0-9]{0,17}|0")
 _FLOAT = re.compile(r"-?(?:[1-9][0-9]{0,14}|0)(?:\.[0-9]{1,15})?")
 
