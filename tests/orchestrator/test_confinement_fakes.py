@@ -8,10 +8,12 @@ what a task's group saw (its peak, its OOM kills) is written by the test as the 
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -244,6 +246,7 @@ def test_a_budget_that_cannot_be_set_is_said_and_not_claimed(tmp_path: Path) -> 
     (base / "memory.max").mkdir(parents=True)  # cannot be written
     found = detect(tmp_path / "data", root=root, self_cgroup="", euid=0, budget=BUDGET)
     assert found.budget is None
+    assert found.mechanism == "cgroup v2"
     assert found.bases == {"unified": base}
     assert (
         found.missing["all tasks together"]
@@ -428,7 +431,7 @@ def test_a_memory_group_gone_or_unreadable_gives_the_next_or_none(tmp_path: Path
 
 
 def test_fields_reads_name_value_lines_as_numbers_and_skips_the_rest() -> None:
-    text = "oom_kill 2\nunder_oom -1\nname value\nthree words 4\nhigh 5 6\n\nlone\nmax 10\n"
+    text = "oom_kill 2\nunder_oom -1\nname value\nthree words 4\nhigh 5 6\nbad X5\n\nlone\nmax 10\n"
     assert confinement._fields(text) == {"oom_kill": 2, "under_oom": -1, "max": 10}
 
 
@@ -487,3 +490,48 @@ def test_removing_a_group_kills_a_real_process_left_in_it(tmp_path: Path) -> Non
     finally:
         left.kill()
         left.wait()
+
+
+def test_the_orchestrators_own_groups_are_read_from_proc_self_cgroup_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _v1(tmp_path / "cg", ("memory",))
+    read_text = Path.read_text
+    proc: list[str | None] = ["7:memory:/system.slice/pai.service\n"]
+
+    def read(path: Path, *args: Any, **kwargs: Any) -> str:
+        if str(path) == "/proc/self/cgroup":
+            if proc[0] is None:
+                raise PermissionError(13, "Permission denied", str(path))
+            return proc[0]
+        return read_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", read)
+    scope = platform_scope(tmp_path / "data")
+    found = detect(tmp_path / "data", root=root, euid=0, budget=BUDGET)
+    assert found.bases == {"memory": root / "memory" / "system.slice" / "pai.service" / scope}
+    proc[0] = None  # unreadable: the hierarchy's root
+    found = detect(tmp_path / "data", root=root, euid=0, budget=BUDGET)
+    assert found.bases == {"memory": root / "memory" / scope}
+
+
+def test_a_platforms_scope_is_its_resolved_data_dirs_hash(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "data")
+    digest = hashlib.sha256(str((tmp_path / "data").resolve()).encode()).hexdigest()
+    assert platform_scope(tmp_path / "data") == "pai-" + digest[:12]
+    assert platform_scope(tmp_path / "link") == platform_scope(tmp_path / "data")
+
+
+def test_a_machine_that_holds_nothing_says_so() -> None:
+    assert Confinement("none").describe() == "task limits: nothing"
+    assert (
+        Confinement("none", missing={"cpu": "why"}).describe()
+        == "task limits: nothing; not enforced: cpu (why)"
+    )
+
+
+def test_task_groups_take_the_default_limits_unless_given() -> None:
+    assert TaskGroups(Confinement("none")).defaults == LimitDefaults()
+    assert TaskGroups(Confinement("none"), DEFAULTS).defaults is DEFAULTS
+    assert not TaskGroups(Confinement("none")).uses_cgroups
