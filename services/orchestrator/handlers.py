@@ -25,9 +25,10 @@ import contextlib
 import functools
 import json
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import structlog
 from nats.aio.msg import Msg
@@ -65,6 +66,7 @@ from services.orchestrator.core.effects import (
     Context,
     Effect,
     Input,
+    Publish,
     Recovered,
     ReportExit,
     StartTask,
@@ -246,16 +248,9 @@ class Orchestrator:
         if any(isinstance(effect, StartTask) for effect in effects):
             await self._refresh_rules()  # once for every task this decision starts
         for effect in effects:
-            if isinstance(effect, StartTask):
-                started = await self._start(framework, effect)
-                if started is not None:
-                    launched.append(started)
-            elif isinstance(effect, StopTask):
-                await self.executor.stop(job_id, effect.key, effect.exit_code)
-            elif isinstance(effect, AdoptTask):
-                self.executor.adopt(job_id, effect.key, effect.pid, Path(effect.task_dir))
-            elif isinstance(effect, ReportExit):
-                await self.executor.report(job_id, effect.key)
+            started = await EFFECTS[type(effect)](self, framework, effect)
+            if started is not None:
+                launched.append(started)
         if launched:
             # Recorded together once every task is spawned. A crash before this write leaves
             # tasks whose launch is on record without a pid: `recover` finds them by their lock.
@@ -292,6 +287,18 @@ class Orchestrator:
             return None
         ports, note, digest = launch_facts(directory)
         return TaskLaunched(framework.job_id, effect.key, pid, str(directory), ports, note, digest)
+
+    async def _stop(self, framework: Framework, effect: StopTask) -> None:
+        await self.executor.stop(framework.job_id, effect.key, effect.exit_code)
+
+    async def _adopt(self, framework: Framework, effect: AdoptTask) -> None:
+        self.executor.adopt(framework.job_id, effect.key, effect.pid, Path(effect.task_dir))
+
+    async def _report(self, framework: Framework, effect: ReportExit) -> None:
+        await self.executor.report(framework.job_id, effect.key)
+
+    async def _published(self, framework: Framework, effect: Publish) -> None:
+        """Nothing here: the event is in the stored outbox, which `_flush_outbox` sends next."""
 
     async def on_task_exit(self, exit_: TaskExit) -> None:
         """The executor saw a task end: publish task.completed; its handling comes from the stream."""
@@ -393,6 +400,18 @@ class Orchestrator:
 PUBLISH_WINDOW = 256
 """The most outbox events in flight at once: a 10,000-task job's task.started events go out in
 dozens of round trips to the bus instead of ten thousand."""
+
+
+EffectHandler = Callable[[Orchestrator, Framework, Any], Awaitable[TaskLaunched | None]]
+EFFECTS: Mapping[type[Effect], EffectHandler] = {
+    StartTask: Orchestrator._start,
+    StopTask: Orchestrator._stop,
+    AdoptTask: Orchestrator._adopt,
+    ReportExit: Orchestrator._report,
+    Publish: Orchestrator._published,
+}
+"""What carries out each effect a decision asks for: a table from effect type to handler (a
+launch's record, where one comes back, is fed to the core again)."""
 
 
 def decode_event_dict(raw: dict[str, object]) -> EventBase:
