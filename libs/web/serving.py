@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket as sockets
+import threading
 from asyncio import FIRST_COMPLETED
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -95,18 +96,27 @@ async def serve_sites(
     error of a background task that raised is raised here, after the cleanup, so the service
     ends with it (and its traceback) for its supervisor to start it again."""
     runner = web.AppRunner(app, shutdown_timeout=shutdown_timeout)
+    watchdog: threading.Timer | None = None
     await runner.setup()
     try:
         for each in sites(runner):
             await each.start()
         if listening is not None:
             listening()
-        await _until_stopped(app, stop)
+        if await _until_stopped(app, stop):
+            # A cleanup that hangs (the bus gone) must not keep a broken service up: exit anyway.
+            watchdog = arm_exit_watchdog(FAILED_STOP_WITHIN)
     finally:
-        await runner.cleanup()
+        try:
+            await runner.cleanup()
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
 
 
-async def _until_stopped(app: web.Application, stop: asyncio.Event) -> None:
+async def _until_stopped(app: web.Application, stop: asyncio.Event) -> bool:
+    """Until ``stop`` is set or the app's background group ends; True when the group ended first
+    (a task failed)."""
     ended = background_ended(app)
     stopped = asyncio.ensure_future(stop.wait())
     try:
@@ -117,4 +127,5 @@ async def _until_stopped(app: web.Application, stop: asyncio.Event) -> None:
         error = ended.exception() if not ended.cancelled() else None
         # The traceback comes with the error itself, raised once the cleanup is done.
         log.error("a background task failed; stopping", error=repr(error))
-        arm_exit_watchdog(FAILED_STOP_WITHIN)
+        return True
+    return False

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
@@ -67,6 +68,12 @@ async def test_a_task_that_raises_stops_the_service_after_its_cleanup_and_cancel
     assert cancelled.is_set()
     assert app[CLOSED] == ["resource"]
     assert not stop.is_set()
+    # The exit watchdog armed for a cleanup that hangs is called off once the cleanup is done:
+    # left armed, it would end this very process (here, the test run) seconds later.
+    timers = [thread for thread in threading.enumerate() if isinstance(thread, threading.Timer)]
+    for timer in timers:
+        timer.join(timeout=1.0)
+    assert not any(timer.is_alive() for timer in timers)
 
 
 async def test_a_stop_ends_every_task_and_the_service_returns() -> None:
