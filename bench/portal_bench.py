@@ -38,6 +38,7 @@ from bench.rest_list_bench import _fill, _job_rows, _users  # the script beside 
 from libs.backbone.logging import configure_logging
 from libs.backbone.natsserver import EmbeddedNats
 from libs.protocol.events import JobSubmitted
+from libs.protocol.jobs import stored_job
 from services.portal.app import build_app as build_portal
 from services.portal.settings import PortalSettings
 from services.rest.adapters.tables import job_attempts, jobs, task_attempts
@@ -88,7 +89,12 @@ def big_job(now: int) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, A
         },
     }
     event = JobSubmitted(
-        job_id=uuid.uuid4().hex, user="admin", name=name, virtual_cluster="default", priority=0, config=config
+        job_id=uuid.uuid4().hex,
+        user="admin",
+        name=name,
+        virtual_cluster="default",
+        priority=0,
+        config=stored_job(config),
     )
     row = job_row_from_config(event, now - 60_000)
     row.update(state="RUNNING", sub_state="Running", attempt=0, launched_time=now - 50_000)

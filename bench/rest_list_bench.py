@@ -35,6 +35,7 @@ from sqlalchemy import insert, text
 from libs.backbone.logging import configure_logging
 from libs.backbone.natsserver import EmbeddedNats
 from libs.protocol.events import JobSubmitted
+from libs.protocol.jobs import stored_job
 from services.rest.adapters.tables import jobs
 from services.rest.app import build_app
 from services.rest.core.totals import job_row_from_config
@@ -119,7 +120,7 @@ def _job_rows(total: int, users: list[str], rng: random.Random) -> list[dict[str
             name=name,
             virtual_cluster=config["defaults"]["virtualCluster"],
             priority=0,
-            config=config,
+            config=stored_job(config),
         )
         submitted = start + n * (180 * 86_400_000 // total) + rng.randrange(1000)
         row = job_row_from_config(event, submitted)

@@ -32,6 +32,7 @@ from sqlalchemy import insert, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from libs.protocol.events import JobSubmitted
+from libs.protocol.jobs import stored_job
 from services.rest.adapters.database import create_engine, migrate
 from services.rest.adapters.tables import job_attempts, jobs
 from services.rest.adapters.usage import usage_sums
@@ -76,7 +77,7 @@ def _rows(total: int, span_days: int, now: int, rng: random.Random) -> tuple[lis
             name=config["name"],
             virtual_cluster=vc,
             priority=0,
-            config=config,
+            config=stored_job(config),
         )
         submitted = start + rng.randrange(span_days * DAY_MS - DAY_MS)
         row = job_row_from_config(event, submitted)

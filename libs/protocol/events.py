@@ -6,6 +6,8 @@ subscriber written against version 1 keeps reading. `Event` is a discriminated u
 `catalog.py` exports the JSON Schema of the union for external subscribers.
 
 No event carries a secret value: job configs travel masked; secrets stay in their own store.
+job.submitted carries the job as the protocol's model (`JobConfig`), so every reader gets typed
+fields with the protocol's defaults; on the wire it is the job's protocol JSON, as in version 1.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_serializer
 
+from libs.protocol.jobs import JobConfig, kept_json
 from libs.protocol.subjects import alert_subject, job_subject, marketplace_subject, node_subject
 
 
@@ -119,16 +122,27 @@ class JobStorage(_Model):
 
 
 class JobSubmitted(EventBase):
+    """A job was accepted. Version 2 reads `config` as the protocol's model; version 1 sent the
+    same JSON as a plain mapping, so both decode to the same event."""
+
+    version: Literal[1, 2] = 2  # type: ignore[assignment]  # version 2 is this event's alone
     type: Literal["job.submitted"] = "job.submitted"
     job_id: str
     user: str
     name: str
     virtual_cluster: str
     priority: int = 0
-    config: dict[str, Any] = Field(description="the normalised job config, secrets masked")
+    config: JobConfig = Field(
+        description="the normalised job config, secrets masked (libs/protocol/rendering.py masked_job), "
+        "as protocol JSON: camelCase names, OpenPAI's defaults filled in, nulls left out"
+    )
     storages: tuple[JobStorage, ...] = Field(
         (), description="the storages the job's storage plugin may mount (added in version 1)"
     )
+
+    @field_serializer("config")
+    def _config_json(self, config: JobConfig) -> dict[str, Any]:
+        return kept_json(config)
 
 
 class JobScheduled(EventBase):

@@ -16,9 +16,19 @@ typed, with hivedScheduler.taskRoles naming real task roles as OpenPAI checks wh
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PlainValidator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from libs.protocol.gpu_share import GpuShare, gpu_shares
@@ -273,6 +283,9 @@ class Extras(OpenModel):
 class JobConfig(ProtocolModel):
     """A whole job, validated, with OpenPAI's defaults filled in."""
 
+    _json: dict[str, Any] | None = PrivateAttr(None)
+    """Its protocol JSON once `kept_json` made it (a stored framework is written per decision)."""
+
     protocol_version: ProtocolVersion = Field(alias="protocolVersion")
     name: Name
     type: Literal["job"]
@@ -340,3 +353,46 @@ class JobConfig(ProtocolModel):
             if item.name == self.defaults.deployment:
                 return item
         return None
+
+
+def stored_job(config: Mapping[str, Any] | JobConfig) -> JobConfig:
+    """A job config kept as JSON (a read-model row, a stored framework) as the model it was dumped
+    from: the one way a service turns a stored config back into fields, defaults included."""
+    return config if isinstance(config, JobConfig) else JobConfig.model_validate(config)
+
+
+_last_read: list[tuple[object, JobConfig | None]] = []
+
+
+def stored_job_or_none(config: object) -> JobConfig | None:
+    """stored_job for a value read back from storage, or None where it holds no job (a row
+    written before jobs were checked, or by hand): readers then show what they can without it.
+
+    The last value read is remembered by identity, so the thousands of task statuses of one job
+    detail, each reading the same row's config, decode it once. Treat the model as read-only."""
+    if isinstance(config, JobConfig):
+        return config
+    if _last_read and _last_read[0][0] is config:
+        return _last_read[0][1]
+    job: JobConfig | None = None
+    if isinstance(config, Mapping):
+        try:
+            job = JobConfig.model_validate(config)
+        except ValidationError:
+            job = None
+    _last_read[:] = [(config, job)]
+    return job
+
+
+def job_json(job: JobConfig) -> dict[str, Any]:
+    """The job as protocol JSON (camelCase, nulls left out): what events carry and rows store."""
+    return job.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def kept_json(job: JobConfig) -> dict[str, Any]:
+    """`job_json(job)`, made once and kept with the model, for serializers that only read it (an
+    event's config, a stored framework's, written again at every decision about the job). Never
+    change what it returns, nor the model after its first call: use job_json for a copy to edit."""
+    if job._json is None:
+        job._json = job_json(job)
+    return job._json

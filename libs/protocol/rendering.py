@@ -10,12 +10,10 @@ runtime, never through the stored command. The stored copy replaces every secret
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 
 from libs.protocol.errors import JobProtocolError, Problem
-from libs.protocol.jobs import JobConfig
+from libs.protocol.jobs import JobConfig, job_json
 from libs.protocol.jsvalues import js_trim
 from libs.protocol.templating import TemplateError, render
 
@@ -80,9 +78,12 @@ def docker_auth(job: JobConfig, role: str) -> dict[str, str] | None:
     return {key: render(str(value), view) for key, value in fields.items()}
 
 
-def masked_config(job: JobConfig) -> dict[str, object]:
-    """The stored copy of the job: every secret value, and any literal registry password, masked."""
-    config: dict[str, Any] = job.model_dump(mode="json", by_alias=True, exclude_none=True)
+def masked_job(job: JobConfig) -> JobConfig:
+    """The stored copy of the job: every secret value, and any literal registry password, masked.
+
+    This is what job.submitted carries and the read model keeps, so nothing downstream holds a
+    secret."""
+    config = job_json(job)
     if isinstance(config.get("secrets"), dict):
         config["secrets"] = dict.fromkeys(config["secrets"], MASK)
     for item in config.get("prerequisites", []):
@@ -90,11 +91,14 @@ def masked_config(job: JobConfig) -> dict[str, object]:
         # A password written as a secret reference is safe to keep; a literal one is not.
         if isinstance(auth, dict) and "password" in auth and _SECRETS_REFERENCE not in str(auth["password"]):
             auth["password"] = MASK
-    return config
+    return JobConfig.model_validate(config)
+
+
+def masked_config(job: JobConfig) -> dict[str, object]:
+    """The stored copy of the job as protocol JSON (masked_job's, dumped)."""
+    return job_json(masked_job(job))
 
 
 def dump_job_yaml(job: JobConfig) -> str:
     """The job as protocol YAML (secrets included: mask with masked_config before storing)."""
-    return yaml.safe_dump(
-        job.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=False, allow_unicode=True
-    )
+    return yaml.safe_dump(job_json(job), sort_keys=False, allow_unicode=True)

@@ -31,7 +31,14 @@ from libs.backbone.errors import TemporaryError
 from libs.backbone.topology import publish_event
 from libs.protocol.events import JobCompleted, JobPending, JobPreempting, JobScheduled, decode_event
 from libs.protocol.fencing import Fence, deposed
-from libs.protocol.subjects import JOB_SUBJECTS, JOBS_STREAM, NODE_SUBJECTS, NODES_STREAM
+from libs.protocol.subjects import (
+    JOB_SUBJECTS,
+    JOBS_STREAM,
+    NODE_SUBJECTS,
+    NODES_STREAM,
+    job_id_of,
+    job_subject,
+)
 from services.scheduler.adapters.control import (
     CONFIG_SUBJECT,
     QUEUE_SUBJECT,
@@ -49,6 +56,13 @@ log = structlog.get_logger(__name__)
 MAX_BATCH = 256
 
 DECISIONS = (JobScheduled, JobPending, JobPreempting, JobCompleted)
+
+
+def _first_error(exc: ValidationError) -> str:
+    """Where the first problem of an undecodable event is and what it is, in one line."""
+    error = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in error["loc"][1:])  # [0] is the event's type
+    return f"{where}: {error['msg']}" if where else error["msg"]
 
 
 class SchedulerService:
@@ -130,6 +144,9 @@ class SchedulerService:
                 "ignoring a message that is not a known event", subject=msg.subject, error=str(exc)[:200]
             )
             event = None
+            job_id = job_id_of(msg.subject)
+            if job_id is not None and msg.subject == job_subject(job_id, "job.submitted"):
+                self.core.refuse_unreadable(job_id, f"its submission cannot be read ({_first_error(exc)})")
         if isinstance(event, DECISIONS) and deposed(event.epoch, msg.metadata.sequence.stream, self.fences):
             self.ignored += 1
             log.warning(

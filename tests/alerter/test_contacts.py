@@ -24,6 +24,7 @@ from services.alerter.adapters.email import recipients
 from services.alerter.core.engine import AlertEngine
 from services.alerter.core.observing import JOB_PENDING
 from services.alerter.core.timing import FakeClock
+from tests.support.jobs import job_model
 from tests.support.waiting import eventually, polled
 
 NOTIFY = """
@@ -43,7 +44,10 @@ ASKED = {"extras": {"jobStatusChangeNotification": {"failed": True}}}
 
 def _fail(engine: AlertEngine, job_id: str, user: str, now: float) -> None:
     engine.observe(
-        JobSubmitted(job_id=job_id, user=user, name=job_id, virtual_cluster="default", config=ASKED), now
+        JobSubmitted(
+            job_id=job_id, user=user, name=job_id, virtual_cluster="default", config=job_model(ASKED)
+        ),
+        now,
     )
     engine.observe(JobCompleted(job_id=job_id, attempt=0, state=JobState.FAILED, exit_code=1), now)
 
@@ -86,7 +90,8 @@ def test_a_waiting_job_keeps_the_labels_it_began_waiting_with() -> None:
     contacts = {"alice": "old@corp.example"}
     engine = AlertEngine(load_config(NOTIFY), contacts=contacts)
     engine.observe(
-        JobSubmitted(job_id="j1", user="alice", name="n", virtual_cluster="default", config={}), clock.now()
+        JobSubmitted(job_id="j1", user="alice", name="n", virtual_cluster="default", config=job_model({})),
+        clock.now(),
     )
     contacts["alice"] = "new@corp.example"
     engine.observe(JobPending(job_id="j1", reason="no free cells"), clock.advance(60))

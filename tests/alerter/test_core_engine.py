@@ -14,6 +14,7 @@ from libs.protocol.events import (
 )
 from services.alerter.core.engine import AlertEngine
 from services.alerter.core.timing import FakeClock
+from tests.support.jobs import job_model
 
 SERVICE_DOWN = """
 rules:
@@ -103,7 +104,9 @@ def _submitted(job_id: str, notify: dict[str, bool] | None) -> JobSubmitted:
     config: dict[str, object] = {"name": "train"}
     if notify is not None:
         config["extras"] = {"jobStatusChangeNotification": notify}
-    return JobSubmitted(job_id=job_id, user="alice", name="train", virtual_cluster="default", config=config)
+    return JobSubmitted(
+        job_id=job_id, user="alice", name="train", virtual_cluster="default", config=job_model(config)
+    )
 
 
 def _failed(job_id: str) -> JobCompleted:
@@ -204,7 +207,7 @@ def test_users_see_only_their_jobs_alerts_and_admins_see_all() -> None:
         user="bob",
         name="t",
         virtual_cluster="default",
-        config={"extras": {"jobStatusChangeNotification": {"failed": True}}},
+        config=job_model({"extras": {"jobStatusChangeNotification": {"failed": True}}}),
     )
     engine.observe(bob, clock.now())
     engine.observe(_failed("j1"), clock.now())

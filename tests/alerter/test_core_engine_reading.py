@@ -7,6 +7,7 @@ from libs.alerting.config import load_config
 from libs.protocol.events import JobSubmitted
 from services.alerter.core.engine import AlertEngine
 from services.alerter.core.payloads import iso
+from tests.support.jobs import job_model
 
 T0 = 1_767_225_600.0
 CONFIG = load_config(
@@ -20,8 +21,12 @@ rules:
 
 def engine_with_two_resolved() -> AlertEngine:
     engine = AlertEngine(CONFIG, contacts={"alice": "alice@example.com"})
-    engine.observe(JobSubmitted(job_id="j1", user="alice", name="mnist", virtual_cluster="vc", config={}), T0)
-    engine.observe(JobSubmitted(job_id="j2", user="bob", name="other", virtual_cluster="vc", config={}), T0)
+    engine.observe(
+        JobSubmitted(job_id="j1", user="alice", name="mnist", virtual_cluster="vc", config=job_model({})), T0
+    )
+    engine.observe(
+        JobSubmitted(job_id="j2", user="bob", name="other", virtual_cluster="vc", config=job_model({})), T0
+    )
     engine.sample("task_gpu_percent", {"job_id": "j1"}, 3, T0)
     engine.sample("task_gpu_percent", {"job_id": "j2"}, 3, T0)
     engine.step(T0)

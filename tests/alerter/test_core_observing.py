@@ -21,6 +21,7 @@ from libs.protocol.events import (
 )
 from services.alerter.core.observing import Observer, notification_switches
 from services.alerter.core.series import Sample, SeriesStore
+from tests.support.jobs import job_model
 
 T0 = 1_767_225_600.0
 OWNER = {"job_id": "j1", "job_name": "mnist", "user": "alice"}
@@ -28,7 +29,9 @@ OWNER = {"job_id": "j1", "job_name": "mnist", "user": "alice"}
 
 def submitted(notify: dict[str, Any] | None = None, job_id: str = "j1") -> JobSubmitted:
     config: dict[str, Any] = {"extras": {"jobStatusChangeNotification": notify}} if notify is not None else {}
-    return JobSubmitted(job_id=job_id, user="alice", name="mnist", virtual_cluster="vc1", config=config)
+    return JobSubmitted(
+        job_id=job_id, user="alice", name="mnist", virtual_cluster="vc1", config=job_model(config)
+    )
 
 
 def series(store: SeriesStore, now: float = T0) -> list[Sample]:
@@ -36,12 +39,13 @@ def series(store: SeriesStore, now: float = T0) -> list[Sample]:
 
 
 def test_the_states_an_owner_asked_about_are_those_set_to_true() -> None:
-    assert notification_switches({}) == frozenset()
-    assert notification_switches({"extras": None}) == frozenset()
-    assert notification_switches({"extras": {"jobStatusChangeNotification": None}}) == frozenset()
-    assert notification_switches(
-        {"extras": {"jobStatusChangeNotification": {"running": True, "failed": "yes", "succeeded": False}}}
-    ) == frozenset({"running"})
+    assert notification_switches(job_model()) == frozenset()
+    assert notification_switches(job_model({"extras": {}})) == frozenset()
+    assert notification_switches(job_model({"extras": {"jobStatusChangeNotification": None}})) == frozenset()
+    asked = {"running": True, "failed": None, "succeeded": False, "paging": "yes"}
+    assert notification_switches(job_model({"extras": {"jobStatusChangeNotification": asked}})) == frozenset(
+        {"running"}
+    )
 
 
 def test_a_submitted_job_is_pending_with_its_owners_labels_and_address() -> None:
@@ -158,7 +162,9 @@ def test_a_finished_job_keeps_its_earlier_state_changes_for_keep_and_each_change
 def test_a_job_submitted_twice_keeps_what_it_first_said() -> None:
     observer = Observer(SeriesStore())
     observer.remember(submitted({"running": True}))
-    observer.remember(JobSubmitted(job_id="j1", user="eve", name="other", virtual_cluster="v", config={}))
+    observer.remember(
+        JobSubmitted(job_id="j1", user="eve", name="other", virtual_cluster="v", config=job_model({}))
+    )
     assert observer.job_labels("j1") == OWNER
     assert observer.jobs["j1"].notify == frozenset({"running"})
     assert observer.jobs["j1"].virtual_cluster == "vc1"

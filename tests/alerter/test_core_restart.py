@@ -8,6 +8,7 @@ from libs.alerting.config import load_config
 from libs.protocol.events import JobPending, JobSubmitted
 from services.alerter.core.engine import AlertEngine
 from services.alerter.core.timing import FakeClock
+from tests.support.jobs import job_model
 
 SERVICE_DOWN = """
 rules:
@@ -125,7 +126,7 @@ def test_a_job_replayed_from_history_is_pending_since_its_submission() -> None:
         user="alice",
         name="train",
         virtual_cluster="default",
-        config={},
+        config=job_model({}),
         occurred_at=datetime.fromtimestamp(submitted_at, UTC),
     )
     engine = AlertEngine(load_config(PENDING))

@@ -19,6 +19,7 @@ from libs.protocol.events import JobCompleted, JobState, JobSubmitted, TaskStart
 from services.alerter.core.timing import FakeClock
 from services.alerter.handlers import Alerter
 from tests.alerter.support import running_alerter, webhook_server
+from tests.support.jobs import job_model
 from tests.support.waiting import eventually, polled
 
 # Evaluated once an hour: only the job events themselves can make a notification come sooner.
@@ -52,7 +53,11 @@ def told(posts: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 async def submitted(bus: Bus, job_id: str) -> None:
     job = JobSubmitted(
-        job_id=job_id, user="alice", name="quick", virtual_cluster="default", config={"extras": NOTIFY}
+        job_id=job_id,
+        user="alice",
+        name="quick",
+        virtual_cluster="default",
+        config=job_model({"extras": NOTIFY}),
     )
     await publish_event(bus.js, job)
 

@@ -17,6 +17,7 @@ from libs.protocol.telemetry import Heartbeat, MetricBatch, MetricSample, health
 from services.alerter.core.timing import FakeClock
 from services.alerter.handlers import Alerter
 from tests.alerter.support import webhook_server
+from tests.support.jobs import job_model
 from tests.support.waiting import eventually, polled
 
 
@@ -160,7 +161,7 @@ async def test_a_job_pending_since_before_the_restart_fires_thirty_minutes_after
         user="dave",
         name="resnet",
         virtual_cluster="default",
-        config={},
+        config=job_model({}),
         occurred_at=datetime.fromtimestamp(submitted_at, UTC),
     )
     async with webhook_server() as (posts, url):

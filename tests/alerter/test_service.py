@@ -19,6 +19,7 @@ from libs.protocol.telemetry import MetricBatch, MetricSample, metrics_subject
 from services.alerter.core.timing import FakeClock
 from services.alerter.handlers import Alerter
 from tests.alerter.support import running_alerter, smtp_server, webhook_server
+from tests.support.jobs import job_model
 from tests.support.waiting import eventually
 
 
@@ -61,7 +62,11 @@ async def test_a_failed_job_whose_owner_asked_is_emailed_and_posted_once(bus: Bu
         async with running_alerter(bus, text, clock) as alerter:
             notify = {"jobStatusChangeNotification": {"failed": True}}
             submitted = JobSubmitted(
-                job_id="j1", user="alice", name="mnist", virtual_cluster="default", config={"extras": notify}
+                job_id="j1",
+                user="alice",
+                name="mnist",
+                virtual_cluster="default",
+                config=job_model({"extras": notify}),
             )
             await publish_event(bus.js, submitted)
             # The orchestrator, restarted, may publish the completion again under a new id.
@@ -212,7 +217,11 @@ async def test_an_owner_is_still_told_when_the_alerter_restarted_after_the_submi
     clock = FakeClock()
     notify = {"jobStatusChangeNotification": {"failed": True}}
     submitted = JobSubmitted(
-        job_id="j3", user="carol", name="bert", virtual_cluster="default", config={"extras": notify}
+        job_id="j3",
+        user="carol",
+        name="bert",
+        virtual_cluster="default",
+        config=job_model({"extras": notify}),
     )
     async with smtp_server() as (mailbox, port), webhook_server() as (_, url):
         text = NOTIFY.replace("SMTP_PORT", str(port)).replace("WEBHOOK_URL", url)

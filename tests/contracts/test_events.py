@@ -23,9 +23,10 @@ from libs.protocol.events import (
     encode_event,
 )
 from libs.protocol.subjects import SubjectError, job_id_of, job_subject, node_token
+from tests.support.jobs import job_model
 
 EXAMPLES = [
-    JobSubmitted(job_id="j1", user="alice", name="mnist.v2", virtual_cluster="default", config={"a": 1}),
+    JobSubmitted(job_id="j1", user="alice", name="mnist.v2", virtual_cluster="default", config=job_model()),
     JobScheduled(
         job_id="j1",
         attempt=0,

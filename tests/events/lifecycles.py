@@ -12,6 +12,7 @@ from libs.protocol.events import (
     TaskPlacement,
     TaskStarted,
 )
+from tests.support.jobs import job_model
 
 LIFECYCLE = ["job.submitted", "job.scheduled", "task.started", "task.completed", "job.completed"]
 
@@ -22,7 +23,7 @@ def submitted(job_id: str, user: str, name: str, vc: str = "default") -> JobSubm
         user=user,
         name=name,
         virtual_cluster=vc,
-        config={"name": name, "secrets": "******"},
+        config=job_model({"name": name, "secrets": {"token": "******"}}),
     )
 
 

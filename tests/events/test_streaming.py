@@ -33,7 +33,7 @@ async def test_a_jobs_stream_shows_its_life_from_submission_to_completion_in_ord
         event = decode_event(message.data)  # exactly the catalog's model
         assert event.type == message.event
         assert json.loads(message.data)["job_id"] == "j1"
-    assert json.loads(messages[0].data)["config"]["secrets"] == "******"
+    assert json.loads(messages[0].data)["config"]["secrets"] == {"token": "******"}
 
 
 async def test_resuming_after_an_id_continues_with_the_next_event_only(

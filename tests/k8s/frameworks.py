@@ -5,8 +5,9 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from libs.protocol import masked_config, parse_job
+from libs.protocol import JobConfig, masked_config, parse_job
 from libs.protocol.events import JobScheduled, JobSubmitted, TaskPlacement
+from libs.protocol.jobs import stored_job
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import Context
 from services.orchestrator.core.frameworks import Framework
@@ -44,9 +45,11 @@ def job_config(text: str = JOB_YAML) -> dict[str, Any]:
     return masked_config(parse_job(textwrap.dedent(text)))
 
 
-def framework(config: dict[str, Any] | None = None, *, gpus: tuple[int, ...] = (2, 3)) -> Framework:
+def framework(
+    config: dict[str, Any] | JobConfig | None = None, *, gpus: tuple[int, ...] = (2, 3)
+) -> Framework:
     """The framework after job.submitted and job.scheduled: every task on node gpu-node-1."""
-    cfg = job_config() if config is None else config
+    cfg = stored_job(job_config() if config is None else config)
     fw = decide(
         None,
         JobSubmitted(job_id=JOB_ID, user="alice", name="mnist_train", virtual_cluster="default", config=cfg),
@@ -56,8 +59,8 @@ def framework(config: dict[str, Any] | None = None, *, gpus: tuple[int, ...] = (
         TaskPlacement(
             role=role, index=i, node=f"gpu-node-{i + 1}", node_address=f"10.0.0.{i + 1}", gpu_indices=gpus
         )
-        for role, body in cfg["taskRoles"].items()
-        for i in range(int(body.get("instances", 1)))
+        for role, body in cfg.task_roles.items()
+        for i in range(body.instances)
     )
     fw = decide(fw, JobScheduled(job_id=JOB_ID, attempt=0, placements=placements), Context(now=T0)).framework
     assert fw is not None

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from libs.backbone.connecting import Bus
 from libs.protocol.events import NodeReported, decode_event
+from libs.protocol.jobs import stored_job
 from libs.protocol.subjects import NODES_STREAM
 from services.orchestrator.adapters.k8s_pods import pod_name
 from services.orchestrator.app import OrchestratorSettings, main
@@ -50,12 +51,12 @@ async def test_a_scheduled_job_runs_as_pods_and_completes_when_they_succeed(
         try:
             await asyncio.wait_for(ready.wait(), 30)
             events = await watch_jobs(bus)
-            config = job_config()
+            config = stored_job(job_config())
             await submit(bus, "k8sjob", config)
             expected = {
                 pod_name("k8sjob", TaskKey(0, role, i, 0))
-                for role, body in config["taskRoles"].items()
-                for i in range(int(body.get("instances", 1)))
+                for role, body in config.task_roles.items()
+                for i in range(body.instances)
             }
             pods = await eventually(polled(lambda: set(fake.pods(NS))), lambda names: names >= expected)
             assert pods == expected

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from libs.failures import default_rules_text
+from libs.protocol.jobs import stored_job
 from runtime.spec import TaskSpec, load_spec
 from services.orchestrator.adapters.k8s_pods import (
     PodSettings,
@@ -277,7 +278,7 @@ def test_label_values_are_valid(raw: str, expected: str) -> None:
 
 
 def test_registry_auth_resolves_a_secret_reference() -> None:
-    image, auth = image_of(job_config(), "trainer")
+    image, auth = image_of(stored_job(job_config()), "trainer")
     assert auth is not None
     config = registry_config(image, auth, {"registry_password": "s3cret"})
     assert config is not None
@@ -299,7 +300,7 @@ def test_an_unknown_image_prerequisite_names_the_field() -> None:
     cfg = job_config()
     cfg["taskRoles"]["trainer"]["dockerImage"] = "nope"
     with pytest.raises(ValueError, match=r"taskRoles\.trainer\.dockerImage"):
-        image_of(cfg, "trainer")
+        image_of(stored_job(cfg), "trainer")
 
 
 def spec_in_pod(pod: dict[str, Any], root: Path) -> TaskSpec:

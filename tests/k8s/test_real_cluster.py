@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from libs.protocol.events import JobScheduled, JobSubmitted, TaskPlacement
+from libs.protocol.jobs import stored_job
 from services.orchestrator.adapters.executing import TaskExit
 from services.orchestrator.adapters.k8s_nodes import node_report
 from services.orchestrator.adapters.k8s_pods import PodSettings
@@ -54,7 +55,7 @@ async def no_secrets(_job_id: str) -> dict[str, Any] | None:
 
 
 def placed(image: str, node: str) -> Framework:
-    cfg = job_config(JOB.replace("IMAGE", image))
+    cfg = stored_job(job_config(JOB.replace("IMAGE", image)))
     job_id = f"e2e-{uuid.uuid4().hex[:8]}"
     fw = decide(
         None,

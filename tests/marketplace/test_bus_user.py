@@ -16,6 +16,7 @@ from libs.backbone.topology import SECRETS, ensure_topology, publish_event
 from libs.protocol.events import JobSubmitted, MarketplaceItemCreated
 from libs.protocol.subjects import JOBS_STREAM
 from services.marketplace.adapters.counting import DURABLE, SUBMITTED
+from tests.support.jobs import job_model
 
 
 async def test_the_marketplace_publishes_its_events_reads_submissions_and_nothing_else(
@@ -35,7 +36,9 @@ async def test_the_marketplace_publishes_its_events_reads_submissions_and_nothin
         )
         try:
             await ensure_topology(market.js)
-            submitted = JobSubmitted(job_id="j1", user="u", name="n", virtual_cluster="default", config={})
+            submitted = JobSubmitted(
+                job_id="j1", user="u", name="n", virtual_cluster="default", config=job_model({})
+            )
             await publish_event(rest.js, submitted)
             created = MarketplaceItemCreated(
                 item_id="i1",

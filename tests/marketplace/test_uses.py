@@ -14,6 +14,7 @@ from libs.protocol.events import JobSubmitted
 from libs.protocol.subjects import JOBS_STREAM
 from services.marketplace.adapters.counting import DURABLE
 from tests.marketplace.support import Market, marketplace, settings
+from tests.support.jobs import job_model
 from tests.support.waiting import eventually
 
 
@@ -24,7 +25,7 @@ def submitted(job_id: str, item_id: str | None) -> JobSubmitted:
         user="bob",
         name=job_id,
         virtual_cluster="default",
-        config={"name": job_id, "extras": extras},
+        config=job_model({"name": job_id, "extras": extras}),
     )
 
 

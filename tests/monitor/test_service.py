@@ -22,6 +22,7 @@ from libs.protocol.telemetry import METRICS_SUBJECTS, MetricBatch
 from services.alerter.core.timing import FakeClock
 from services.monitor.handlers import Monitor
 from services.monitor.settings import MonitorSettings
+from tests.support.jobs import job_model
 from tests.support.waiting import eventually
 
 
@@ -88,7 +89,10 @@ async def test_task_metrics_are_published_and_served_to_prometheus(
         )
         # A submission comes first on the stream, but the monitor follows task events only.
         await publish_event(
-            bus.js, JobSubmitted(job_id="job9", user="alice", name="j9", virtual_cluster="default", config={})
+            bus.js,
+            JobSubmitted(
+                job_id="job9", user="alice", name="j9", virtual_cluster="default", config=job_model({})
+            ),
         )
         await publish_event(bus.js, started)
         await eventually(lambda: _count(running, "job_events"), lambda n: n >= 1)

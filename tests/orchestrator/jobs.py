@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any
 
-from libs.protocol import masked_config, parse_job
+from libs.protocol import JobConfig, parse_job
+from libs.protocol.rendering import masked_job
 
 
-def job_config(roles: dict[str, tuple[int, str]], *, extra: str = "") -> dict[str, Any]:
+def job_config(roles: dict[str, tuple[int, str]], *, extra: str = "") -> JobConfig:
     """A normalised, masked job config: role -> (instances, shell command)."""
     lines = ["protocolVersion: 2", "name: test-job", "type: job", extra.strip()]
     lines += ["prerequisites:", "  - name: img", "    type: dockerimage", "    uri: busybox", "taskRoles:"]
@@ -28,4 +28,4 @@ def job_config(roles: dict[str, tuple[int, str]], *, extra: str = "") -> dict[st
                 "  ",
             )
         )
-    return masked_config(parse_job("\n".join(line for line in lines if line)))
+    return masked_job(parse_job("\n".join(line for line in lines if line)))

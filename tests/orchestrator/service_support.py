@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from libs.backbone.connecting import Bus
 from libs.backbone.consuming import subscribe_ordered
 from libs.backbone.topology import ensure_topology, publish_event
@@ -13,6 +11,7 @@ from libs.protocol.events import (
     JobSubmitted,
     TaskPlacement,
 )
+from libs.protocol.jobs import JobConfig
 from tests.support.events import JobEvents
 
 
@@ -23,7 +22,7 @@ async def watch_jobs(bus: Bus) -> JobEvents:
     return events
 
 
-async def submit(bus: Bus, job_id: str, config: dict[str, Any], attempt: int = 0) -> None:
+async def submit(bus: Bus, job_id: str, config: JobConfig, attempt: int = 0) -> None:
     await publish(
         bus, JobSubmitted(job_id=job_id, user="alice", name=job_id, virtual_cluster="default", config=config)
     )
@@ -31,12 +30,12 @@ async def submit(bus: Bus, job_id: str, config: dict[str, Any], attempt: int = 0
 
 
 async def schedule(
-    bus: Bus, job_id: str, config: dict[str, Any], attempt: int, event_id: str | None = None
+    bus: Bus, job_id: str, config: JobConfig, attempt: int, event_id: str | None = None
 ) -> None:
     placements = tuple(
         TaskPlacement(role=role, index=i, node="local", node_address="127.0.0.1")
-        for role, body in config["taskRoles"].items()
-        for i in range(int(body["instances"]))
+        for role, body in config.task_roles.items()
+        for i in range(body.instances)
     )
     event = JobScheduled(job_id=job_id, attempt=attempt, placements=placements)
     if event_id is not None:

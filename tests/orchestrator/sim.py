@@ -20,6 +20,7 @@ from libs.protocol.events import (
     TaskPlacement,
     decode_event,
 )
+from libs.protocol.jobs import JobConfig
 from services.orchestrator.core.deciders import decide
 from services.orchestrator.core.effects import (
     AdoptTask,
@@ -35,6 +36,7 @@ from services.orchestrator.core.effects import (
     TaskLaunched,
 )
 from services.orchestrator.core.frameworks import Framework, TaskKey
+from tests.support.jobs import job_model
 
 JOB = "job1"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -44,15 +46,17 @@ def config(roles: dict[str, dict[str, Any]], **top: Any) -> dict[str, Any]:
     return {"protocolVersion": 2, "name": "j", "taskRoles": roles, **top}
 
 
-def submitted(cfg: dict[str, Any], job_id: str = JOB) -> JobSubmitted:
-    return JobSubmitted(job_id=job_id, user="alice", name="j", virtual_cluster="default", config=cfg)
+def submitted(cfg: dict[str, Any] | JobConfig, job_id: str = JOB) -> JobSubmitted:
+    return JobSubmitted(
+        job_id=job_id, user="alice", name="j", virtual_cluster="default", config=job_model(cfg)
+    )
 
 
-def scheduled(cfg: dict[str, Any], attempt: int = 0, job_id: str = JOB) -> JobScheduled:
+def scheduled(cfg: dict[str, Any] | JobConfig, attempt: int = 0, job_id: str = JOB) -> JobScheduled:
     placements = [
         TaskPlacement(role=role, index=i, node="local", node_address="127.0.0.1")
-        for role, body in cfg["taskRoles"].items()
-        for i in range(int(body.get("instances", 1)))
+        for role, body in job_model(cfg).task_roles.items()
+        for i in range(body.instances)
     ]
     return JobScheduled(job_id=job_id, attempt=attempt, placements=tuple(placements))
 

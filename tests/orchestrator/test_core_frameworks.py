@@ -13,6 +13,7 @@ from services.orchestrator.core.frameworks import (
 )
 from services.orchestrator.core.policies import RoleCounts
 from tests.orchestrator.sim import World, config, scheduled, submitted
+from tests.support.jobs import job_model
 
 ROLES = config({"ps": {"instances": 2}, "worker": {"instances": 3}})
 
@@ -68,7 +69,7 @@ def test_the_completed_tally_is_rebuilt_from_the_tasks_themselves() -> None:
 
 
 def test_the_last_inputs_are_remembered_and_older_ones_forgotten() -> None:
-    framework = Framework(job_id="j")
+    framework = Framework(job_id="j", config=job_model())
     for n in range(SEEN_LIMIT):
         remember(framework, f"input-{n}")
     assert len(framework.seen) == SEEN_LIMIT

@@ -6,11 +6,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from libs.protocol.events import JobCompleted, JobState, JobStopRequested, JobSubmitted
+from libs.protocol.jobs import JobConfig
 from services.orchestrator.core.deciders import decide_all
 from services.orchestrator.core.effects import Context, Publish, StartTask
 from services.orchestrator.core.frameworks import TaskKey
 from services.orchestrator.core.states import AttemptState
 from tests.orchestrator.sim import JOB, T0, completed, config, scheduled, submitted
+from tests.support.jobs import job_model
 
 ROLES = config({"worker": {"instances": 2}})
 CTX = Context(now=T0 + timedelta(seconds=5), random=0.25)
@@ -18,7 +20,9 @@ CTX = Context(now=T0 + timedelta(seconds=5), random=0.25)
 
 def test_a_job_is_recorded_from_its_submission_with_its_time_and_only_once() -> None:
     first = submitted(ROLES)
-    again = JobSubmitted(job_id=JOB, user="mallory", name="other", virtual_cluster="x", config=ROLES)
+    again = JobSubmitted(
+        job_id=JOB, user="mallory", name="other", virtual_cluster="x", config=job_model(ROLES)
+    )
     decision = decide_all(None, [(first, CTX), (again, CTX), (scheduled(ROLES), CTX)])
     framework = decision.framework
     assert framework is not None
@@ -47,7 +51,8 @@ def test_a_redelivered_event_is_skipped_and_the_next_one_still_folds_in() -> Non
 
 
 def test_a_job_with_no_task_succeeds_as_soon_as_it_is_scheduled() -> None:
-    empty = config({})
+    # The protocol refuses a job without task roles; one that got this far still ends.
+    empty = JobConfig.model_construct(protocol_version=2, name="j", type="job", task_roles={})
     decision = decide_all(None, [(submitted(empty), CTX), (scheduled(empty), CTX)])
     assert decision.framework is not None
     assert decision.framework.outcome is JobState.SUCCEEDED

@@ -18,6 +18,7 @@ from services.orchestrator.core.policies import (
     failure_type,
     spec_from_config,
 )
+from tests.support.jobs import job_model
 
 MASTER_DOMINATED = JobSpec(
     roles=(
@@ -90,14 +91,20 @@ def test_min_failed_above_one_waits_for_enough_failures() -> None:
 
 def test_spec_from_config_reads_openpai_fields_and_defaults() -> None:
     spec = spec_from_config(
-        {
-            "jobRetryCount": 2,
-            "extras": {"gangAllocation": False},
-            "taskRoles": {
-                "master": {"instances": 1, "completion": {"minSucceededInstances": 1}},
-                "worker": {"instances": 4, "taskRetryCount": 3, "completion": {"minFailedInstances": None}},
-            },
-        }
+        job_model(
+            {
+                "jobRetryCount": 2,
+                "extras": {"gangAllocation": False},
+                "taskRoles": {
+                    "master": {"instances": 1, "completion": {"minSucceededInstances": 1}},
+                    "worker": {
+                        "instances": 4,
+                        "taskRetryCount": 3,
+                        "completion": {"minFailedInstances": None},
+                    },
+                },
+            }
+        )
     )
     assert spec.job_retry_count == 2
     assert spec.gang is False
@@ -232,12 +239,14 @@ def test_a_conflict_is_known_by_the_verdict_s_code_or_the_exit_code() -> None:
 
 def test_completion_thresholds_and_instances_come_from_the_config() -> None:
     spec = spec_from_config(
-        {
-            "taskRoles": {
-                "a": {"completion": {"minFailedInstances": 2, "minSucceededInstances": -1}},
-                "b": {"instances": 3, "completion": {"minFailedInstances": -1}},
+        job_model(
+            {
+                "taskRoles": {
+                    "a": {"completion": {"minFailedInstances": 2, "minSucceededInstances": -1}},
+                    "b": {"instances": 3, "completion": {"minFailedInstances": -1}},
+                }
             }
-        }
+        )
     )
     assert spec.role("a") == RoleSpec(name="a", instances=1, min_failed=2, min_succeeded=-1)
     assert spec.role("b") == RoleSpec(name="b", instances=3, min_failed=-1, min_succeeded=3)
@@ -246,7 +255,9 @@ def test_completion_thresholds_and_instances_come_from_the_config() -> None:
 
 
 def test_a_role_reaching_its_failure_threshold_says_so() -> None:
-    spec = spec_from_config({"taskRoles": {"w": {"instances": 4, "completion": {"minFailedInstances": 2}}}})
+    spec = spec_from_config(
+        job_model({"taskRoles": {"w": {"instances": 4, "completion": {"minFailedInstances": 2}}}})
+    )
     failed_twice = {"w": RoleCounts(failed=2)}
     assert decide_completion_counted(spec, failed_twice, 4, "w", 3, False) == CompletionDecision(
         "failed", "w", 3, "2 task(s) of role w failed, reaching minFailedInstances 2"

@@ -147,7 +147,11 @@ async def test_a_deposed_scheduler_leaders_late_preemption_stops_nothing_and_the
             await publish(
                 bus,
                 JobSubmitted(
-                    job_id=job_id, user="alice", name=job_id, virtual_cluster="default", config=config
+                    job_id=job_id,
+                    user="alice",
+                    name=job_id,
+                    virtual_cluster="default",
+                    config=config,
                 ),
             )
             await publish(bus, placed(job_id, OLD_EPOCH))

@@ -13,6 +13,7 @@ from typing import Any
 import psutil
 import pytest
 
+from libs.protocol.jobs import JobConfig
 from runtime.processes import find_runtimes
 from services.orchestrator.adapters import local, specs
 from services.orchestrator.adapters.executing import AlreadyRunningError, TaskExit
@@ -26,7 +27,7 @@ from tests.orchestrator.sim import T0, scheduled, submitted
 KEY = TaskKey(0, "worker", 0, 0)
 
 
-def framework_for(config: dict[str, Any]) -> Framework:
+def framework_for(config: JobConfig) -> Framework:
     fw = decide(None, submitted(config), Context(now=T0)).framework
     fw = decide(fw, scheduled(config), Context(now=T0)).framework
     assert fw is not None

@@ -10,6 +10,7 @@ from runtime.spec import StorageSpec
 from services.orchestrator.adapters.specs import build_spec, runtime_plugins
 from services.orchestrator.core.frameworks import TaskKey
 from tests.orchestrator.sim import World
+from tests.support.jobs import job_model
 
 JOB = """
 protocolVersion: 2
@@ -46,7 +47,9 @@ def test_a_job_without_plugins_has_none() -> None:
 def test_the_storages_job_submitted_carries_reach_the_task_spec(tmp_path: Path) -> None:
     storage = JobStorage(name="team", type="local", path="/srv/team", mount_path="/mnt/team", default=True)
     cfg = parse_job(JOB).model_dump(by_alias=True, exclude_none=True)
-    message = JobSubmitted(job_id="j1", user="alice", name="plugged", virtual_cluster="default", config=cfg)
+    message = JobSubmitted(
+        job_id="j1", user="alice", name="plugged", virtual_cluster="default", config=job_model(cfg)
+    )
     world = World()
     world.feed(message.model_copy(update={"storages": (storage,)}))
     assert world.framework is not None

@@ -14,6 +14,7 @@ from libs.backbone.connecting import Bus
 from libs.backbone.natsserver import EmbeddedNats
 from libs.backbone.topology import FRAMEWORKS, publish_event
 from libs.protocol.events import JobPreempting, JobState, JobStopRequested, JobSubmitted, NodeLost
+from libs.protocol.jobs import job_json
 from runtime.ports import reserved_ports
 from services.orchestrator.adapters.logs import LOGS_SUBJECT
 from services.orchestrator.app import OrchestratorSettings, main
@@ -188,7 +189,7 @@ async def test_a_waiting_job_has_no_framework_until_it_is_placed_or_stopped(
     done = (await events.wait_for("job.completed", "wait1"))[0]
     assert (done.state, done.exit_code) == (JobState.SUCCEEDED, 0)
     stored = json.loads((await frameworks.get("wait1")).value or b"{}")
-    assert (stored["user"], stored["name"], stored["config"]) == ("alice", "wait1", config)
+    assert (stored["user"], stored["name"], stored["config"]) == ("alice", "wait1", job_json(config))
 
 
 async def test_an_event_for_a_job_never_submitted_is_ignored(bus: Bus, events: JobEvents) -> None:

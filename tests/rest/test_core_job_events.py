@@ -24,6 +24,7 @@ from libs.protocol.events import (
 )
 from services.rest.core.job_events import job_events, timestamp
 from services.rest.core.states import framework_name, task_uid
+from tests.support.jobs import job_model
 
 T0 = datetime(2026, 11, 1, 8, 0, 0, 250_000, tzinfo=UTC)
 JOB = {"username": "alice", "name": "mnist"}
@@ -65,7 +66,12 @@ def test_the_event_time_is_kubernetes_with_milliseconds_in_utc() -> None:
 
 def test_each_job_wide_fact_is_one_event_of_the_job() -> None:
     submitted = JobSubmitted(
-        job_id="j1", user="alice", name="mnist", virtual_cluster="vc1", config={}, occurred_at=at(0)
+        job_id="j1",
+        user="alice",
+        name="mnist",
+        virtual_cluster="vc1",
+        config=job_model({}),
+        occurred_at=at(0),
     )
     pending = JobPending(job_id="j1", reason="no node has 8 GPUs free", occurred_at=at(1))
     preempting = JobPreempting(job_id="j1", by_job_id="j9", reason="higher priority", occurred_at=at(2))

@@ -13,6 +13,7 @@ import pytest
 from libs.protocol.events import Event, NodeCordoned, NodeLost, NodeReported
 from services.rest.core.kubernetes import node_list, pod_list
 from services.rest.core.states import framework_name, task_uid
+from tests.support.jobs import job_dict
 
 T0 = datetime(2026, 11, 1, 8, 0, 0, tzinfo=UTC)
 
@@ -138,7 +139,9 @@ TASK: dict[str, Any] = {
     "node": "host-a",
     "launched_time": 1_761_984_000_000,
     "created_time": 1_761_983_940_000,
-    "config": {"taskRoles": {"worker": {"resourcePerInstance": {"cpu": 4, "memoryMB": 8192, "gpu": 2}}}},
+    "config": job_dict(
+        {"taskRoles": {"worker": {"resourcePerInstance": {"cpu": 4, "memoryMB": 8192, "gpu": 2}}}}
+    ),
 }
 
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 import hashlib
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
 from libs.protocol.events import FailureInfo, JobSubmitted
+from libs.protocol.jobs import job_json
 from services.rest.core import states, totals
 from services.rest.core.text import unstorable
+from tests.support.jobs import job_model
 
 
 @pytest.mark.parametrize(
@@ -182,40 +185,25 @@ def test_an_unknown_rule_type_is_always_retried() -> None:
 
 
 def test_totals_count_gpus_tasks_and_roles() -> None:
-    config = {
-        "taskRoles": {
-            "worker": {"instances": 3, "resourcePerInstance": {"gpu": 2}},
-            "ps": {"instances": "2", "resourcePerInstance": {"gpu": 0}},
-            "chief": {"resourcePerInstance": {"gpu": 1}},
-            "empty": None,
+    config = job_model(
+        {
+            "taskRoles": {
+                "worker": {"instances": 3, "resourcePerInstance": {"gpu": 2}},
+                "ps": {"instances": 2, "resourcePerInstance": {"gpu": 0}},
+                "chief": {"resourcePerInstance": {"gpu": 1}},
+            }
         }
-    }
-    assert totals.totals(config) == (7, 7, 4)
-
-
-def test_totals_of_a_job_without_roles_are_nothing() -> None:
-    assert totals.totals({}) == (0, 0, 0)
-    assert totals.totals({"taskRoles": None}) == (0, 0, 0)
-
-
-def test_unreadable_numbers_count_as_their_default() -> None:
-    config = {
-        "taskRoles": {
-            "a": {"instances": "many", "resourcePerInstance": {"gpu": "x"}},
-            "b": {"instances": None, "resourcePerInstance": None},
-            "c": {"instances": 2, "resourcePerInstance": {"gpu": float("inf")}},
-        }
-    }
-    assert totals.totals(config) == (0, 1 + 1 + 2, 3)
+    )
+    assert totals.totals(config) == (7, 6, 3)
 
 
 def test_totals_beyond_a_database_integer_are_held_at_its_largest() -> None:
     huge = 10**30
-    config = {
-        "taskRoles": {"a": {"instances": huge, "resourcePerInstance": {"gpu": huge}}, "b": {"instances": 5}}
-    }
+    config = job_model(
+        {"taskRoles": {"a": {"instances": huge, "resourcePerInstance": {"gpu": huge}}, "b": {"instances": 5}}}
+    )
     assert totals.totals(config) == (2**63 - 1, 2**63 - 1, 2)
-    assert totals.totals({"taskRoles": {"a": {"instances": -huge}}}) == (0, -(2**63 - 1), 1)
+    assert totals.usage_totals(config) == (2**63 - 1, 2**63 - 1)
 
 
 @pytest.mark.parametrize(
@@ -224,25 +212,25 @@ def test_totals_beyond_a_database_integer_are_held_at_its_largest() -> None:
         (None, None, []),
         ({}, None, []),
         ({"hivedScheduler": {"jobPriorityClass": "prod"}, "tags": ["a", 1]}, "prod", ["a", "1"]),
-        ({"hivedScheduler": {"jobPriorityClass": ""}, "tags": "a"}, None, []),
+        ({"hivedScheduler": {}, "tags": "a"}, None, []),
         ({"hivedScheduler": None, "tags": None}, None, []),
     ],
 )
 def test_the_priority_class_and_tags_are_read_from_the_extras(
-    extras: object, priority_class: str | None, tags: list[str]
+    extras: dict[str, Any] | None, priority_class: str | None, tags: list[str]
 ) -> None:
-    config = {"extras": extras}
+    config = job_model({} if extras is None else {"extras": extras})
     assert totals.priority_class(config) == priority_class
     assert totals.tags(config) == tags
 
 
 def test_a_submission_makes_the_jobs_first_row() -> None:
     config = {
-        "taskRoles": {"w": {"instances": 2, "resourcePerInstance": {"gpu": 1}}},
+        "taskRoles": {"w": {"instances": 2, "resourcePerInstance": {"cpu": 1, "gpu": 1}}},
         "extras": {"hivedScheduler": {"jobPriorityClass": "test"}, "tags": ["t"]},
     }
     event = JobSubmitted(
-        job_id="j1", user="alice", name="mnist", virtual_cluster="vc1", priority=5, config=config
+        job_id="j1", user="alice", name="mnist", virtual_cluster="vc1", priority=5, config=job_model(config)
     )
     assert totals.job_row_from_config(event, 1234) == {
         "id": "j1",
@@ -264,7 +252,7 @@ def test_a_submission_makes_the_jobs_first_row() -> None:
         "total_gpus": 2,
         "total_tasks": 2,
         "total_task_roles": 1,
-        "total_cpus": 0,  # the config names no CPU
+        "total_cpus": 2,  # two instances of one CPU
         "total_gpu_milli": 2000,  # two instances of one GPU
-        "config": config,
+        "config": job_json(event.config),
     }

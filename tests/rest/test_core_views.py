@@ -8,14 +8,17 @@ from typing import Any
 
 from services.rest.core import views
 from services.rest.core.states import framework_name, task_uid
+from tests.support.jobs import job_dict
 
 FRAME = framework_name("alice", "mnist")
 LOGS = "/api/v2/jobs/alice~mnist/attempts/1/taskRoles"
 SPEC = {"code": 1, "phrase": "ContainerExitCode", "type": "USER_FAILURE"}
-CONFIG = {
-    "taskRoles": {"worker": {"instances": 2}, "ps": {"instances": 1}},
-    "extras": {"gpuShare": {"taskRoles": {"worker": {"gpuMilli": 500}}}},
-}
+CONFIG = job_dict(
+    {
+        "taskRoles": {"worker": {"instances": 2}, "ps": {"instances": 1}},
+        "extras": {"gpuShare": {"taskRoles": {"worker": {"gpuMilli": 500}}}},
+    }
+)
 JOB: dict[str, Any] = {
     "id": "j1",
     "name": "mnist",
@@ -445,8 +448,8 @@ def test_a_task_of_the_config_not_placed_yet_is_a_waiting_row() -> None:
     assert views.waiting_task(JOB, 2, "worker", 2) is None
     assert views.waiting_task(JOB, 2, "worker", -1) is None
     assert views.waiting_task(JOB, 2, "chief", 0) is None
-    assert views.waiting_task({**JOB, "config": {"taskRoles": {"w": None}}}, 1, "w", 0) is None
-    assert views.waiting_task({**JOB, "config": {"taskRoles": {"w": {}}}}, 1, "w", 0) is not None
+    assert views.waiting_task({**JOB, "config": {"taskRoles": {"w": None}}}, 1, "w", 0) is None  # no job
+    assert views.waiting_task({**JOB, "config": job_dict({"taskRoles": {"w": {}}})}, 1, "w", 0) is not None
     assert views.waiting_task({**JOB, "config": None}, 1, "w", 0) is None
     assert "taskUid" not in views.waiting_status(JOB, 1, "worker", 0)
 
@@ -470,5 +473,6 @@ def test_how_many_tasks_a_role_lists() -> None:
         "alpha": 1,
         "zeta": 2,
     }
-    assert views.role_sizes({**JOB, "config": {"taskRoles": {"a": None}}}, []) == {"a": 1}
+    assert views.role_sizes({**JOB, "config": job_dict({"taskRoles": {"a": {}}})}, []) == {"a": 1}
+    assert views.role_sizes({**JOB, "config": {"taskRoles": {"a": None}}}, [("b", 0)]) == {"b": 1}  # no job
     assert views.role_sizes({**JOB, "config": None}, [("a", 0), ("a", 2)]) == {"a": 3}

@@ -29,12 +29,13 @@ from tests.rest.conftest import ADMIN_PASSWORD
 from tests.rest.serving import ServerThread
 from tests.rest.test_list_and_auth import add_user
 from tests.support.events import JobEvents
+from tests.support.jobs import job_model
 from tests.support.waiting import eventually
 
 Client = TestClient[Any, Any]
 YAML = {"Content-Type": "text/yaml"}
 RULES = "/api/v2/failure-rules"
-ONE_WORKER = {"taskRoles": {"worker": {"instances": 1}}}
+ONE_WORKER = job_model({"taskRoles": {"worker": {"instances": 1}}})
 BROKEN_RULES = """\
 spec:
 - code: 3

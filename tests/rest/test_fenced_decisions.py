@@ -34,6 +34,7 @@ from services.rest.adapters.jobs_store import find_job
 from services.rest.adapters.tables import applied_events
 from services.rest.handlers import Projector, projection_handler
 from tests.rest.jobs import job_yaml
+from tests.support.jobs import job_model
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -112,7 +113,9 @@ CUT = 100
 
 def submitted(job_id: str) -> JobSubmitted:
     config = {"taskRoles": {"worker": {"instances": 1, "resourcePerInstance": {"gpu": 0}}}}
-    return JobSubmitted(job_id=job_id, user="alice", name=job_id, virtual_cluster="default", config=config)
+    return JobSubmitted(
+        job_id=job_id, user="alice", name=job_id, virtual_cluster="default", config=job_model(config)
+    )
 
 
 class Fences:

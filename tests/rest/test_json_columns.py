@@ -14,6 +14,7 @@ from services.rest.adapters.database import create_read_engine
 from services.rest.adapters.jobs_store import find_job
 from services.rest.adapters.tables import jobs
 from services.rest.core.totals import job_row_from_config
+from tests.support.jobs import job_model
 
 
 def test_values_python_wrote_that_orjson_refuses_are_read_by_python() -> None:
@@ -33,9 +34,13 @@ async def test_a_config_with_a_huge_integer_and_nan_reads_back_as_written(
     if nan:
         extras["lr"] = float("nan")
     config = {"taskRoles": {"w": {"instances": 1}}, "extras": extras}
-    submitted = JobSubmitted(job_id="j1", user="alice", name="odd", virtual_cluster="default", config=config)
+    submitted = JobSubmitted(
+        job_id="j1", user="alice", name="odd", virtual_cluster="default", config=job_model(config)
+    )
+    row = job_row_from_config(submitted, 1)
+    row["config"]["extras"].update(extras)  # NaN as written: a JSON dump of the model says null
     async with engine.begin() as conn:
-        await conn.execute(insert(jobs).values(**job_row_from_config(submitted, 1)))
+        await conn.execute(insert(jobs).values(**row))
     for reader in (engine, create_read_engine(database_url, engine)):
         found = await find_job(reader, "alice", "odd")
         assert found is not None

@@ -25,6 +25,7 @@ from libs.protocol.events import (
     encode_event,
 )
 from tests.rest.jobs import job_yaml
+from tests.support.jobs import job_model
 from tests.support.waiting import eventually
 
 Client = TestClient[Any, Any]
@@ -251,7 +252,7 @@ async def test_a_submission_seen_only_on_the_bus_creates_the_row(
 ) -> None:
     event = JobSubmitted(
         job_id="rebuilt1", user="alice", name="from-stream", virtual_cluster="vc1",
-        config={"taskRoles": {"a": {"instances": 3, "resourcePerInstance": {"gpu": 2}}}},
+        config=job_model({"taskRoles": {"a": {"instances": 3, "resourcePerInstance": {"gpu": 2}}}}),
     )  # fmt: skip
     await publish_event(bus.js, event)
     detail = await eventually(lambda: api.get("/api/v2/jobs/alice~from-stream"), lambda r: r.status == 200)

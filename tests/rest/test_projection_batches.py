@@ -33,6 +33,7 @@ from services.rest.core import states, views
 from services.rest.core.task_table import TaskTable
 from services.rest.core.totals import job_row_from_config
 from services.rest.handlers import Projector, apply_event, apply_events
+from tests.support.jobs import job_model
 
 PLACEMENT = (TaskPlacement(role="worker", index=0, node="node-a", node_address="10.0.0.1"),)
 
@@ -40,7 +41,11 @@ PLACEMENT = (TaskPlacement(role="worker", index=0, node="node-a", node_address="
 def submitted(job_id: str) -> JobSubmitted:
     config = {"taskRoles": {"worker": {"instances": 1, "resourcePerInstance": {"gpu": 0}}}}
     return JobSubmitted(
-        job_id=job_id, user="alice", name=f"job-{job_id}", virtual_cluster="default", config=config
+        job_id=job_id,
+        user="alice",
+        name=f"job-{job_id}",
+        virtual_cluster="default",
+        config=job_model(config),
     )
 
 
@@ -204,7 +209,9 @@ async def test_one_jobs_many_events_share_commits_in_stream_order(engine: AsyncE
     )
     config = {"taskRoles": {"worker": {"instances": tasks, "resourcePerInstance": {"gpu": 0}}}}
     events: list[EventBase] = [
-        JobSubmitted(job_id="big", user="alice", name="job-big", virtual_cluster="default", config=config),
+        JobSubmitted(
+            job_id="big", user="alice", name="job-big", virtual_cluster="default", config=job_model(config)
+        ),
         JobScheduled(job_id="big", attempt=0, placements=placements),
     ]
     for i in range(tasks):  # each task's end right behind its start: order matters within the job
@@ -282,7 +289,11 @@ def busy_job(job_id: str) -> list[EventBase]:
     rule = FailureInfo(code=-7351, phrase="disk full", type="permanent", reason="no space left")
     return [
         JobSubmitted(
-            job_id=job_id, user="alice", name=f"job-{job_id}", virtual_cluster="default", config=config
+            job_id=job_id,
+            user="alice",
+            name=f"job-{job_id}",
+            virtual_cluster="default",
+            config=job_model(config),
         ),
         submitted(other),
         JobScheduled(job_id=job_id, attempt=0, placements=placements, occurred_at=at()),
@@ -364,7 +375,11 @@ async def test_a_run_of_task_events_is_a_few_statements(engine: AsyncEngine) -> 
         engine,
         [
             JobSubmitted(
-                job_id="many", user="alice", name="job-many", virtual_cluster="default", config=config
+                job_id="many",
+                user="alice",
+                name="job-many",
+                virtual_cluster="default",
+                config=job_model(config),
             ),
             JobScheduled(job_id="many", attempt=0, placements=placements),
         ],

@@ -10,7 +10,7 @@ from aiohttp.test_utils import TestClient
 
 from libs.backbone.connecting import Bus
 from libs.backbone.sealing import KEY_FILE, SecretsCipher, key_from_file
-from libs.protocol.events import decode_event
+from libs.protocol.events import JobSubmitted, decode_event
 from libs.protocol.subjects import JOBS_STREAM
 from services.rest.settings import RestSettings
 from tests.rest.jobs import job_yaml
@@ -49,7 +49,8 @@ async def test_a_valid_job_is_accepted_stored_and_announced(
         "default",
     )
     assert "s3cr3t" not in (msg.data or b"").decode()
-    assert event.config["secrets"]["token"] != "s3cr3t"
+    assert isinstance(event, JobSubmitted)
+    assert (event.config.secrets or {})["token"] != "s3cr3t"
 
     secrets = await bus.js.key_value("PAI_SECRETS")
     entry = await secrets.get(job_id)

@@ -18,6 +18,7 @@ from services.rest.keys import BUS, ENGINE, JOB_INSERTER
 from services.rest.settings import RestSettings
 from tests.rest.conftest import ADMIN_PASSWORD
 from tests.rest.jobs import job_yaml
+from tests.support.jobs import job_model
 
 
 async def test_an_orphan_row_is_published_once_and_a_published_job_is_left_alone(
@@ -45,7 +46,7 @@ async def test_an_orphan_row_is_published_once_and_a_published_job_is_left_alone
             user="admin",
             name="orphan",
             virtual_cluster="default",
-            config={"name": "orphan", "taskRoles": {}},
+            config=job_model({"name": "orphan"}),
         )
         old = int((time.time() - GRACE_SECONDS - 5) * 1000)
         await api.app[JOB_INSERTER].insert(job_row_from_config(orphan, old))
@@ -54,7 +55,7 @@ async def test_an_orphan_row_is_published_once_and_a_published_job_is_left_alone
             user="admin",
             name="young",
             virtual_cluster="default",
-            config={"name": "young", "taskRoles": {}},
+            config=job_model({"name": "young"}),
         )
         await api.app[JOB_INSERTER].insert(job_row_from_config(young, int(time.time() * 1000)))
 

@@ -33,6 +33,7 @@ from services.rest.handlers import apply_events
 from services.rest.keys import ENGINE
 from tests.rest.test_job_list_queries import _migrate_to
 from tests.rest.test_users_groups import create_user
+from tests.support.jobs import job_model
 
 Client = TestClient[Any, Any]
 Final = Literal[JobState.SUCCEEDED, JobState.FAILED, JobState.STOPPED]
@@ -91,7 +92,12 @@ def job(
     spec = config(name, vc, instances=instances, gpu=gpu, cpu=cpu, gpu_milli=gpu_milli)
     events: list[EventBase] = [
         JobSubmitted(
-            job_id=job_id, user=user, name=name, virtual_cluster=vc, config=spec, occurred_at=at(submitted)
+            job_id=job_id,
+            user=user,
+            name=name,
+            virtual_cluster=vc,
+            config=job_model(spec),
+            occurred_at=at(submitted),
         )
     ]
     placements = tuple(

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from libs.protocol.events import FailureInfo
 from services.rest.core import states, views
+from tests.support.jobs import job_dict
 
 
 @pytest.mark.parametrize(
@@ -98,7 +99,7 @@ def job_row(**overrides: Any) -> dict[str, Any]:
         "total_gpus": 0,
         "total_tasks": 3,
         "total_task_roles": 2,
-        "config": {"taskRoles": {"ps": {"instances": 1}, "worker": {"instances": 2}}},
+        "config": job_dict({"taskRoles": {"ps": {"instances": 1}, "worker": {"instances": 2}}}),
     }
     row.update(overrides)
     return row

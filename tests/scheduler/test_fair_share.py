@@ -12,6 +12,7 @@ from libs.protocol.events import JobCompleted, JobPending, JobScheduled, JobStat
 from services.scheduler.core.fair_share import Candidate, Share, fair_order
 from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.queueing import SchedulerCore
+from tests.support.jobs import job_model
 
 # One node of four GPUs: VC small holds one of them, VC team-b two, VC default the last.
 CLUSTER: dict[str, Any] = {
@@ -36,7 +37,7 @@ def job(job_id: str, user: str, vc: str = "small", gpus: int = 1, priority: str 
         "taskRoles": {"w": {"instances": 1, "resourcePerInstance": {"cpu": 1, "memoryMB": 100, "gpu": gpus}}},
         "extras": extras,
     }
-    return JobSubmitted(job_id=job_id, user=user, name=job_id, virtual_cluster=vc, config=config)
+    return JobSubmitted(job_id=job_id, user=user, name=job_id, virtual_cluster=vc, config=job_model(config))
 
 
 def done(job_id: str) -> JobCompleted:

@@ -19,6 +19,7 @@ from services.scheduler.core.placements import (
 from services.scheduler.core.queueing import demand_from_config
 from services.scheduler.core.user_limits import UserLimitedPolicy, VcUserLimit
 from tests.scheduler.clusters import two_rack_config
+from tests.support.jobs import job_model
 
 
 def shared(
@@ -237,7 +238,7 @@ def test_the_job_config_extension_reaches_the_scheduler() -> None:
         },
         "extras": {"gpuShare": {"taskRoles": {"infer": {"gpuMilli": 500, "gpuMemoryMiB": 4096}}}},
     }
-    demand = demand_from_config("j", "alice", "default", config)
+    demand = demand_from_config("j", "alice", "default", job_model(config))
     shares = {(t.role, t.gpu, t.gpu_milli, t.gpu_memory_mib) for t in demand.tasks}
     assert shares == {("infer", 1, 500, 4096), ("train", 2, 0, None)}
     policy = HivedPolicy()

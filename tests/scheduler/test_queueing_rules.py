@@ -31,8 +31,8 @@ from services.scheduler.core.queueing import (
     SchedulerCore,
     demand_from_config,
     refusal,
-    task_count,
 )
+from tests.support.jobs import job_model
 
 
 def roles(**spec: tuple[int, int, int]) -> dict[str, Any]:
@@ -47,7 +47,7 @@ def roles(**spec: tuple[int, int, int]) -> dict[str, Any]:
 
 def submitted(job_id: str, config: dict[str, Any], priority: int = 0, vc: str = "default") -> JobSubmitted:
     return JobSubmitted(
-        job_id=job_id, user="u", name=job_id, virtual_cluster=vc, priority=priority, config=config
+        job_id=job_id, user="u", name=job_id, virtual_cluster=vc, priority=priority, config=job_model(config)
     )
 
 
@@ -83,7 +83,7 @@ def reason_of(events: list[Any]) -> str:
 def test_a_config_is_read_into_tasks_with_their_hints_shares_and_defaults() -> None:
     config = {
         "taskRoles": {
-            "ps": {"resourcePerInstance": {"gpu": 1}},
+            "ps": {"resourcePerInstance": {"cpu": 1, "memoryMB": 512, "gpu": 1}},
             "worker": {"instances": 2, "resourcePerInstance": {"cpu": 4, "memoryMB": 8192, "gpu": 2}},
             "infer": {"instances": 1, "resourcePerInstance": {"cpu": 1, "memoryMB": 512, "gpu": 1}},
         },
@@ -95,13 +95,13 @@ def test_a_config_is_read_into_tasks_with_their_hints_shares_and_defaults() -> N
             "gpuShare": {"taskRoles": {"infer": {"gpuMilli": 250, "gpuMemoryMiB": 2048}}},
         },
     }
-    assert demand_from_config("j", "alice", "a", config) == JobDemand(
+    assert demand_from_config("j", "alice", "a", job_model(config)) == JobDemand(
         "j",
         "alice",
         "a",
         100,
         (
-            TaskDemand("ps", 0, 1, 0, 1),
+            TaskDemand("ps", 0, 1, 512, 1),
             TaskDemand("worker", 0, 4, 8192, 2, "A100", "p3", "g"),
             TaskDemand("worker", 1, 4, 8192, 2, "A100", "p3", "g"),
             TaskDemand("infer", 0, 1, 512, 1, gpu_milli=250, gpu_memory_mib=2048),
@@ -113,39 +113,42 @@ def test_a_config_is_read_into_tasks_with_their_hints_shares_and_defaults() -> N
     ("name", "number"), [("crit", 1000), ("prod", 100), ("test", 10), ("oppo", -1), ("", 0)]
 )
 def test_a_priority_class_is_read_as_its_number(name: str, number: int) -> None:
-    config = {**roles(w=(1, 1, 0)), "extras": {"hivedScheduler": {"jobPriorityClass": name}}}
-    assert demand_from_config("j", "u", "a", config).priority == number
+    hived = {"jobPriorityClass": name} if name else {}
+    config = {**roles(w=(1, 1, 0)), "extras": {"hivedScheduler": hived}}
+    assert demand_from_config("j", "u", "a", job_model(config)).priority == number
 
 
-def test_tasks_are_counted_without_reading_them_one_by_one() -> None:
-    assert task_count({"taskRoles": {"a": {"instances": 3}, "b": {}, "c": {"instances": 2.0}}}) == 6
-    assert task_count({"taskRoles": {"a": {"instances": 1e300}}}) == 2**63
-    assert task_count({"taskRoles": {"a": {"instances": 0}}}) == 0
-    bad: dict[str, Any]
-    for bad in ({"taskRoles": []}, {}, {"taskRoles": {"a": []}}):
-        assert task_count(bad) is None
-    for instances in (True, "2", float("nan"), float("inf"), -1):
-        assert task_count({"taskRoles": {"a": {"instances": instances}}}) is None
-
-
-def test_a_job_is_refused_with_a_reason_naming_the_field_or_the_bound() -> None:
-    assert refusal(roles(w=(3, 1, 0)), 3) is None
-    assert refusal(roles(w=(4, 1, 0)), 3) == (
-        "the job asks for 4 tasks, more than the 3 tasks the scheduler places for one job; "
+def test_a_job_is_refused_with_a_reason_naming_the_bound() -> None:
+    assert refusal(job_model(roles(w=(3, 1, 0))), 3) is None
+    assert refusal(job_model(roles(w=(4, 1, 0), p=(1, 1, 0))), 4) == (
+        "the job asks for 5 tasks, more than the 4 tasks the scheduler places for one job; "
         "submit it with fewer instances"
     )
-    assert (
-        refusal({"taskRoles": "w"}, 3)
-        == "the job's task roles cannot be read (instances must be whole numbers)"
+
+
+def test_a_job_whose_submission_cannot_be_read_ends_failed_with_why() -> None:
+    core = SchedulerCore(HivedPolicy())
+    core.refuse_unreadable("odd", "its submission cannot be read (config.taskRoles.w.instances: bad)")
+    why = "The scheduler refused the job: its submission cannot be read (config.taskRoles.w.instances: bad)."
+    [completed] = core.decide()
+    assert isinstance(completed, JobCompleted)
+    assert (completed.event_id, completed.state, completed.diagnostics) == (
+        "odd.refused.0",
+        JobState.FAILED,
+        why,
     )
-    assert refusal({"taskRoles": {"w": {"resourcePerInstance": {"memoryMB": True}}}}, 3) == (
-        "taskRoles.w.resourcePerInstance.memoryMB cannot be read (must be a whole number)"
-    )
-    assert refusal({"taskRoles": {"w": {"resourcePerInstance": {"cpu": float("nan")}}}}, 3) == (
-        "taskRoles.w.resourcePerInstance.cpu cannot be read (must be a whole number)"
-    )
-    assert refusal({"taskRoles": {"w": {"resourcePerInstance": None}}}, 3) is None
-    assert refusal({"taskRoles": {"w": {"resourcePerInstance": {"gpu": 1.5}}}}, 3) is None
+    assert core.decide() == []
+    replayed = SchedulerCore(HivedPolicy())  # after a restart: the submission, then the failure read back
+    replayed.refuse_unreadable("odd", "its submission cannot be read")
+    replayed.apply(completed)
+    assert replayed.decide() == []
+
+
+def test_a_job_already_queued_is_not_refused_for_an_unreadable_repeat() -> None:
+    core = core_with(node(cpu=2), submitted("j", roles(w=(1, 1, 0))))
+    core.refuse_unreadable("j", "unreadable")
+    [scheduled] = core.decide()
+    assert isinstance(scheduled, JobScheduled)
 
 
 # -- announcements, whole --------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import pytest
 from libs.backbone.topology import publish_event
 from libs.protocol.events import JobSubmitted
 from tests.e2e.platform import job_yaml, running_platform
+from tests.support.jobs import job_model
 from tests.support.waiting import eventually, polled
 
 pytestmark = pytest.mark.timeout(240)
@@ -47,17 +48,19 @@ async def test_a_billion_instances_is_a_400_and_past_rest_a_failed_job_while_sma
             user="admin",
             name="rogue",
             virtual_cluster="default",
-            config={
-                "protocolVersion": 2,
-                "name": "rogue",
-                "type": "job",
-                "taskRoles": {
-                    "main": {
-                        "instances": 1_000_000_000,
-                        "resourcePerInstance": {"cpu": 1, "memoryMB": 128, "gpu": 0},
-                    }
-                },
-            },
+            config=job_model(
+                {
+                    "protocolVersion": 2,
+                    "name": "rogue",
+                    "type": "job",
+                    "taskRoles": {
+                        "main": {
+                            "instances": 1_000_000_000,
+                            "resourcePerInstance": {"cpu": 1, "memoryMB": 128, "gpu": 0},
+                        }
+                    },
+                }
+            ),
         )
         await publish_event(platform.nc.jetstream(), rogue)
         failed = await platform.completed(rogue.job_id, within=60)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -11,9 +12,10 @@ from typing import Any
 from libs.backbone.connecting import Bus, patiently
 from libs.backbone.consuming import subscribe_ordered
 from libs.backbone.topology import ensure_topology, publish_event
-from libs.protocol.events import JobPending, JobScheduled, JobSubmitted, NodeReported
+from libs.protocol.events import JobCompleted, JobPending, JobScheduled, JobState, JobSubmitted, NodeReported
 from services.scheduler.app import SchedulerSettings, main
 from tests.support.events import JobEvents
+from tests.support.jobs import job_model
 
 
 def job(job_id: str, instances: int, cpu: int) -> JobSubmitted:
@@ -22,7 +24,9 @@ def job(job_id: str, instances: int, cpu: int) -> JobSubmitted:
             "worker": {"instances": instances, "resourcePerInstance": {"cpu": cpu, "memoryMB": 64, "gpu": 0}}
         }
     }
-    return JobSubmitted(job_id=job_id, user="u", name=job_id, virtual_cluster="default", config=config)
+    return JobSubmitted(
+        job_id=job_id, user="u", name=job_id, virtual_cluster="default", config=job_model(config)
+    )
 
 
 NODE = NodeReported(node_id="n1", name="n1", address="127.0.0.1", cpu=4, memory_mb=1024, gpus=0)
@@ -100,3 +104,22 @@ async def test_a_job_submitted_after_the_bus_restarted_is_placed_within_seconds(
         [scheduled] = await seen.wait_for("job.scheduled", "b", within=9)
         assert isinstance(scheduled, JobScheduled)
     assert sum(isinstance(e, JobScheduled) and e.job_id == "a" for e in seen.events) == 1
+
+
+async def test_a_job_whose_submission_cannot_be_read_fails_with_why_instead_of_waiting(
+    bus: Bus, nats_server: Any
+) -> None:
+    """A job.submitted no service can decode (its instances are no whole number) is refused by
+    the scheduler from its subject, so the job ends FAILED and says why."""
+    await ensure_topology(bus.js)
+    seen = JobEvents()
+    await bus.js.subscribe("pai.job.*.job.completed", ordered_consumer=True, cb=seen.on_msg)
+    await publish_event(bus.js, NODE)
+    raw = job("odd", instances=1, cpu=1).model_dump(mode="json")
+    raw["config"]["taskRoles"]["worker"]["instances"] = 1.5
+    async with running_scheduler(nats_server.url):
+        await bus.js.publish("pai.job.odd.job.submitted", json.dumps(raw).encode())
+        [completed] = await seen.wait_for("job.completed", "odd")
+    assert isinstance(completed, JobCompleted)
+    assert completed.state == JobState.FAILED
+    assert "its submission cannot be read (config.taskRoles.worker.instances" in completed.diagnostics

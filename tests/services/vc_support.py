@@ -16,6 +16,7 @@ from libs.backbone.connecting import Bus
 from libs.protocol.events import JobSubmitted, NodeReported
 from services.scheduler.app import SchedulerSettings, main
 from tests.scheduler.clusters import two_rack_config
+from tests.support.jobs import job_model
 
 GPU_NODES = [
     NodeReported(
@@ -46,7 +47,7 @@ def gpu_job(job_id: str, vc: str, gpus: int, user: str = "alice", instances: int
             }
         }
     }
-    return JobSubmitted(job_id=job_id, user=user, name=job_id, virtual_cluster=vc, config=config)
+    return JobSubmitted(job_id=job_id, user=user, name=job_id, virtual_cluster=vc, config=job_model(config))
 
 
 @asynccontextmanager

@@ -18,6 +18,7 @@ from libs.protocol.events import (
 from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.placements import Decision, JobDemand
 from services.scheduler.core.queueing import SchedulerCore
+from tests.support.jobs import job_model
 
 
 def config(**roles: tuple[int, int, int]) -> dict[str, Any]:
@@ -32,7 +33,12 @@ def config(**roles: tuple[int, int, int]) -> dict[str, Any]:
 
 def submitted(job_id: str, cfg: dict[str, Any], priority: int = 0) -> JobSubmitted:
     return JobSubmitted(
-        job_id=job_id, user="u", name=job_id, virtual_cluster="default", priority=priority, config=cfg
+        job_id=job_id,
+        user="u",
+        name=job_id,
+        virtual_cluster="default",
+        priority=priority,
+        config=job_model(cfg),
     )
 
 

@@ -7,19 +7,33 @@ waiting forever, and a replay of the stream after a restart must refuse it again
 
 from __future__ import annotations
 
+import json
 import tracemalloc
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from libs.protocol.events import JobCompleted, JobScheduled, JobState, JobSubmitted, NodeReported
+from libs.protocol.events import (
+    JobCompleted,
+    JobScheduled,
+    JobState,
+    JobSubmitted,
+    NodeReported,
+    decode_event,
+)
 from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.queueing import REFUSED_EXIT_CODE, SchedulerCore
+from tests.support.jobs import job_dict, job_model
+
+
+def worker(instances: object, **resources: object) -> dict[str, Any]:
+    res = {"cpu": 1, "memoryMB": 100, "gpu": 0, **resources}
+    return {"taskRoles": {"worker": {"instances": instances, "resourcePerInstance": res}}}
 
 
 def submitted(job_id: str, instances: object, **resources: object) -> JobSubmitted:
-    res = {"cpu": 1, "memoryMB": 100, "gpu": 0, **resources}
-    config: dict[str, Any] = {"taskRoles": {"worker": {"instances": instances, "resourcePerInstance": res}}}
+    config = job_model(worker(instances, **resources))
     return JobSubmitted(job_id=job_id, user="u", name=job_id, virtual_cluster="default", config=config)
 
 
@@ -70,26 +84,40 @@ def test_after_a_restart_the_replay_refuses_the_job_again_without_blowing_up() -
     assert repeated.event_id == refused.event_id, "the bus drops the repeat"
 
 
+def test_a_job_over_the_schedulers_own_bound_is_failed_not_retried() -> None:
+    core = SchedulerCore(HivedPolicy())
+    core.apply(node())
+    core.apply(submitted("bad", 100_001))
+    [refused] = core.decide()
+    assert isinstance(refused, JobCompleted)
+    assert "100,001 tasks" in refused.diagnostics
+    assert core.queued == []
+
+
 @pytest.mark.parametrize(
     ("instances", "resources", "said"),
     [
-        pytest.param(100_001, {}, "100,001 tasks", id="over the scheduler's own bound"),
-        pytest.param(float("inf"), {}, "cannot be read", id="infinite instances"),
-        pytest.param("many", {}, "cannot be read", id="instances as text"),
+        pytest.param(float("inf"), {}, "instances", id="infinite instances"),
+        pytest.param("many", {}, "instances", id="instances as text"),
+        pytest.param(1.5, {}, "instances", id="half an instance"),
         pytest.param(1, {"cpu": float("inf")}, "resourcePerInstance.cpu", id="infinite cpu"),
         pytest.param(1, {"gpu": "two"}, "resourcePerInstance.gpu", id="gpu as text"),
     ],
 )
-def test_jobs_the_scheduler_cannot_read_or_hold_are_failed_not_retried(
+def test_a_submission_whose_counts_are_not_whole_numbers_never_decodes(
     instances: object, resources: dict[str, object], said: str
 ) -> None:
-    core = SchedulerCore(HivedPolicy())
-    core.apply(node())
-    core.apply(submitted("bad", instances, **resources))
-    [refused] = core.decide()
-    assert isinstance(refused, JobCompleted)
-    assert said in refused.diagnostics
-    assert core.queued == []
+    """The scheduler app refuses such a job by its subject (SchedulerCore.refuse_unreadable)."""
+    raw = {
+        "type": "job.submitted",
+        "job_id": "bad",
+        "user": "u",
+        "name": "bad",
+        "virtual_cluster": "default",
+        "config": job_dict(worker(instances, **resources)),
+    }
+    with pytest.raises(ValidationError, match=said.replace(".", r"\.")):
+        decode_event(json.dumps(raw, allow_nan=True))
 
 
 def test_the_bound_is_the_admins_to_set() -> None:

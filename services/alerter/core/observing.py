@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from libs.protocol.events import (
     Event,
@@ -37,6 +36,7 @@ from libs.protocol.events import (
     NodeReported,
     TaskStarted,
 )
+from libs.protocol.jobs import JobConfig
 from services.alerter.core.series import SeriesStore
 
 JOB_PENDING = "pai_job_pending"
@@ -64,15 +64,12 @@ class JobInfo:
         return {"job_id": job_id, "job_name": self.name, "user": self.user}
 
 
-def notification_switches(config: dict[str, Any]) -> frozenset[str]:
+def notification_switches(config: JobConfig) -> frozenset[str]:
     """The states whose changes the job's owner asked to be told about."""
-    extras = config.get("extras")
-    if not isinstance(extras, dict):
+    wanted = config.extras.job_status_change_notification if config.extras is not None else None
+    if wanted is None:
         return frozenset()
-    wanted = extras.get("jobStatusChangeNotification")
-    if not isinstance(wanted, dict):
-        return frozenset()
-    return frozenset(key for key, value in wanted.items() if value is True)
+    return frozenset(state for state, on in wanted.model_dump().items() if on is True)
 
 
 class Observer:

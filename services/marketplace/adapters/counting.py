@@ -26,9 +26,8 @@ SUBMIT_FROM = b'"submitFrom"'
 
 
 def submitted_from(event: JobSubmitted) -> str | None:
-    extras = event.config.get("extras")
-    item = extras.get("submitFrom") if isinstance(extras, dict) else None
-    return item if isinstance(item, str) and item else None
+    extras = event.config.extras
+    return (extras.submit_from or None) if extras is not None else None
 
 
 async def count_uses(js: JetStreamContext, store: Store, stop: asyncio.Event) -> None:

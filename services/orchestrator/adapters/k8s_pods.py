@@ -64,6 +64,7 @@ from kubernetes.client import (
     V1VolumeMount,
 )
 
+from libs.protocol.jobs import DockerImagePrerequisite, JobConfig
 from runtime.spec import Directories, TaskSpec, dump_spec
 from services.orchestrator.core.frameworks import TaskKey
 
@@ -207,13 +208,13 @@ def key_of(annotations: dict[str, str] | None) -> tuple[str, TaskKey] | None:
         return None
 
 
-def image_of(config: dict[str, Any], role: str) -> tuple[str, dict[str, Any] | None]:
+def image_of(config: JobConfig, role: str) -> tuple[str, dict[str, Any] | None]:
     """The image uri of the role's dockerimage prerequisite and its registry auth, if any."""
-    body = (config.get("taskRoles") or {}).get(role) or {}
-    name = body.get("dockerImage")
-    for item in config.get("prerequisites") or []:
-        if item.get("type") == "dockerimage" and item.get("name") == name:
-            return str(item["uri"]), item.get("auth") or None
+    name = config.task_roles[role].docker_image if role in config.task_roles else None
+    item = config.prerequisite("dockerimage", name)
+    if isinstance(item, DockerImagePrerequisite):
+        auth = item.auth.model_dump(mode="json", exclude_none=True) if item.auth is not None else None
+        return item.uri, auth or None
     raise ValueError(f"taskRoles.{role}.dockerImage: no dockerimage prerequisite is named {name!r}")
 
 

@@ -54,7 +54,6 @@ import structlog
 import runtime
 from libs.backbone.running import process_ended
 from libs.failures import ContainerStatus, PodStatus, RuleSet, analyze, default_rules
-from libs.protocol import JobConfig
 from libs.protocol.capacity import disk_reserve_mb, task_disk_mb
 from libs.protocol.events import FailureInfo
 from runtime.exitcodes import from_returncode
@@ -610,7 +609,7 @@ class LocalExecutor:
     async def _image(self, framework: Framework, key: TaskKey, directory: Path) -> ResolvedImage:
         """The task's image, pulled where the policy says so (once per attempt and image)."""
         assert self.engine is not None
-        config = JobConfig.model_validate(framework.config)
+        config = framework.config
         reference = image_of(config, key.role)
         ident = (framework.job_id, key.job_attempt, reference)
         found = self._images.get(ident)
@@ -686,7 +685,7 @@ class LocalExecutor:
     def _auth_file(self, spec: TaskSpec, framework: Framework, key: TaskKey) -> Path | None:
         """The role's registry credentials (its image prerequisite's auth) in a root-only file in
         the runtime's private folder, for the pull; None without credentials."""
-        config = JobConfig.model_validate(framework.config)
+        config = framework.config
         prerequisite = config.prerequisite("dockerimage", config.task_roles[key.role].docker_image)
         auth = getattr(prerequisite, "auth", None)
         if auth is None or not auth.username or spec.dirs.private_dir is None:
@@ -715,7 +714,7 @@ class LocalExecutor:
         on_host: str = "",
     ) -> str:
         """Said plainly to the user: which image (or the host), which user, which directory."""
-        image = image_of(JobConfig.model_validate(framework.config), key.role)
+        image = image_of(framework.config, key.role)
         if user is None:
             who = f"user {pwd.getpwuid(os.geteuid()).pw_name}"
         elif self.task_users.tenants is not None:

@@ -71,11 +71,9 @@ def _ports_for_attempt(data_dir: Path, framework: Framework, attempt: int) -> di
         stored: dict[str, dict[str, list[int]]] = json.loads(path.read_text())
         return stored
     wanted: dict[str, dict[str, int]] = {}
-    for name, body in (framework.config.get("taskRoles") or {}).items():
-        requests = with_default_ports(
-            {k: int(v) for k, v in ((body.get("resourcePerInstance") or {}).get("ports") or {}).items()}
-        )
-        for index in range(int(body.get("instances", 1))):
+    for name, body in framework.config.task_roles.items():
+        requests = with_default_ports(dict(body.resource_per_instance.ports or {}))
+        for index in range(body.instances):
             wanted[f"{framework.job_id}/{attempt}/{name}-{index}"] = requests
     prefix = f"{framework.job_id}/{attempt}/"
     ports = {
@@ -110,7 +108,7 @@ def attempt_peers(data_dir: Path, framework: Framework, attempt: int) -> Peers:
     not change once the attempt is placed, so an executor may build them once per attempt: for a
     task of a job of n tasks they are n placements, and building them for every task cost the job
     n * n."""
-    job = JobConfig.model_validate(framework.config)
+    job = framework.config
     ports = _ports_for_attempt(data_dir, framework, attempt)
     roles: list[RoleInfo] = []
     tasks: list[TaskPlacement] = []
@@ -158,7 +156,7 @@ def build_spec(
 ) -> TaskSpec:
     """The runtime's whole input for one task attempt (`peers`: the attempt's, if already built)."""
     attempt, role, index, task_attempt = key
-    job = JobConfig.model_validate(framework.config)
+    job = framework.config
     roles, tasks = peers if peers is not None else attempt_peers(data_dir, framework, attempt)
     current = next((a for a in framework.attempts if a.attempt == attempt), None)
     me = current.task(role, index) if current is not None else None

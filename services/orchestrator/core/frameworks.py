@@ -14,9 +14,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from libs.protocol.events import FailureInfo, JobState, TaskPlacement
+from libs.protocol.jobs import JobConfig, kept_json
 from services.orchestrator.core.policies import JobSpec, RoleCounts
 from services.orchestrator.core.states import PROCESS_STATES, AttemptState, openpai_state
 
@@ -120,7 +121,8 @@ class Framework(_Mutable):
     user: str = ""
     name: str = ""
     virtual_cluster: str = "default"
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: JobConfig
+    """The job as job.submitted carried it (secrets masked); stored as its protocol JSON."""
     storages: list[dict[str, Any]] = Field(default_factory=list)
     """The storages the job may mount (job.submitted's storages), as the runtime's StorageSpec."""
     spec: JobSpec | None = None
@@ -135,6 +137,10 @@ class Framework(_Mutable):
     outbox: list[dict[str, Any]] = Field(default_factory=list)
     seen: list[str] = Field(default_factory=list)
     """Ids of the last handled inputs, so a redelivered message is recognised at once."""
+
+    @field_serializer("config")
+    def _config_json(self, config: JobConfig) -> dict[str, Any]:
+        return kept_json(config)
 
     @property
     def current(self) -> JobAttempt | None:

@@ -19,11 +19,12 @@ counted retries are below the limit.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from libs.protocol.events import FailureInfo
+from libs.protocol.jobs import JobConfig
 from libs.protocol.wording import counted
 from runtime.exitcodes import BARRIER_TIMEOUT
 
@@ -64,32 +65,23 @@ class JobSpec(BaseModel):
         raise KeyError(name)
 
 
-def _int(value: Any, default: int) -> int:
-    return default if value is None else int(value)
-
-
-def spec_from_config(config: dict[str, Any]) -> JobSpec:
-    """The policies of a normalised OpenPAI v2 job config (field names as the protocol spells them)."""
+def spec_from_config(config: JobConfig) -> JobSpec:
+    """The policies of a job config. The protocol's model has filled OpenPAI's defaults in: a
+    missing, null or 0 completion threshold is minFailedInstances 1 and minSucceededInstances
+    the role's instances, as OpenPAI's launcher reads them."""
     roles = []
-    for name, body in (config.get("taskRoles") or {}).items():
-        completion = body.get("completion") or {}
-        instances = _int(body.get("instances"), 1)
-        # As OpenPAI's launcher reads them, a missing, null or 0 threshold takes the default.
+    for name, body in config.task_roles.items():
+        completion = body.completion
         roles.append(
             RoleSpec(
                 name=name,
-                instances=instances,
-                min_failed=_int(completion.get("minFailedInstances"), 0) or 1,
-                min_succeeded=_int(completion.get("minSucceededInstances"), 0) or instances,
-                task_retry_count=_int(body.get("taskRetryCount"), 0),
+                instances=body.instances,
+                min_failed=completion.min_failed_instances or 1,
+                min_succeeded=completion.min_succeeded_instances or body.instances,
+                task_retry_count=body.task_retry_count,
             )
         )
-    extras = config.get("extras") or {}
-    return JobSpec(
-        roles=tuple(roles),
-        job_retry_count=_int(config.get("jobRetryCount"), 0),
-        gang=bool(extras.get("gangAllocation", True)),
-    )
+    return JobSpec(roles=tuple(roles), job_retry_count=config.job_retry_count, gang=config.gang_allocation)
 
 
 Outcome = Literal["succeeded", "failed"]

@@ -26,6 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from libs.protocol.events import JobSubmitted
+from libs.protocol.jobs import stored_job_or_none
 from libs.protocol.subjects import JOBS_STREAM, job_subject
 from services.rest.adapters.bus import PublishFailedError, RestBus
 from services.rest.adapters.jobs_store import delete_job
@@ -90,13 +91,18 @@ async def repair_once(
             continue
         except NotFoundError:
             pass
+        config = stored_job_or_none(row["config"])
+        if config is None:  # a row no submission wrote: nothing a service could read to publish
+            log.warning("a stored job has no readable config; not published", job_id=job_id)
+            seen.add(job_id)
+            continue
         event = JobSubmitted(
             job_id=job_id,
             user=str(row["username"]),
             name=str(row["name"]),
             virtual_cluster=str(row["virtual_cluster"]),
             priority=int(row["priority"] or 0),  # type: ignore[call-overload]
-            config=dict(row["config"] or {}),  # type: ignore[call-overload]
+            config=config,
             event_id=uuid.uuid5(uuid.NAMESPACE_URL, f"pai:submitted:{job_id}").hex,
         )
         await bus.publish(event)

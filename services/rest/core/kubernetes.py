@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from libs.protocol.events import Event, NodeCordoned, NodeLost, NodeReported
+from libs.protocol.jobs import JobConfig, stored_job_or_none
 from services.rest.core.states import framework_name, task_uid
 
 NAMESPACE = "default"
@@ -96,27 +97,30 @@ def _node(node: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _resources(config: Mapping[str, Any] | None, role: str) -> dict[str, str]:
-    roles = (config or {}).get("taskRoles") or {}
-    per = (roles.get(role) or {}).get("resourcePerInstance") or {}
-    return {
-        "cpu": str(per.get("cpu", 1)),
-        "memory": f"{per.get('memoryMB', 0)}Mi",
-        GPU: str(per.get("gpu", 0)),
-    }
+def _resources(config: JobConfig | None, role: str) -> dict[str, str]:
+    spec = config.task_roles.get(role) if config is not None else None
+    if spec is None:  # a row whose config does not name the role: what the API said before
+        return {"cpu": "1", "memory": "0Mi", GPU: "0"}
+    per = spec.resource_per_instance
+    return {"cpu": str(per.cpu), "memory": f"{per.memory_mb}Mi", GPU: str(per.gpu)}
 
 
 def pod_list(tasks: Iterable[Mapping[str, Any]], namespace: str | None = None) -> dict[str, Any]:
     """A PodList of live tasks (rows of ``adapters.running.live_tasks``), optionally one namespace's."""
     if namespace not in (None, NAMESPACE):
         return _list("PodList", [])
-    return _list("PodList", [_pod(task) for task in tasks])
+    rows = list(tasks)
+    configs: dict[str, JobConfig | None] = {}  # each job's config read once, not once per task
+    for task in rows:
+        if task["job_id"] not in configs:
+            configs[task["job_id"]] = stored_job_or_none(task["config"])
+    return _list("PodList", [_pod(task, configs[task["job_id"]]) for task in rows])
 
 
-def _pod(task: Mapping[str, Any]) -> dict[str, Any]:
+def _pod(task: Mapping[str, Any], config: JobConfig | None) -> dict[str, Any]:
     frame = framework_name(task["username"], task["job_name"])
     role, index = task["role"], task["task_index"]
-    limits = _resources(task["config"], role)
+    limits = _resources(config, role)
     running = task["launched_time"] is not None
     labels = {
         "type": "kube-launcher-task",

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from libs.protocol.events import JobSubmitted
-from libs.protocol.gpu_share import MILLI, gpu_shares
+from libs.protocol.gpu_share import MILLI
+from libs.protocol.jobs import JobConfig, job_json
 from services.rest.core.states import SUB_STATE_WAITING
 
 # SQL integer columns (SQLite and PostgreSQL bigint) hold no more: a total beyond it, which only
@@ -17,51 +18,35 @@ from services.rest.core.states import SUB_STATE_WAITING
 INT64_MAX = 2**63 - 1
 
 
-def _int(value: Any, default: int = 0) -> int:
-    try:
-        return max(-INT64_MAX, min(int(value), INT64_MAX))
-    except (TypeError, ValueError, OverflowError):
-        return default
+def totals(config: JobConfig) -> tuple[int, int, int]:
+    """(total GPUs, total tasks, task roles) of a job config."""
+    return min(config.total_gpus, INT64_MAX), min(config.total_tasks, INT64_MAX), config.total_task_roles
 
 
-def totals(config: dict[str, Any]) -> tuple[int, int, int]:
-    """(total GPUs, total tasks, task roles) of a normalised job config."""
-    roles = config.get("taskRoles") or {}
-    gpus = tasks = 0
-    for spec in roles.values():
-        spec = spec or {}
-        instances = _int(spec.get("instances", 1), 1)
-        tasks += instances
-        gpus += instances * _int((spec.get("resourcePerInstance") or {}).get("gpu", 0))
-    return min(gpus, INT64_MAX), min(tasks, INT64_MAX), len(roles)
-
-
-def usage_totals(config: dict[str, Any]) -> tuple[int, int]:
-    """(CPU cores, thousandths of a GPU) a normalised job config holds while it runs: every
-    task role's resources times its instances; a role sharing a GPU (extras.gpuShare) holds its
-    share of one GPU per instance, not a whole one. What usage reports multiply by time."""
-    shares = gpu_shares(config.get("extras"))
+def usage_totals(config: JobConfig) -> tuple[int, int]:
+    """(CPU cores, thousandths of a GPU) a job config holds while it runs: every task role's
+    resources times its instances; a role sharing a GPU (extras.gpuShare) holds its share of one
+    GPU per instance, not a whole one. What usage reports multiply by time."""
+    shares = config.gpu_shares
     cpus = gpu_milli = 0
-    for role, spec in (config.get("taskRoles") or {}).items():
-        spec = spec or {}
-        instances = _int(spec.get("instances", 1), 1)
-        resources = spec.get("resourcePerInstance") or {}
-        cpus += instances * _int(resources.get("cpu", 0))
-        share = shares.get(str(role))
-        per_instance = share.gpu_milli if share is not None else _int(resources.get("gpu", 0)) * MILLI
-        gpu_milli += instances * per_instance
+    for role, spec in config.task_roles.items():
+        resources = spec.resource_per_instance
+        cpus += spec.instances * resources.cpu
+        share = shares.get(role)
+        per_instance = share.gpu_milli if share is not None else resources.gpu * MILLI
+        gpu_milli += spec.instances * per_instance
     return min(cpus, INT64_MAX), min(gpu_milli, INT64_MAX)
 
 
-def priority_class(config: dict[str, Any]) -> str | None:
+def priority_class(config: JobConfig) -> str | None:
     """OpenPAI's jobPriorityClass (oppo, test, prod) when the config names one."""
-    hived = (config.get("extras") or {}).get("hivedScheduler") or {}
-    value = hived.get("jobPriorityClass")
-    return str(value) if value else None
+    return config.priority_class or None
 
 
-def tags(config: dict[str, Any]) -> list[str]:
-    value = (config.get("extras") or {}).get("tags") or []
+def tags(config: JobConfig) -> list[str]:
+    """The tags a job was submitted with (extras.tags, a key this platform keeps for OpenPAI)."""
+    extra = (config.extras.model_extra if config.extras is not None else None) or {}
+    value = extra.get("tags") or []
     return [str(tag) for tag in value] if isinstance(value, list) else []
 
 
@@ -90,5 +75,5 @@ def job_row_from_config(event: JobSubmitted, submitted_ms: int) -> dict[str, Any
         "total_task_roles": roles,
         "total_cpus": cpus,
         "total_gpu_milli": gpu_milli,
-        "config": event.config,
+        "config": job_json(event.config),
     }

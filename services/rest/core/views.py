@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from libs.protocol.gpu_share import gpu_shares
+from libs.protocol.jobs import stored_job_or_none
 from services.rest.core.states import framework_name, task_uid
 
 Row = Mapping[str, Any]
@@ -99,7 +99,8 @@ def task_attempt_status(job: Row, task: Row) -> dict[str, Any]:
 
 
 def _share_of(job: Row, role: str) -> int | None:
-    share = gpu_shares((job["config"] or {}).get("extras")).get(role)
+    config = stored_job_or_none(job["config"])
+    share = config.gpu_shares.get(role) if config is not None else None
     return share.gpu_milli if share is not None else None
 
 
@@ -224,8 +225,9 @@ def first_attempt(job: Row) -> dict[str, Any]:
 
 def waiting_task(job: Row, job_attempt: int, role: str, index: int) -> dict[str, Any] | None:
     """A task of the config not placed yet, as a WAITING row; None if the config has no such task."""
-    spec = ((job["config"] or {}).get("taskRoles") or {}).get(role)
-    if spec is None or not 0 <= index < int((spec or {}).get("instances", 1) or 1):
+    config = stored_job_or_none(job["config"])
+    spec = config.task_roles.get(role) if config is not None else None
+    if spec is None or not 0 <= index < spec.instances:
         return None
     return _waiting_task(job_attempt, role, index)
 
@@ -239,8 +241,9 @@ def role_sizes(job: Row, placed: Iterable[tuple[str, int]]) -> dict[str, int]:
     """How many statuses each role lists: the config's roles in its order with their instances,
     then roles only the rows know, by name; a role reaches past its highest placed index."""
     sizes: dict[str, int] = {}
-    for role, spec in ((job["config"] or {}).get("taskRoles") or {}).items():
-        sizes[role] = placeholders((spec or {}).get("instances", 1))
+    config = stored_job_or_none(job["config"])
+    for role, spec in (config.task_roles if config is not None else {}).items():
+        sizes[role] = placeholders(spec.instances)
     beyond: dict[str, int] = {}
     for role, index in placed:
         if role in sizes:
@@ -276,6 +279,18 @@ def job_detail(
     """GET /api/v2/jobs/{user}~{job}: the job with its latest (or a chosen) attempt.
 
     `roles`: its `taskRoles` built already (then `tasks` is not read)."""
+    attempt_id = attempt["attempt"] if attempt else (job["attempt"] or 0)
+    built = task_roles(job, attempt_id, tasks) if roles is None else roles
+    return {
+        **job_detail_head(job, attempt),
+        "taskRoles": built,
+        # An addition: GPUs this job's tasks share (extras.gpuShare) and how much of each they hold.
+        "sharedGpus": shared_gpus(built),
+    }
+
+
+def job_detail_head(job: Row, attempt: Row | None) -> dict[str, Any]:
+    """The job detail before its `taskRoles` and `sharedGpus`, for a route that streams those."""
     spec = job["exit_spec"]
     attempt_id = attempt["attempt"] if attempt else (job["attempt"] or 0)
     return {
@@ -315,9 +330,6 @@ def job_detail(
             "totalTaskNumber": job["total_tasks"],
             "totalTaskRoleNumber": job["total_task_roles"],
         },
-        "taskRoles": (built := task_roles(job, attempt_id, tasks) if roles is None else roles),
-        # An addition: GPUs this job's tasks share (extras.gpuShare) and how much of each they hold.
-        "sharedGpus": shared_gpus(built),
     }
 
 

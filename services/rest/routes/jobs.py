@@ -19,10 +19,11 @@ from aiohttp import web
 from sqlalchemy.exc import DBAPIError
 
 from libs.backbone.space import database_full
-from libs.protocol import JobConfig, JobProtocolError, gpu_enforcement, masked_config, parse_job
+from libs.protocol import JobConfig, JobProtocolError, gpu_enforcement, parse_job
 from libs.protocol.advice import advise
 from libs.protocol.events import JobStopRequested, JobStorage, JobSubmitted, JobTagged
-from libs.protocol.gpu_share import gpu_shares
+from libs.protocol.jobs import stored_job_or_none
+from libs.protocol.rendering import masked_job
 from services.rest.adapters.auth import Principal, require_user
 from services.rest.adapters.bus import PublishFailedError
 from services.rest.adapters.jobs_store import (
@@ -228,7 +229,7 @@ async def submit_job(request: web.Request) -> web.Response:
         name=job.name,
         virtual_cluster=job.virtual_cluster,
         priority=job.priority or 0,
-        config=dict(masked_config(job)),
+        config=masked_job(job),
         storages=storages,
     )
     row = job_row_from_config(event, epoch_ms(event.occurred_at))
@@ -345,8 +346,7 @@ async def _detail(request: web.Request, attempt_id: int | None) -> web.Response:
         table.apply(job, rows, revision)
     roles = table.pieces(job)
     cache.keep(job["id"], table)
-    detail = views.job_detail(job, chosen, (), roles={})
-    del detail["taskRoles"], detail["sharedGpus"]
+    detail = views.job_detail_head(job, chosen)
     if detail["jobStatus"].get("state") == "WAITING" and (place := await queue_place(request, job["id"])):
         detail["jobStatus"]["queue"] = place  # e.g. 3 of 7 waiting in its VC, in the order of placement
     declared = request.app[SETTINGS].simulated_gpus
@@ -357,7 +357,8 @@ async def _detail(request: web.Request, attempt_id: int | None) -> web.Response:
             f"The GPUs of this job were simulated (`pai up --gpus {declared}`): its tasks got "
             "CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES with their indices, but no GPU hardware."
         )
-    if gpu_shares((job["config"] or {}).get("extras")):
+    config = stored_job_or_none(job["config"])
+    if config is not None and config.gpu_shares:
         # Whether the shares this job holds are kept to on the device, as the platform states it.
         enforcement = gpu_enforcement.parse(request.app[SETTINGS].gpu_share_enforcement)
         detail["gpuShareEnforced"] = enforcement.enforced

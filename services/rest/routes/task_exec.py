@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import aiohttp
 from aiohttp import WSMsgType, web
 
+from libs.protocol.jobs import stored_job_or_none
 from libs.web.addresses import base_url, client_session
 from libs.web.exec_stream import command_problem, read_control, relay
 from services.rest.adapters.auth import require_user
@@ -42,9 +43,9 @@ _SESSION: web.AppKey[aiohttp.ClientSession] = web.AppKey("orchestrator_session",
 
 
 def _instances(job: dict[str, Any], role: str) -> int | None:
-    config = job.get("config") or {}
-    body = (config.get("taskRoles") or {}).get(role)
-    return int(body.get("instances", 1)) if isinstance(body, dict) else None
+    config = stored_job_or_none(job.get("config"))
+    spec = config.task_roles.get(role) if config is not None else None
+    return spec.instances if spec is not None else None
 
 
 def exec_query(request: web.Request) -> dict[str, Any]:

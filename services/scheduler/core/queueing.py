@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -35,7 +34,7 @@ from libs.protocol.events import (
     NodeReported,
 )
 from libs.protocol.events import TaskPlacement as EventPlacement
-from libs.protocol.gpu_share import gpu_shares
+from libs.protocol.jobs import JobConfig
 from libs.protocol.vc_fit import VcDemand, VcRoom, never_fits
 from services.scheduler.core.fair_share import Candidate, FairQueue, Share, fair_order, hold
 from services.scheduler.core.placements import (
@@ -62,63 +61,42 @@ MAX_JOB_TASKS = 100_000
 REFUSED_EXIT_CODE = -1400
 
 
-def task_count(config: dict[str, Any]) -> int | None:
-    """How many tasks a job config asks for, counted without enumerating; None if unreadable."""
-    roles = config.get("taskRoles")
-    if not isinstance(roles, dict):
-        return None
-    total = 0
-    for spec in roles.values():
-        instances = spec.get("instances", 1) if isinstance(spec, dict) else None
-        if isinstance(instances, bool) or not isinstance(instances, int | float):
-            return None
-        if not math.isfinite(instances) or instances < 0:
-            return None
-        total += instances if isinstance(instances, int) else int(min(instances, 2.0**63))
-    return total
+def refusal(config: JobConfig, limit: int) -> str | None:
+    """Why a job can never be placed by this scheduler, decided in constant time per task role.
 
-
-def refusal(config: dict[str, Any], limit: int) -> str | None:
-    """Why a job can never be placed by this scheduler, decided in constant time per task role."""
-    count = task_count(config)
-    if count is None:
-        return "the job's task roles cannot be read (instances must be whole numbers)"
+    A config whose counts are not whole numbers never decodes (libs/protocol/jobs.py), so what
+    is left to refuse here is size."""
+    count = config.total_tasks
     if count > limit:
         return (
             f"the job asks for {count:,} tasks, more than the {limit:,} tasks the scheduler places for one "
             "job; submit it with fewer instances"
         )
-    for role, spec in config["taskRoles"].items():
-        resources = spec.get("resourcePerInstance") or {}
-        for name in ("cpu", "memoryMB", "gpu"):
-            value = resources.get(name, 0)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                return f"taskRoles.{role}.resourcePerInstance.{name} cannot be read (must be a whole number)"
     return None
 
 
-def demand_from_config(job_id: str, user: str, virtual_cluster: str, config: dict[str, Any]) -> JobDemand:
-    """The scheduler's view of a normalised job config (OpenPAI field names)."""
-    hived = (config.get("extras") or {}).get("hivedScheduler") or {}
-    role_hints = hived.get("taskRoles") or {}
-    priority = PRIORITY_CLASSES.get(str(hived.get("jobPriorityClass", "")), 0)
-    shares = gpu_shares(config.get("extras"))
+def demand_from_config(job_id: str, user: str, virtual_cluster: str, config: JobConfig) -> JobDemand:
+    """The scheduler's view of a job config: one demand per task, its role's resources and hints."""
+    hived = config.extras.hived_scheduler if config.extras is not None else None
+    role_hints = (hived.task_roles if hived is not None else None) or {}
+    priority = PRIORITY_CLASSES.get(config.priority_class or "", 0)
+    shares = config.gpu_shares
     tasks: list[TaskDemand] = []
-    for role, spec in (config.get("taskRoles") or {}).items():
-        resources = spec.get("resourcePerInstance") or {}
-        hint = role_hints.get(role) or {}
+    for role, spec in config.task_roles.items():
+        resources = spec.resource_per_instance
+        hint = role_hints.get(role)
         share = shares.get(role)
-        for index in range(int(spec.get("instances", 1))):
+        for index in range(spec.instances):
             tasks.append(
                 TaskDemand(
                     role=role,
                     index=index,
-                    cpu=int(resources.get("cpu", 1)),
-                    memory_mb=int(resources.get("memoryMB", 0)),
-                    gpu=1 if share is not None else int(resources.get("gpu", 0)),
-                    sku_type=hint.get("skuType"),
-                    pinned_cell=hint.get("pinnedCellId"),
-                    affinity_group=hint.get("affinityGroupName"),
+                    cpu=resources.cpu,
+                    memory_mb=resources.memory_mb,
+                    gpu=1 if share is not None else resources.gpu,
+                    sku_type=hint.sku_type if hint is not None else None,
+                    pinned_cell=hint.pinned_cell_id if hint is not None else None,
+                    affinity_group=hint.affinity_group_name if hint is not None else None,
                     gpu_milli=share.gpu_milli if share is not None else 0,
                     gpu_memory_mib=share.gpu_memory_mib if share is not None else None,
                 )
@@ -189,6 +167,12 @@ class SchedulerCore:
         if rule is not None:
             self._queue_order = None
             rule(self, event)
+
+    def refuse_unreadable(self, job_id: str, why: str) -> None:
+        """A job whose job.submitted never decodes ends FAILED with why at the next decision,
+        instead of waiting for a submission the scheduler cannot read."""
+        if job_id not in self._jobs:
+            self._refused.setdefault(job_id, (0, why))
 
     def _hold(self, job: _Job, sign: int) -> None:
         """Count a job's resources to its user in its VC (placed: +1, released: -1)."""

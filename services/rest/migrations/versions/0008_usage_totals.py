@@ -19,6 +19,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
+from libs.protocol.jobs import stored_job_or_none
+
 revision = "0008"
 down_revision = "0007"
 branch_labels = None
@@ -40,33 +42,19 @@ USAGE_COLUMNS = (
 )
 
 
-def _int(value: Any, default: int = 0) -> int:
-    try:
-        return max(0, min(int(value), 2**63 - 1))
-    except (TypeError, ValueError, OverflowError):
-        return default
-
-
-def _mapping(value: Any) -> dict[Any, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def _totals(config: Any) -> tuple[int, int]:
     """(CPU cores, thousandths of a GPU) of a stored config, as services/rest/core/totals.py
-    computed them when this revision was written."""
-    config = _mapping(config)
-    shared = _mapping(_mapping(_mapping(config.get("extras")).get("gpuShare")).get("taskRoles"))
+    computed them when this revision was written; a row whose config is no job holds none."""
+    job = stored_job_or_none(config)
+    if job is None:
+        return 0, 0
+    shares = job.gpu_shares
     cpus = gpu_milli = 0
-    for role, spec in _mapping(config.get("taskRoles")).items():
-        spec = _mapping(spec)
-        instances = _int(spec.get("instances", 1), 1)
-        resources = _mapping(spec.get("resourcePerInstance"))
-        cpus += instances * _int(resources.get("cpu", 0))
-        milli = _mapping(shared.get(role)).get("gpuMilli")
-        if isinstance(milli, int) and not isinstance(milli, bool) and 1 <= milli < 1000:
-            gpu_milli += instances * milli
-        else:
-            gpu_milli += instances * _int(resources.get("gpu", 0)) * 1000
+    for role, spec in job.task_roles.items():
+        resources = spec.resource_per_instance
+        cpus += spec.instances * resources.cpu
+        share = shares.get(role)
+        gpu_milli += spec.instances * (share.gpu_milli if share is not None else resources.gpu * 1000)
     return min(cpus, 2**63 - 1), min(gpu_milli, 2**63 - 1)
 
 
