@@ -286,6 +286,12 @@ class JobConfig(ProtocolModel):
     _json: dict[str, Any] | None = PrivateAttr(None)
     """Its protocol JSON once `kept_json` made it (a stored framework is written per decision)."""
 
+    def __eq__(self, other: object) -> bool:
+        # The kept JSON is a cache: a job equals another with the same fields, dumped or not.
+        if not isinstance(other, JobConfig):
+            return NotImplemented
+        return self.__dict__ == other.__dict__ and self.__pydantic_extra__ == other.__pydantic_extra__
+
     protocol_version: ProtocolVersion = Field(alias="protocolVersion")
     name: Name
     type: Literal["job"]
