@@ -309,7 +309,8 @@ async def test_a_redelivery_of_an_unknown_delivery_sends_nothing(tmp_path: Path)
 async def test_a_redelivery_that_succeeds_takes_a_failing_subscription_back(
     tmp_path: Path, published: list[tuple[Any, EventBase]]
 ) -> None:
-    deliveries = _deliveries(tmp_path, FakeSession(204))
+    session = FakeSession(204)
+    deliveries = _deliveries(tmp_path, session)
     assert deliveries.store is not None
     failing = HOOK.model_copy(update={"failing": True, "failing_since": NOW, "last_error": "HTTP 503"})
     await deliveries.store.create("h1", failing)
@@ -318,6 +319,7 @@ async def test_a_redelivery_that_succeeds_takes_a_failing_subscription_back(
     record = await soon(deliveries.redeliver(failing, "d1"))
     assert record is not None
     assert record.ok
+    assert session.posts[0]["data"] == b""
     stored = await deliveries.store.get("h1")
     assert stored is not None
     assert stored.value.failing is False
@@ -429,6 +431,7 @@ async def test_a_lane_stops_its_loops_and_cancels_those_that_outlast_its_patienc
 
     async def obeys() -> None:
         await lane.stop.wait()
+        await asyncio.sleep(0.01)  # a loop finishing what it holds: waited for, not cancelled
         ended.append("obeys")
 
     async def ignores() -> None:
@@ -503,6 +506,7 @@ async def test_a_localhost_name_is_loopback_whatever_the_resolver_says(
     assert [info["host"] for info in found] == hosts
     assert {info["hostname"] for info in found} == {"api.localhost."}
     assert all(info["flags"] == socket.AI_NUMERICHOST for info in found)
+    assert {info["port"] for info in found} == {80}
     await resolver.close()
 
 
@@ -536,3 +540,37 @@ async def test_a_name_resolving_to_allowed_addresses_is_returned_as_resolved() -
 
     resolver._inner = cast(Any, SimpleNamespace(resolve=resolve))
     assert await resolver.resolve("r.example", 80) == infos
+
+
+async def test_a_literal_address_without_a_port_resolves_with_port_zero() -> None:
+    [info] = await _resolver().resolve("192.0.2.7")
+    assert (info["host"], info["port"], info["family"]) == ("192.0.2.7", 0, socket.AF_INET)
+
+
+async def test_the_platforms_own_port_on_this_machine_is_refused_by_port() -> None:
+    resolver = _resolver(TargetPolicy(own_ports=frozenset({8443})))
+    with pytest.raises(AddressRefused) as refused:
+        await resolver.resolve("localhost", 8443)
+    assert str(refused.value) == (
+        "url's host localhost is refused: 127.0.0.1 port 8443 is one of this platform's own ports (its API,"
+        " portal, metrics or NATS; rule PAI_WEBHOOK_FORBIDDEN_PORTS)."
+    )
+    assert [info["port"] for info in await resolver.resolve("localhost", 8080)] == [8080]
+
+
+async def test_recent_attempts_are_the_stored_then_those_being_written_then_the_unwritten_each_once(
+    tmp_path: Path,
+) -> None:
+    deliveries = _deliveries(tmp_path, kept=100)
+    assert deliveries.attempts is not None
+    await deliveries.attempts.create("h1", Attempts(items=(attempt(1), attempt(2))))
+    deliveries._writing = {"h1": [attempt(2), attempt(3)], "h2": [attempt(9)]}
+    deliveries._unwritten = {"h1": [attempt(4)]}
+    assert [a.attempt for a in await deliveries.recent("h1")] == [1, 2, 3, 4]
+    assert await deliveries.recent("h3") == []
+    deliveries._writing = {}
+    assert [a.attempt for a in await deliveries.recent("h1")] == [1, 2, 4]
+    kept = _deliveries(tmp_path, kept=2)
+    kept.attempts = deliveries.attempts
+    kept._unwritten = {"h1": [attempt(4)]}
+    assert [a.attempt for a in await kept.recent("h1")] == [2, 4]
