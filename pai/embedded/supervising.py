@@ -212,6 +212,17 @@ class _Backoff:
     started: float = field(default_factory=time.monotonic)
 
 
+START_ERRORS: tuple[type[Exception], ...] = (OSError, TimeoutError, RuntimeError)
+"""What a child's start raises when the child does not come up: the process cannot be spawned
+(OSError), it does not answer in time (TimeoutError), or it says it failed (RuntimeError: the
+bus's NatsServerError, the MPS daemon's MpsError)."""
+
+
+def _watch_ended(watcher: asyncio.Task[None]) -> None:
+    if not watcher.cancelled() and (error := watcher.exception()) is not None:
+        log.error("a service's watch failed", task=watcher.get_name(), exc_info=error)
+
+
 class Supervisor:
     """Runs children until `stop`, restarting any that exits; the first child is stopped last.
 
@@ -231,9 +242,14 @@ class Supervisor:
         for child in self.children:
             if child.pid is None:
                 await child.start()
-            self._watchers.append(asyncio.create_task(self._watch(child), name=f"watch-{child.name}"))
+            watcher = asyncio.create_task(self._watch(child), name=f"watch-{child.name}")
+            watcher.add_done_callback(_watch_ended)
+            self._watchers.append(watcher)
 
     async def _watch(self, child: Supervised) -> None:
+        """Restart ``child`` whenever it exits, with a growing pause, until the supervisor stops.
+        A start that fails (START_ERRORS) counts as a crash; any other error is a bug of the
+        supervisor's and ends the watch with its traceback in the log (``_watch_ended``)."""
         backoff = _Backoff(child.first_delay)
         while not self._stopping.is_set():
             code = await child.wait()
@@ -253,7 +269,7 @@ class Supervisor:
                 try:
                     await child.start()
                     break
-                except Exception as exc:  # a start that fails is retried like a crash
+                except START_ERRORS as exc:  # a start that fails is retried like a crash
                     log.warning("service did not start; retrying", service=child.name, error=str(exc))
 
     def pids(self) -> dict[str, int]:

@@ -3,12 +3,14 @@ again) and stops everything together."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
 from pathlib import Path
 
 import pytest
+import structlog
 
 from libs.backbone.connecting import connect
 from libs.backbone.natsserver import EmbeddedNats
@@ -178,3 +180,66 @@ async def test_a_bus_wedged_by_a_full_disk_is_restarted_by_the_supervisor_with_i
     finally:
         await supervisor.stop()
     assert not server.is_running
+
+
+class _Flaky:
+    """A child whose starts fail as the test scripts them (an exception to raise, or None: up)."""
+
+    def __init__(self, starts: list[BaseException | None]) -> None:
+        self.name, self.restarts, self.first_delay, self.max_delay = "flaky", 0, 0.0, 0.0
+        self.starts = starts
+        self.tried = 0
+        self.running = asyncio.Event()
+        self.exited = asyncio.Event()
+        self.back = asyncio.Event()  # up again after a restart
+
+    @property
+    def pid(self) -> int | None:
+        return 1 if self.running.is_set() else None
+
+    async def start(self) -> None:
+        self.tried += 1
+        outcome = self.starts.pop(0) if self.starts else None
+        if outcome is not None:
+            raise outcome
+        self.exited.clear()
+        self.running.set()
+        if self.tried > 1:
+            self.back.set()
+
+    async def wait(self) -> int:
+        await self.exited.wait()
+        self.running.clear()
+        return 1
+
+    async def stop(self, grace: float) -> None:
+        self.exited.set()
+
+    def kill(self) -> None:
+        self.exited.set()
+
+
+async def test_a_start_that_fails_as_a_start_does_is_tried_again_like_a_crash() -> None:
+    child = _Flaky([None, OSError("no such file"), TimeoutError(), None])
+    supervisor = Supervisor([child])
+    await supervisor.start()
+    child.exited.set()  # it crashes once: two failed starts, then it is up again
+    await asyncio.wait_for(child.back.wait(), 5)
+    assert (child.tried, child.restarts) == (4, 3)
+    await supervisor.stop()
+
+
+async def test_a_bug_in_a_start_is_not_retried_and_its_traceback_is_logged() -> None:
+    child = _Flaky([None, ValueError("a bug")])
+    supervisor = Supervisor([child])
+    await supervisor.start()
+    with structlog.testing.capture_logs() as logs:
+        child.exited.set()
+        watcher = supervisor._watchers[0]
+        with pytest.raises(ValueError, match="a bug"):
+            await asyncio.wait_for(watcher, 5)
+    assert child.tried == 2
+    failed = [entry for entry in logs if entry["event"] == "a service's watch failed"]
+    assert len(failed) == 1, logs
+    assert isinstance(failed[0]["exc_info"], ValueError), logs
+    await supervisor.stop()
