@@ -46,6 +46,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import aiohttp
+import aiosmtplib
 import nats.js.errors
 import structlog
 from nats.aio.msg import Msg
@@ -92,6 +93,15 @@ NOTIFY_MARGIN = 2.5
 # Evaluations a job's state changes bring forward come at most this often (seconds): a burst of
 # jobs ending is told in a few evaluations, not one per job, each renewing the lease in KV.
 PROMPT_SPACING = 0.2
+
+
+DELIVERY_ERRORS: tuple[type[Exception], ...] = (
+    *TRANSIENT_ERRORS,
+    aiohttp.ClientError,
+    aiosmtplib.SMTPException,
+)
+"""What a receiver that is down, refusing or slow raises: said in one warning line. Anything else
+is a bug, logged with its traceback; either way the other receivers are still served."""
 
 
 class Alerter:
@@ -438,22 +448,28 @@ class Alerter:
         for email in receiver.email_configs:
             try:
                 await self.email.send(email, notification)
-            except Exception as exc:
+            except DELIVERY_ERRORS as exc:
                 bound.warning("alert email failed", error=f"{type(exc).__name__}: {exc}")
+            except Exception:  # a bug: the next receiver is still served, with the traceback logged
+                bound.exception("alert email failed")
         for hook in receiver.webhook_configs:
             try:
                 assert self._session is not None, "start() creates the HTTP session"
                 await WebhookSender(self._session, external_url=self.external_url).send(hook, notification)
-            except Exception as exc:
+            except DELIVERY_ERRORS as exc:
                 bound.warning("alert webhook failed", url=hook.url, error=f"{type(exc).__name__}: {exc}")
+            except Exception:
+                bound.exception("alert webhook failed", url=hook.url)
         for action in receiver.actions:
             for alert in notification.fresh:  # once per alert: not again at repeats or restarts
                 try:
                     await self._act(action.action, action.tag, alert)
-                except Exception as exc:
+                except DELIVERY_ERRORS as exc:
                     bound.warning(
                         "alert action failed", action=action.action, error=f"{type(exc).__name__}: {exc}"
                     )
+                except Exception:
+                    bound.exception("alert action failed", action=action.action)
 
     async def _act(self, action: str, tag: str | None, alert: Alert) -> None:
         reason = alert.annotations.get("summary") or alert.name
