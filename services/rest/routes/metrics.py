@@ -7,7 +7,7 @@ job's owner or an admin): CPU, memory and GPU use per task. `since` is seconds s
 points, one per `step` seconds (the average of the samples in that step); percents for CPU and
 GPU, memory in percent for nodes and in bytes for tasks.
 
-The monitors keep the history (services/monitor/history.py) and one of them answers over
+The monitors keep the history (services/monitor/core/history.py) and one of them answers over
 request/reply; the question is bounded by a short timeout, and a bus that is down is answered at
 once with 503 ServiceUnavailableError.
 """
