@@ -10,15 +10,18 @@ import pytest
 
 from services.rest.core import views
 from services.rest.core.task_table import NOTHING_READ, TaskTable
+from tests.support.jobs import job_dict
 
 JOB: dict[str, Any] = {
     "id": "j1",
     "username": "alice",
     "name": "sweep",
-    "config": {
-        "taskRoles": {"worker": {"instances": 6}, "ps": {"instances": 2}},
-        "extras": {"gpuShare": {"taskRoles": {"worker": {"gpuMilli": 250}}}},
-    },
+    "config": job_dict(
+        {
+            "taskRoles": {"worker": {"instances": 6}, "ps": {"instances": 2}},
+            "extras": {"gpuShare": {"taskRoles": {"worker": {"gpuMilli": 250}}}},
+        }
+    ),
 }
 STATES = ("WAITING", "RUNNING", "SUCCEEDED", "FAILED")
 
