@@ -18,7 +18,7 @@ import pytest
 
 from tests.e2e.platform import Cli, Platform, running_platform
 from tests.e2e.test_exec import in_a_terminal
-from tests.security.test_tenants import job, submit, user_client
+from tests.security.test_tenants import detail, job, submit, user_client
 from tests.support.images import local_image
 from tests.support.waiting import eventually, polled
 
@@ -64,6 +64,13 @@ async def _holding(platform: Platform, data_dir: Path, yaml_text: str) -> Path:
     return work
 
 
+async def _released(platform: Platform, work: Path) -> None:
+    """Let the holder end and wait until its job is over: the platform then has removed what the
+    task had (its overlay, its groups) before the platform stops and its folder is removed."""
+    (work / "done").touch()
+    await detail(platform.api, "bob", "holder")
+
+
 async def test_exec_in_a_sandboxed_host_task_runs_as_its_tenant_in_its_namespace_and_groups(
     open_dir: Path,
 ) -> None:
@@ -99,7 +106,7 @@ async def test_exec_in_a_sandboxed_host_task_runs_as_its_tenant_in_its_namespace
             assert b"name=bob~holder." in shown
             assert b"not a tty" not in shown
         finally:
-            (work / "done").touch()
+            await _released(platform, work)
 
 
 @pytest.fixture
@@ -138,4 +145,4 @@ async def test_exec_in_a_task_in_its_image_runs_in_its_container_as_its_tenant(
             assert b"name=bob~holder." in shown
             assert b"not a tty" not in shown
         finally:
-            (work / "done").touch()
+            await _released(platform, work)
