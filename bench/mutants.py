@@ -244,12 +244,14 @@ COVERING: tuple[Covering, ...] = (
         ),
     ),
     # Webhook deliveries: over fakes first (the failing mark and its alert, the records' writes,
-    # redelivery, deletion, lanes, the checking resolver; milliseconds a test), then their records
+    # redelivery, deletion, lanes, the checking resolver, each attempt and the retry policy;
+    # milliseconds a test), then their records
     # in KV, and receivers met over HTTP by the gateway.
     Covering(
         "services/events/adapters/delivering.py",
         (
             "tests/events/test_delivery_fakes.py",
+            "tests/events/test_delivery_policy.py",
             "tests/events/test_delivery_records.py",
             "tests/events/test_webhook_receivers.py",
             "tests/events/test_webhooks.py",
