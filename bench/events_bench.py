@@ -33,7 +33,6 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import psutil
@@ -55,26 +54,13 @@ from libs.protocol.events import (  # noqa: E402
     TaskPlacement,
     TaskStarted,
 )
-from libs.protocol.jobs import stored_job  # noqa: E402
 from pai.embedded.platform import free_port  # noqa: E402
+from tests.support.jobs import job_model  # noqa: E402
 
 TYPES = "job.submitted,job.scheduled,task.started,task.completed,job.completed"
 
 
-# The smallest whole job: the events carry the protocol's model, which a bare dict is not.
-SMALL_JOB: dict[str, Any] = {
-    "protocolVersion": 2,
-    "name": "bench",
-    "type": "job",
-    "prerequisites": [{"name": "image", "type": "dockerimage", "uri": "busybox"}],
-    "taskRoles": {
-        "main": {
-            "dockerImage": "image",
-            "resourcePerInstance": {"cpu": 1, "memoryMB": 64, "gpu": 0},
-            "commands": ["true"],
-        }
-    },
-}
+SMALL = {"cpu": 1, "memoryMB": 64, "gpu": 0}  # each task's resources, unless a case sets its own
 
 
 def lifecycle(job_id: str) -> list[EventBase]:
@@ -85,7 +71,7 @@ def lifecycle(job_id: str) -> list[EventBase]:
             user="admin",
             name=job_id,
             virtual_cluster="default",
-            config=stored_job(SMALL_JOB | {"name": job_id}),
+            config=job_model({"name": job_id, "taskRoles": {"main": {"resourcePerInstance": SMALL}}}),
         ),
         JobScheduled(job_id=job_id, attempt=0, placements=(place,)),
         TaskStarted(job_id=job_id, attempt=0, role="main", index=0, node="n1"),

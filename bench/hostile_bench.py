@@ -17,12 +17,12 @@ from typing import Any
 
 from libs.protocol import JobProtocolError, parse_job
 from libs.protocol.events import JobSubmitted, NodeReported
-from libs.protocol.jobs import stored_job
 from libs.protocol.limits import DEFAULT_BODY_BYTES, limit_problems
 from libs.protocol.yamlsource import check_nesting, load_yaml
 from libs.web.jsonbody import json_depth
 from services.scheduler.core.hived import HivedPolicy
 from services.scheduler.core.queueing import SchedulerCore
+from tests.support.jobs import job_model
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = (
@@ -35,22 +35,6 @@ JOB = (
     / "marketplace-v2"
     / "tensorflow-cifar10.yaml"
 )
-
-
-# The smallest whole job: the events carry the protocol's model, which a bare dict is not.
-SMALL_JOB: dict[str, Any] = {
-    "protocolVersion": 2,
-    "name": "bench",
-    "type": "job",
-    "prerequisites": [{"name": "image", "type": "dockerimage", "uri": "busybox"}],
-    "taskRoles": {
-        "main": {
-            "dockerImage": "image",
-            "resourcePerInstance": {"cpu": 1, "memoryMB": 64, "gpu": 0},
-            "commands": ["true"],
-        }
-    },
-}
 
 
 def measured(action: Callable[[], Any]) -> tuple[float, int]:
@@ -82,7 +66,7 @@ def scheduler_with(instances: int) -> Callable[[], Any]:
         core = SchedulerCore(HivedPolicy())
         core.apply(NodeReported(node_id="n", name="n", address="127.0.0.1", cpu=64, memory_mb=2**20, gpus=0))
         role = {"instances": instances, "resourcePerInstance": {"cpu": 1, "memoryMB": 64, "gpu": 0}}
-        config = stored_job({**SMALL_JOB, "taskRoles": {"w": {**SMALL_JOB["taskRoles"]["main"], **role}}})
+        config = job_model(name="bench", taskRoles={"w": role})
         core.apply(JobSubmitted(job_id="j", user="u", name="j", virtual_cluster="default", config=config))
         return core.decide()
 

@@ -29,20 +29,7 @@ sys.path.insert(0, str(ROOT))
 from services.scheduler.core.hived import HivedPolicy  # noqa: E402
 from services.scheduler.core.placements import JobDemand, NodeInventory, Placed, TaskDemand  # noqa: E402
 
-# The smallest whole job: the events carry the protocol's model, which a bare dict is not.
-SMALL_JOB: dict[str, Any] = {
-    "protocolVersion": 2,
-    "name": "bench",
-    "type": "job",
-    "prerequisites": [{"name": "image", "type": "dockerimage", "uri": "busybox"}],
-    "taskRoles": {
-        "main": {
-            "dockerImage": "image",
-            "resourcePerInstance": {"cpu": 1, "memoryMB": 64, "gpu": 0},
-            "commands": ["true"],
-        }
-    },
-}
+SMALL = {"cpu": 1, "memoryMB": 64, "gpu": 0}  # each task's resources, unless a case sets its own
 
 RACKS = 80  # --racks 784: 12,544 nodes, 100,352 GPUs
 NODES_PER_RACK = 16
@@ -114,9 +101,9 @@ async def rebuild(racks: int, seed: int) -> dict[str, Any]:
     from libs.backbone.topology import ensure_topology, publish_event
     from libs.protocol.events import JobScheduled, JobSubmitted, NodeReported
     from libs.protocol.events import TaskPlacement as EventPlacement
-    from libs.protocol.jobs import stored_job
     from services.scheduler.core.queueing import SchedulerCore
     from services.scheduler.handlers import SchedulerService
+    from tests.support.jobs import job_model
 
     config, nodes = cluster(racks)
     jobs = fill(config, nodes, seed)
@@ -136,9 +123,7 @@ async def rebuild(racks: int, seed: int) -> dict[str, Any]:
                 name=d.job_id,
                 virtual_cluster=d.virtual_cluster,
                 priority=d.priority,
-                config=stored_job(
-                    {**SMALL_JOB, "taskRoles": {"worker": {**SMALL_JOB["taskRoles"]["main"], **role}}}
-                ),
+                config=job_model(name="bench", taskRoles={"worker": {"resourcePerInstance": SMALL, **role}}),
             )
         )
         placements = tuple(
