@@ -3,7 +3,7 @@
 REST serves requests while its background tasks (the projection, the republisher, the VC names'
 watch, the heartbeat, the copy of users' addresses) run in one task group. A bug in one of them
 must not leave the API up without it: the service ends with the error, for `pai up` (see
-tests/e2e/test_rest_failure.py) or Kubernetes to start it again.
+tests/e2e/test_service_failure.py) or Kubernetes to start it again.
 """
 
 from __future__ import annotations
