@@ -189,7 +189,7 @@ def in_image(runs: int, engine_name: str) -> tuple[str, dict[str, Measured]]:
         build_marker_image(BENCH_IMAGE, "bench")
         group = CpuGroup() if CPUACCT.is_dir() and os.geteuid() == 0 else None
         try:
-            runner = "runc" if engine.runner == "runc" else engine.name
+            runner = {"runc": "runc", "bwrap": "bubblewrap"}.get(engine.runner, engine.name)
             measured = asyncio.run(_in_image(runs, engine, Path(conf), group))
         finally:
             if group is not None:
@@ -203,7 +203,11 @@ async def _in_image(runs: int, engine: Any, conf: Path, group: CpuGroup | None) 
     from services.orchestrator.adapters.engines import ImageLookups, find_image
     from services.orchestrator.core.containers import ContainerPlan, container_name, run_arguments
 
-    bundles = Bundles(engine, conf, "bench") if engine.runner == "runc" else None
+    from services.orchestrator.core.sandboxes import SandboxTools
+
+    bundles = Bundles(engine, conf, "bench") if engine.runner in ("runc", "bwrap") else None
+    # bubblewrap runs a task as a tenant (never root): nobody's uid here, as a tenant's would be.
+    user = "65534:65534" if engine.runner == "bwrap" else "0:0"
     lookups = ImageLookups()
     env = task_environment(os.environ, PYTHONPATH=runtime_path())
     server = ForkServer(env, conf)
@@ -214,7 +218,7 @@ async def _in_image(runs: int, engine: Any, conf: Path, group: CpuGroup | None) 
             engine=engine.name,
             image=image,
             name=container_name(f"bench-{os.getpid()}", 0, "worker", 0, n),
-            user="0:0",
+            user=user,
             work_dir=str(work),
             labels=(),
             memory_mb=256,
@@ -228,11 +232,17 @@ async def _in_image(runs: int, engine: Any, conf: Path, group: CpuGroup | None) 
         private = root / "worker" / "private"
         work.mkdir(parents=True)
         private.mkdir(mode=0o700)
+        if engine.runner == "bwrap":  # the tenant reaches its work dir, as a task's does
+            os.chmod(root, 0o755)
+            os.chown(work, 65534, 65534)
         t0 = time.time()
         image = await find_image(engine, BENCH_IMAGE, "never", lookups)
         plan = plan_for(image.run, n, work)
         container: dict[str, Any] = {"engine": engine.program, "image": image.run, "env": engine.env}
-        if bundles is not None:
+        if bundles is not None and engine.runner == "bwrap":
+            sandbox = await bundles.sandbox(plan, root / "worker", private, SandboxTools(*engine.sandbox))
+            container.update(run=[], sandbox=json.loads(json.dumps(sandbox.as_dict(), default=str)))
+        elif bundles is not None:
             config = await bundles.prepare(plan, root / "worker", private)
             runc = {
                 "program": engine.runc,

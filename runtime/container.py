@@ -11,8 +11,13 @@ runtime writes each script's container's configuration from the task's and runs
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
+
 TYPE_CHECKING = False  # not `typing`'s: importing it costs every task's start-up
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 LOADER = (
@@ -100,3 +105,159 @@ def digest_of(digests: list[str], reference: str) -> str | None:
         if named == repository or named.endswith("/" + repository):
             return digest
     return digests[0] if digests else None
+
+
+def make_mount_point(root: Path, target: str, *, directory: bool) -> None:
+    """``target`` (an absolute path in the root file system ``root``) made where it is missing, a
+    folder or an empty file, owned by root: what bubblewrap mounts over there. Each folder on the
+    way is opened without following a symbolic link (a link the image or the task left points
+    anywhere on the host: OSError), so nothing is made outside ``root``."""
+    parts = [p for p in target.split("/") if p and p != "."]
+    if not parts or ".." in parts:
+        raise OSError(errno.EINVAL, f"{target}: not a path a mount can be made at")
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(root, flags)
+    try:
+        for n, part in enumerate(parts):
+            if n == len(parts) - 1 and not directory:
+                with contextlib.suppress(FileExistsError):
+                    made = os.open(
+                        part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+                    )
+                    os.fchmod(made, 0o644)  # whatever the umask of the process making it
+                    os.close(made)
+                return
+            new = True
+            try:
+                os.mkdir(part, 0o700, dir_fd=fd)
+            except FileExistsError:
+                new = False
+            inner = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+            if new:
+                os.fchmod(fd, 0o755)
+    finally:
+        os.close(fd)
+
+
+_CLONE_NEWNS = 0x00020000
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_SLAVE = 0x1, 0x20, 0x1000, 0x4000, 0x80000
+_O_BENEATH = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _beneath(root: int, target: str) -> int:
+    """An ``O_PATH`` descriptor of ``target`` under the folder ``root``, no symbolic link
+    followed on the way (the image's or the task's, which could point anywhere on the host)."""
+    fd = os.dup(root)
+    try:
+        for part in (p for p in target.split("/") if p and p != "."):
+            if part == "..":
+                raise OSError(errno.EINVAL, f"{target}: not a path a mount can be made at")
+            inner = os.open(part, _O_BENEATH, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+            if (os.fstat(fd).st_mode & 0o170000) == 0o120000:  # a symbolic link, not followed
+                raise OSError(errno.ELOOP, f"{target}: {part} is a symbolic link")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def stage_root(rootfs: str, stage: str, binds: list[tuple[str, str, bool]]) -> None:
+    """In a mount namespace of this process's own (a script's, before it becomes bubblewrap):
+    the task's root file system at ``stage``, a path every tenant may reach, and the engine's
+    and the storages' bind mounts in it, made as root: bubblewrap, the tenant's, then binds
+    ``stage`` (with everything on it) as its root. Each mount point is reached without
+    following a symbolic link. OSError where one cannot be made."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def mount(source: str | None, target: str, flags: int) -> None:
+        if libc.mount(source and os.fsencode(source), os.fsencode(target), None, flags, None) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"mount {source or ''} {target}: {os.strerror(code)}")
+
+    if libc.unshare(_CLONE_NEWNS) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"unshare: {os.strerror(code)}")
+    mount(None, "/", _MS_REC | _MS_SLAVE)  # nothing made here reaches the host's namespace
+    mount(rootfs, stage, _MS_BIND | _MS_REC)
+    root = os.open(stage, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for source, target, read_only in binds:
+            point = _beneath(root, target)
+            try:
+                at = f"/proc/self/fd/{point}"
+                mount(source, at, _MS_BIND | _MS_REC)
+                if read_only:
+                    # The new mount is on top of the descriptor's: reached again by its path.
+                    again = _beneath(root, target)
+                    try:
+                        mount(None, f"/proc/self/fd/{again}", _MS_BIND | _MS_REMOUNT | _MS_RDONLY)
+                    finally:
+                        os.close(again)
+            finally:
+                os.close(point)
+    finally:
+        os.close(root)
+
+
+_CLONE_NEWUSER = 0x10000000
+
+
+def tenant_userns(uid: int, gid: int, groups: list[int]) -> int:
+    """A user namespace owned by the tenant ``uid`` that maps the tenant's uid, gid and
+    supplementary groups (its team storages') to themselves and nothing else; a descriptor of
+    it (bubblewrap's ``--userns``). A process made for it (forked, the tenant's, with no
+    capability) makes it; root (this process) writes its maps, as an unprivileged process could
+    map its own uid and gid only: the storages' gids would show as nobody's in the container.
+    OSError where it cannot be made."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    ready_r, ready_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child: a few system calls, then gone
+        code = 1
+        try:
+            os.close(ready_r)
+            os.close(done_w)
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            if libc.unshare(_CLONE_NEWUSER) == 0:
+                os.write(ready_w, b"1")
+                os.read(done_r, 1)
+                code = 0
+        finally:
+            os._exit(code)
+    os.close(ready_w)
+    os.close(done_r)
+    try:
+        if os.read(ready_r, 1) != b"1":
+            raise OSError(errno.EPERM, "a user namespace could not be made")
+        with open(f"/proc/{pid}/uid_map", "w") as f:
+            f.write(f"{uid} {uid} 1\n")
+        gids = [gid, *(g for g in dict.fromkeys(groups) if g != gid)]
+        with open(f"/proc/{pid}/gid_map", "w") as f:
+            f.write("".join(f"{g} {g} 1\n" for g in gids))
+        return os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(ready_r)
+        os.write(done_w, b"1")
+        os.close(done_w)
+        os.waitpid(pid, 0)
+
+
+def in_userns(argv: list[str], fd: int) -> list[str]:
+    """bubblewrap's arguments (after setpriv's) with the user namespace ``fd`` (``tenant_userns``)
+    in place of one of its own making."""
+    split = argv.index("--") + 1
+    bwrap = argv[split:]
+    at = bwrap.index("--unshare-user")
+    bwrap[at : at + 1] = ["--userns", str(fd)]
+    return argv[:split] + bwrap

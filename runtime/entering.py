@@ -19,7 +19,13 @@ nothing else; then, in this order, it
     runtime starts the commands (or, without a task user, the platform's own);
   - a task in its image: the engine's exec into the task's container (``podman exec --user
     UID:GID --workdir WORK NAME``), the task's variables passed by name, never in an argument.
-    The engine puts the process in the container's cgroup, under the task's own.
+    The engine puts the process in the container's cgroup, under the task's own. Where runc runs
+    the containers, ``runc exec`` into the running script's;
+  - a task in its image that bubblewrap runs: ``nsenter`` into the user, PID, mount, IPC and UTS
+    namespaces of the running script's sandbox, its root and work dir, as the tenant's uid and
+    gid under ``no_new_privs``. With a terminal, the command gets one of the container's own
+    (its /dev/pts), which this process passes the exec's terminal through, as an engine's exec
+    does: the exec's terminal is not a device the container can name.
 
 A refusal (no sandbox running now, a container engine it cannot exec with) is one line on
 stderr and exit code 125, as a container engine's exec says its own failures.
@@ -127,6 +133,10 @@ def plan_entry(
             argv += ["--cwd", work, *(["--env", f"TERM={own['TERM']}"] if tty else [])]
             env = {"PATH": inherited.get("PATH", "/usr/bin:/bin")}
             return Entry([*argv, target_container, *command], env, work, confine=False)
+        sandbox = getattr(container, "sandbox", None)
+        if sandbox is not None:
+            drop = sandbox.argv[: sandbox.argv.index("--") + 1]
+            return _into_image_sandbox(spec, drop, sandbox.env, command, own, target, nsenter, inherited)
         engine = Path(container.engine).name
         name = _option(container.run, "--name")
         if engine not in ("podman", "docker") or name is None:
@@ -158,6 +168,37 @@ def plan_entry(
     drop_to = (spec.run_as.uid, spec.run_as.gid) if spec.run_as is not None else None
     groups = tuple(spec.run_as.groups) if spec.run_as is not None else ()
     return Entry(list(command), env, work, drop_to=drop_to, groups=groups)
+
+
+def _into_image_sandbox(
+    spec: TaskSpec,
+    drop: list[str],
+    image_env: list[str],
+    command: list[str],
+    own: dict[str, str],
+    target: int | None,
+    nsenter: str,
+    inherited: Mapping[str, str],
+) -> Entry:
+    """Into the container bubblewrap runs a script of the task in now (its init is ``target``):
+    ``drop`` (the task's setpriv: the tenant's uid, gid and groups, no capability, no_new_privs),
+    then nsenter into its user namespace (the tenant's own, so the tenant may enter it), its PID,
+    mount, IPC and UTS namespaces, its root and working directory (the work dir), keeping the
+    tenant's credentials. The engine's seccomp filter is not loaded for it (nsenter needs calls
+    it forbids): what the command may do is what the tenant's uid may."""
+    if target is None:
+        raise EntryError(
+            "the task runs no command now (it waits at its gang barrier, or between its plugins' "
+            "commands and its own); try again in a moment"
+        )
+    if spec.run_as is None:
+        raise EntryError("the task's container runs as no tenant: a command cannot be run in it")
+    argv = [*drop, nsenter, f"--target={target}", "--user", "--pid", "--mount", "--ipc", "--uts"]
+    argv += ["--preserve-credentials", "--root", "--wd"]
+    env = dict(entry.partition("=")[::2] for entry in image_env)
+    env.update(own)
+    env["PATH"] = env.get("PATH") or inherited.get("PATH", "/usr/bin:/bin")
+    return Entry([*argv, "--", *command], env, str(spec.dirs.work_dir))
 
 
 def _pid_namespace(pid: int) -> str | None:
@@ -226,11 +267,84 @@ def _take_terminal(owner: tuple[int, int] | None) -> None:
         os.fchmod(0, 0o620)
 
 
+_TIOCSPTLCK = 0x40045431
+_TIOCGPTPEER = 0x5441
+
+
+def _through_container_terminal(entry: Entry, target: int, owner: tuple[int, int] | None) -> int:
+    """``entry`` run on a terminal of the container's own devpts (the one ``target`` sees), this
+    process passing bytes between it and its standard streams (in raw mode: the line discipline
+    is the container's terminal's) and the window's size along; the command's exit code."""
+    import contextlib
+    import fcntl
+    import select
+    import signal
+    import termios
+    import tty
+
+    master = os.open(f"/proc/{target}/root/dev/pts/ptmx", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    fcntl.ioctl(master, _TIOCSPTLCK, b"\0\0\0\0")
+    peer = fcntl.ioctl(master, _TIOCGPTPEER, os.O_RDWR | os.O_NOCTTY)
+    if owner is not None:
+        os.fchown(peer, owner[0], owner[1])
+
+    def size(*_: object) -> None:
+        with contextlib.suppress(OSError):  # no window to take the size of (not a terminal)
+            fcntl.ioctl(master, termios.TIOCSWINSZ, fcntl.ioctl(0, termios.TIOCGWINSZ, b"\0" * 8))
+
+    size()
+    pid = os.fork()
+    if pid == 0:  # the command: a session of its own on the container's terminal
+        try:
+            os.setsid()
+            fcntl.ioctl(peer, termios.TIOCSCTTY, 0)
+            for fd in (0, 1, 2):
+                os.dup2(peer, fd)
+            os.close(peer)
+            os.umask(0o022)
+            os.execvpe(entry.argv[0], entry.argv, entry.env)
+        finally:
+            os._exit(127)
+    os.close(peer)
+    signal.signal(signal.SIGWINCH, size)
+    saved = termios.tcgetattr(0) if os.isatty(0) else None
+    if saved is not None:
+        tty.setraw(0)
+    try:
+        streams = [0, master]
+        while True:
+            try:
+                ready, _, _ = select.select(streams, [], [])
+            except InterruptedError:
+                continue
+            if master in ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    data = b""  # EIO: the command and everything on its terminal ended
+                if not data:
+                    break
+                os.write(1, data)
+            if 0 in ready:
+                data = os.read(0, 65536)
+                if data:
+                    os.write(master, data)
+                else:
+                    streams.remove(0)
+    finally:
+        if saved is not None:
+            termios.tcsetattr(0, termios.TCSADRAIN, saved)
+        os.close(master)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+
+
 def enter(spec: TaskSpec, directory: Path, command: list[str], tty: bool) -> None:
     """Become ``command`` inside the task (never returns); EntryError when it cannot."""
     inherited = dict(os.environ)
     target = None
-    if spec.container is None and spec.sandbox is not None and spec.run_as is not None:
+    sandboxed = spec.container is None and spec.sandbox is not None
+    if (sandboxed or getattr(spec.container, "sandbox", None) is not None) and spec.run_as is not None:
         try:
             runtime_pid = int((directory / PID_FILE).read_text().strip())
         except (OSError, ValueError) as exc:
@@ -255,7 +369,11 @@ def enter(spec: TaskSpec, directory: Path, command: list[str], tty: bool) -> Non
             confine_self(spec.confine)
         except ConfineError as exc:
             raise EntryError(str(exc)) from None
-    owner = (spec.run_as.uid, spec.run_as.gid) if spec.run_as is not None and spec.container is None else None
+    own_terminal = spec.container is None or getattr(spec.container, "sandbox", None) is not None
+    owner = (spec.run_as.uid, spec.run_as.gid) if spec.run_as is not None and own_terminal else None
+    if tty and getattr(spec.container, "sandbox", None) is not None and target is not None:
+        os.chdir(entry.cwd)
+        sys.exit(_through_container_terminal(entry, target, owner))
     if tty:
         _take_terminal(owner)
     os.chdir(entry.cwd)

@@ -24,7 +24,16 @@ from runtime import barrier, exitcodes
 from runtime.analysis import analyze_exit
 from runtime.capturing import LogCapture
 from runtime.confining import ConfineError, acting_as, confine_self
-from runtime.container import digest_of, run_name, script_config, shell_command
+from runtime.container import (
+    digest_of,
+    in_userns,
+    make_mount_point,
+    run_name,
+    script_config,
+    shell_command,
+    stage_root,
+    tenant_userns,
+)
 from runtime.environment import build_environment
 from runtime.errors import PluginError
 from runtime.plugins import (
@@ -129,6 +138,7 @@ class TaskRun:
         self._mounts: list[tuple[str, str, bool]] = []
         self._image: str | None = None  # the id of the image the runtime pulled
         self._bundle: Path | None = None  # the running script's bundle (runc), removed after it
+        self._userns: int | None = None  # the tenant's user namespace (bubblewrap), made once
 
     # -- signals ---------------------------------------------------------------------------
 
@@ -156,7 +166,7 @@ class TaskRun:
         try:
             root = psutil.Process(child.pid)
             procs = [root, *root.children(recursive=True)]
-            if self.spec.sandbox is not None and self.spec.container is None:
+            if (self.spec.sandbox is not None and self.spec.container is None) or self._bubblewrapped():
                 # bubblewrap and its init: the platform's, not the task's (see _in_sandbox).
                 keep = {root.pid, *(p.pid for p in root.children())}
                 procs = [p for p in procs if p.pid not in keep]
@@ -255,6 +265,8 @@ class TaskRun:
         assert container is not None
         if container.runc is not None:
             return self._in_runc(script, label)
+        if container.sandbox is not None:
+            return self._in_image_sandbox(script, label)
         argv = [container.engine, *container.run]
         for name in self._task_vars:
             argv += ["--env", name]
@@ -315,6 +327,65 @@ class TaskRun:
             # path) must be open to the task's user, whatever the platform's own umask.
             umask=0o022,
         )
+
+    def _bubblewrapped(self) -> bool:
+        container = self.spec.container
+        return container is not None and container.sandbox is not None
+
+    def _in_image_sandbox(self, script: int, label: str) -> subprocess.Popen[bytes]:
+        """The script in the task's image, run by bubblewrap in a user namespace of the tenant's
+        uid over the task's root file system (the executor's bundle said in bubblewrap's words,
+        services/orchestrator/core/image_sandboxes.py), the storages bound at their mount paths,
+        the engine's seccomp filter loaded last. The script comes on stdin, the task's variables
+        by value in the environment (bubblewrap passes it on; the arguments hold none).
+
+        bubblewrap is the platform's, as for a host task (``_in_sandbox``): in a process group
+        of its own, a stop reaches the commands through ``_forward``. It runs in the task's
+        cgroups, so the task's limits hold for everything in the container."""
+        container = self.spec.container
+        assert container is not None
+        sandbox = container.sandbox
+        assert sandbox is not None
+        binds = [(b.source, b.target, b.read_only) for b in sandbox.binds]
+        for source, target, read_only in self._mounts:
+            make_mount_point(sandbox.rootfs, target, directory=os.path.isdir(source))
+            binds.append((source, target, read_only))
+        argv = list(sandbox.argv)
+        fds: list[int] = []
+        run_as = self.spec.run_as
+        if self._userns is None and run_as is not None:
+            try:
+                self._userns = tenant_userns(run_as.uid, run_as.gid, list(run_as.groups))
+            except OSError as exc:  # bubblewrap's own then: the storages' gids show as nobody's
+                self._userns = -1
+                self.log(f"the container's user namespace maps the task's uid and gid only: {exc}")
+        if self._userns is not None and self._userns >= 0:
+            argv = in_userns(argv, self._userns)
+            fds.append(os.dup(self._userns))
+            argv[argv.index("--userns") + 1] = str(fds[-1])
+        if sandbox.seccomp is not None:
+            fds.append(os.open(sandbox.seccomp, os.O_RDONLY | os.O_CLOEXEC))
+            argv += ["--seccomp", str(fds[-1])]
+        own = {name: self.env[name] for name in self._task_vars}
+        env = dict(entry.partition("=")[::2] for entry in sandbox.env)
+        env.update(own)
+        rootfs, stage = str(sandbox.rootfs), sandbox.stage
+        try:
+            return subprocess.Popen(
+                [*argv, "--", *sandbox.entry, *shell_command(label)],
+                cwd="/",
+                env=env,
+                stdin=script,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=fds,
+                process_group=0,
+                umask=0o022,
+                preexec_fn=lambda: stage_root(rootfs, stage, binds),
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def _in_sandbox(self, path: Path, script: int) -> subprocess.Popen[bytes]:
         """The script on the host in the task's sandbox (services/orchestrator/core/sandboxes.py):
@@ -425,6 +496,7 @@ class TaskRun:
             "OCI runtime",
             "OCI permission denied",
             "unable to start container process",
+            "bwrap: execvp",
         )
         not_run = any(words in tail for words in said)
         if not not_run:

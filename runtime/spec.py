@@ -292,6 +292,32 @@ class Runc(Record):
     name: str = field(min_length=1)  # each script's container is this name, a dash, its label
 
 
+class Bind(Record):
+    """A bind mount into a task's container: a host path at a path in the container."""
+
+    source: str = field(min_length=1)
+    target: str = field(min_length=1)
+    read_only: bool = False
+
+
+class ImageSandbox(Record):
+    """The task's containers run by bubblewrap in a user namespace of the tenant's uid, on the
+    bundle the executor prepared (services/orchestrator/core/image_sandboxes.py says the engine's
+    configuration in bubblewrap's words), not through the engine's ``run`` nor runc."""
+
+    argv: list[str]  # setpriv's arguments, then bubblewrap's up to each script's own mounts
+    env: list[str]  # the container's environment (NAME=value); the task's variables are added
+    entry: list[str] = []  # noqa: RUF012 - the image's entrypoint, before the loader
+    rootfs: Path  # the task's root file system: its storages' mount points are made in it
+    stage: str = field(min_length=1)  # where root mounts it, for bubblewrap to bind it as /
+    binds: list[Bind] = []  # noqa: RUF012 - made by root on it first (the tenant may not reach them)
+    seccomp: Path | None = None  # the engine's seccomp filter, compiled (BPF), loaded by bubblewrap
+
+    def _check(self, where: str) -> None:
+        if not self.argv:
+            raise SpecError(f"{where}: argv must name a program")
+
+
 class Container(Record):
     """The task's commands run in its docker image through a container engine (the runtime stays
     on the host); see services/orchestrator/core/containers.py."""
@@ -306,6 +332,7 @@ class Container(Record):
     pull: bool = False
     auth_file: Path | None = None  # registry credentials for the pull (root-only; removed after it)
     runc: Runc | None = None  # None: each script runs with the engine's run and `run`; else with runc
+    sandbox: ImageSandbox | None = None  # else with bubblewrap (neither the engine nor runc)
 
 
 class Sandbox(Record):

@@ -3,8 +3,9 @@
 The test image is made on this machine, never pulled: busybox and bash, static builds from
 Debian's packages, and a marker file, imported with `podman import`. Every platform here runs
 with PAI_IMAGE_PULL=never, so nothing ever goes looking for a registry. The containers run as the
-platform runs them by default here (runc itself on the executor's bundles, PAI_CONTAINER_RUNNER
-auto); a stop and an orchestrator's death mid-task are tried with ``podman run`` too.
+platform runs them by default here (bubblewrap on the executor's bundles, PAI_CONTAINER_RUNNER
+auto); a stop and an orchestrator's death mid-task are tried with runc itself and ``podman run``
+too.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tests.support.waiting import eventually, polled
 pytestmark = pytest.mark.timeout(240)
 
 ENGINE_ENV = {"PAI_TASK_ENGINE": "podman", "PAI_IMAGE_PULL": "never"}
-RUNNERS = pytest.mark.parametrize("runner", ["runc", "engine"])
+RUNNERS = pytest.mark.parametrize("runner", ["bwrap", "runc", "engine"])
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,25 @@ def _containers_of(job_id: str, conf_dir: Path) -> list[str]:
         text=True,
         check=True,
     )
-    return done.stdout.split() + [name for name in runc_list(conf_dir / "data") if job_id in name]
+    return (
+        done.stdout.split()
+        + [name for name in runc_list(conf_dir / "data") if job_id in name]
+        + sandboxes_of(job_id)
+    )
+
+
+def sandboxes_of(job_id: str) -> list[str]:
+    """The bubblewrap processes that run a script of the job (their arguments name its work dir)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"bwrap") and any(job_id.encode() in a for a in argv):
+                found.append(f"bwrap {entry.name}")
+    return found
 
 
 def runc_list(data_dir: Path) -> list[str]:
@@ -92,7 +111,7 @@ async def test_a_job_runs_in_its_image_and_records_the_digest(
 ) -> None:
     image, marker = marker_image
     command = "cat /pai-marker; if [ -e /usr/bin/python3 ]; then echo host-python; else echo no-python; fi"
-    async with running_platform(tmp_path / "data", env=ENGINE_ENV) as platform:
+    async with running_platform(tmp_path / "data", env=ENGINE_ENV, task_user="auto") as platform:
         job_id = await platform.submit(_image_job("in-image", image, command))
         assert (await platform.completed(job_id)).state == "SUCCEEDED"
         log = await platform.log("in-image", "main", 0)
@@ -102,7 +121,7 @@ async def test_a_job_runs_in_its_image_and_records_the_digest(
         task = await _task_of(platform, "in-image")
         digest = str(task["imageDigest"])
         assert digest.startswith("localhost/pai-test-marker@sha256:"), digest
-        assert "through podman and runc" in str(task["executorNote"])  # runc itself, by default
+        assert "through podman and bubblewrap" in str(task["executorNote"])  # bubblewrap, by default
         assert _left_behind(job_id, tmp_path) == []  # removed once it ended, its overlay unmounted
 
         # Run again on the same bits: the clone names the image by the digest it ran.
@@ -170,11 +189,12 @@ async def test_a_job_stopped_mid_run_leaves_no_container(
     image, _ = marker_image
     command = "trap 'echo stopping; exit 143' TERM; echo up; sleep 300 & wait"
     env = {**ENGINE_ENV, "PAI_CONTAINER_RUNNER": runner}
-    async with running_platform(tmp_path / "data", env=env) as platform:
+    async with running_platform(tmp_path / "data", env=env, task_user="auto") as platform:
         job_id = await platform.submit(_image_job("stopped", image, command))
         await platform.watcher.wait_for("task.started", job_id)
         await eventually(polled(lambda: _containers_of(job_id, tmp_path)), bool, within=30)
         assert (runc_list(tmp_path / "data") != []) == (runner == "runc")
+        assert (sandboxes_of(job_id) != []) == (runner == "bwrap")
         stopped = await platform.api.put("/api/v2/jobs/admin~stopped/executionType", json={"value": "STOP"})
         assert stopped.status_code in (200, 202), stopped.text
         assert (await platform.completed(job_id)).state == "STOPPED"
@@ -188,7 +208,7 @@ async def test_the_orchestrator_killed_mid_task_adopts_it_and_reports_its_end_on
     image, _ = marker_image
     command = "echo ran >> ran.log; while [ ! -f gate ]; do sleep 0.05; done; echo done"
     env = {**ENGINE_ENV, "PAI_CONTAINER_RUNNER": runner}
-    async with running_platform(tmp_path / "data", env=env) as platform:
+    async with running_platform(tmp_path / "data", env=env, task_user="auto") as platform:
         job_id = await platform.submit(_image_job("adopted", image, command))
         await platform.watcher.wait_for("task.started", job_id)
         ran = await eventually(
@@ -218,7 +238,7 @@ async def test_a_task_whose_runtime_dies_leaves_no_container(
     it, and the task's overlay, when it sees the runtime gone."""
     image, _ = marker_image
     env = {**ENGINE_ENV, "PAI_CONTAINER_RUNNER": runner}
-    async with running_platform(tmp_path / "data", env=env) as platform:
+    async with running_platform(tmp_path / "data", env=env, task_user="auto") as platform:
         job_id = await platform.submit(_image_job("orphaned", image, "echo up; sleep 300"))
         await platform.watcher.wait_for("task.started", job_id)
         await eventually(polled(lambda: _containers_of(job_id, tmp_path)), bool, within=30)
@@ -258,14 +278,17 @@ async def test_an_image_without_a_shell_fails_with_openpais_start_cmd_not_found(
 def test_pai_up_names_the_engine_and_the_pull_policy(tmp_path: Path, marker_image: tuple[str, str]) -> None:
     line = engine_line(tmp_path, {"PAI_TASK_ENGINE": "auto", "PAI_IMAGE_PULL": "never"})
     assert line == (
-        "tasks run in their docker images: podman's images, run by runc itself; "
-        "images pulled: never (PAI_IMAGE_PULL)"
+        "tasks run in their docker images: podman's images and configuration, run by bubblewrap in a "
+        "user namespace of the tenant's uid; images pulled: never (PAI_IMAGE_PULL)"
     )
     line = engine_line(tmp_path, {"PAI_IMAGE_PULL": "never", "PAI_CONTAINER_RUNNER": "engine"})
     assert line == (
         "tasks run in their docker images through podman (runc); images pulled: never (PAI_IMAGE_PULL)"
     )
-    assert "must be auto, runc or engine" in engine_line(tmp_path, {"PAI_CONTAINER_RUNNER": "crun"})
+    line = engine_line(tmp_path, {"PAI_IMAGE_PULL": "never", "PAI_CONTAINER_RUNNER": "runc"})
+    runc = "tasks run in their docker images: podman's images, run by runc itself"
+    assert line == f"{runc}; images pulled: never (PAI_IMAGE_PULL)"
+    assert "must be auto, bwrap, runc or engine" in engine_line(tmp_path, {"PAI_CONTAINER_RUNNER": "crun"})
     assert engine_line(tmp_path, {"PAI_TASK_ENGINE": "host"}) == "tasks run on the host: PAI_TASK_ENGINE=host"
     assert "must be auto, podman, docker or host" in engine_line(tmp_path, {"PAI_TASK_ENGINE": "lxc"})
 

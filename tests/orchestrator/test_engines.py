@@ -186,7 +186,7 @@ def test_the_runner_is_runc_where_podman_runs_it_and_the_platform_is_root(
     assert choose_runner(Engine("podman", "/usr/bin/podman", "crun"), "auto").runner == "engine"
     with pytest.raises(ValueError, match="PAI_CONTAINER_RUNNER=runc: Podman runs crun, not runc"):
         choose_runner(Engine("podman", "/usr/bin/podman", "crun"), "runc")
-    with pytest.raises(ValueError, match="must be auto, runc or engine"):
+    with pytest.raises(ValueError, match="must be auto, bwrap, runc or engine"):
         choose_runner(podman, "crun")
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert choose_runner(podman, "auto") == podman
@@ -237,3 +237,43 @@ def test_without_an_engine_profile_file_the_containers_conf_leaves_the_engines_o
     assert "seccomp_profile" not in conf
     assert "default_ulimits = []" in conf.splitlines()
     assert not (tmp_path / engines.SECCOMP_PROFILE).exists()
+
+
+def _tool(folder: Path, name: str, body: str) -> str:
+    path = folder / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_the_runner_is_bubblewrap_where_it_makes_a_user_namespace_and_the_platform_is_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    podman = Engine("podman", "/usr/bin/podman", "runc")
+    runc = _tool(tmp_path, "runc", "exit 0")
+    # setpriv runs what follows its "--"; bubblewrap answers as the probe's marker file says.
+    setpriv = _tool(tmp_path, "setpriv", 'while [ "$1" != "--" ]; do shift; done; shift; exec "$@"')
+    said = tmp_path / "refuse"
+    bwrap = _tool(
+        tmp_path,
+        "bwrap",
+        f'if [ -e {said} ]; then echo "bwrap: No permissions to creating new namespace" >&2; exit 1; fi',
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    chosen = choose_runner(podman, "auto")
+    assert chosen == replace(podman, runner="bwrap", sandbox=(bwrap, setpriv), runc=runc)
+    assert "bubblewrap in a user namespace" in chosen.describe()
+    assert choose_runner(podman, "bwrap") == chosen
+    assert choose_runner(podman, "runc").runner == "runc"  # asked for: runc, bubblewrap or not
+    said.touch()  # no user namespace here: runc where it is, and a refusal where bwrap was asked for
+    assert choose_runner(podman, "auto").runner == "runc"
+    with pytest.raises(ValueError, match=r"PAI_CONTAINER_RUNNER=bwrap: .*No permissions"):
+        choose_runner(podman, "bwrap")
+    said.unlink()
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(ValueError, match="PAI_CONTAINER_RUNNER=bwrap: mounting an image's files needs root"):
+        choose_runner(podman, "bwrap")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(ValueError, match=r"PAI_CONTAINER_RUNNER=bwrap: .*Podman's images, not docker's"):
+        choose_runner(Engine("docker", "/usr/bin/docker", "runc"), "bwrap")

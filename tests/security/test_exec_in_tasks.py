@@ -119,7 +119,7 @@ def marker_image() -> Iterator[tuple[str, str]]:
         yield reference, marker
 
 
-@pytest.mark.parametrize("runner", ["auto", "engine"], ids=["runc-where-installed", "podman-exec"])
+@pytest.mark.parametrize("runner", ["bwrap", "runc", "engine"], ids=["bubblewrap", "runc", "podman-exec"])
 async def test_exec_in_a_task_in_its_image_runs_in_its_container_as_its_tenant(
     open_dir: Path, marker_image: tuple[str, str], runner: str
 ) -> None:

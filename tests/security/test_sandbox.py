@@ -104,7 +104,7 @@ def probe_image() -> Iterator[str]:
         remove_image(reference)
 
 
-@pytest.mark.parametrize("runner", ["runc", "engine"])
+@pytest.mark.parametrize("runner", ["bwrap", "runc", "engine"])
 async def test_a_setuid_root_binary_in_the_tenants_image_gains_nothing_in_its_container(
     open_dir: Path, probe_image: str, runner: str
 ) -> None:
@@ -120,6 +120,7 @@ async def test_a_setuid_root_binary_in_the_tenants_image_gains_nothing_in_its_co
         # The engine's default filter, carried over into the bundle where runc runs it.
         assert probe_report(log).get("Seccomp") == "2", log
         assert ("through podman and runc" in log) == (runner == "runc"), log
+        assert ("through podman and bubblewrap" in log) == (runner == "bwrap"), log
         if platform_module.machine() == "x86_64":
             # The filter keeps the native ABI only (the platform's containers.conf names the engine's
             # profile narrowed, and runc's bundles narrow theirs): a 32-bit system call kills its thread.

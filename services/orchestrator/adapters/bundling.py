@@ -44,8 +44,10 @@ from typing import Any
 
 import structlog
 
-from runtime.container import run_prefix
+from runtime.container import make_mount_point, run_prefix
+from runtime.spec import Bind, ImageSandbox
 from services.orchestrator.adapters.engines import Engine, EngineError
+from services.orchestrator.adapters.seccomp_filters import SeccompError, compile_filter
 from services.orchestrator.core.bundles import (
     TemplateError,
     bundle_config,
@@ -54,6 +56,8 @@ from services.orchestrator.core.bundles import (
     template_arguments,
 )
 from services.orchestrator.core.containers import LABEL_PLATFORM, ContainerPlan
+from services.orchestrator.core.image_sandboxes import STAGE, image_sandbox
+from services.orchestrator.core.sandboxes import SandboxTools
 
 log = structlog.get_logger(__name__)
 
@@ -63,8 +67,12 @@ TEMPLATES_DIR = "runc-templates"
 """In the data dir: what the templates' configurations name (a work dir, the engine's files)."""
 LABEL_TEMPLATE = "ai.pai.template"
 ROOTFS, UPPER, WORK = "rootfs", "rootfs-upper", "rootfs-work"
+FILES = "rootfs-files"
+"""In a task's folder, where bubblewrap runs its containers: its copies of the engine's files."""
 BUNDLE_FILE = "bundle.json"
 """In the runtime's private folder: the task's OCI configuration."""
+SECCOMP_FILE = "seccomp.bpf"
+"""In a template's folder: its seccomp filter compiled, where bubblewrap runs the containers."""
 BUNDLES_DIR = "bundles"
 """In the runtime's private folder: each script's bundle while it runs (runtime/running.py)."""
 TEMPLATE_USER = "65534:65534"
@@ -84,6 +92,8 @@ class Template:
     config: dict[str, Any]
     work_dir: str
     files: dict[str, str]
+    seccomp: Path | None = None
+    """Its seccomp filter compiled (BPF), where bubblewrap runs the containers."""
 
 
 def _check_option_path(path: str) -> str:
@@ -176,6 +186,7 @@ class Bundles:
 
     def __init__(self, engine: Engine, data_dir: Path, platform: str) -> None:
         self.engine = engine
+        self.compiled = engine.runner == "bwrap"  # each template's seccomp filter compiled once
         self.state = data_dir / STATE_DIR
         self.templates_dir = data_dir / TEMPLATES_DIR
         self._platform = platform
@@ -258,8 +269,17 @@ class Bundles:
             files = await asyncio.to_thread(self._keep_files, engine_files(config, ident), folder)
         finally:
             await self._podman("rm", "--force", "--ignore", ident)
+        seccomp = None
+        profile = config.get("linux", {}).get("seccomp")
+        if self.compiled and profile:
+            seccomp = folder / SECCOMP_FILE
+            try:
+                program = await asyncio.to_thread(compile_filter, profile)
+                await asyncio.to_thread(_write_private, seccomp, program)
+            except (SeccompError, OSError) as exc:
+                raise BundleError(f"the seccomp filter of {plan.image}'s containers: {exc}") from exc
         log.info("a container template", image=plan.image, gpus=list(plan.gpus))
-        return Template(config, str(work), files)
+        return Template(config, str(work), files, seccomp)
 
     @staticmethod
     def _keep_files(made: dict[str, str], folder: Path) -> dict[str, str]:
@@ -279,6 +299,45 @@ class Bundles:
 
     async def prepare(self, plan: ContainerPlan, directory: Path, private: Path) -> Path:
         """The task's bundle: its overlay mounted, its configuration written; its path."""
+        config, _ = await self._root(plan, directory)
+        path = private / BUNDLE_FILE
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps(config))  # the C encoder: json.dump's is Python's, 5x slower
+        except OSError as exc:
+            remove_rootfs(directory, private)
+            raise BundleError(f"the task's container could not be prepared: {exc}") from exc
+        return path
+
+    async def sandbox(
+        self, plan: ContainerPlan, directory: Path, private: Path, tools: SandboxTools
+    ) -> ImageSandbox:
+        """The task's container as bubblewrap runs it: its overlay mounted, with the mount points
+        bubblewrap needs made in it (it runs as the tenant, who cannot make them in the image's
+        folders), and the engine's configuration in bubblewrap's words."""
+        config, template = await self._root(plan, directory)
+        rootfs = directory / ROOTFS
+        try:
+            config = _with_own_files(config, set(template.files.values()), directory / FILES)
+            made = image_sandbox(config, tools, present=_present)
+            _make_points(rootfs, made.mount_points)
+            os.makedirs(STAGE, mode=0o755, exist_ok=True)
+        except (OSError, TemplateError) as exc:
+            remove_rootfs(directory, private)
+            raise BundleError(f"the task's container could not be prepared: {exc}") from exc
+        return ImageSandbox(
+            argv=made.argv,
+            env=made.env,
+            entry=made.entry,
+            rootfs=rootfs,
+            stage=STAGE,
+            binds=[Bind(source=source, target=target, read_only=ro) for source, target, ro in made.binds],
+            seccomp=template.seccomp,
+        )
+
+    async def _root(self, plan: ContainerPlan, directory: Path) -> tuple[dict[str, Any], Template]:
+        """The task's overlay mounted over its image, and its OCI configuration."""
         try:
             lower = await self.image_root(plan.image)
             template = await self.template(plan)
@@ -302,15 +361,7 @@ class Bundles:
             mount_overlay(lower, upper, work, rootfs)
         except (OSError, ValueError, TemplateError) as exc:
             raise BundleError(f"the task's container could not be prepared: {exc}") from exc
-        path = private / BUNDLE_FILE
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(json.dumps(config))  # the C encoder: json.dump's is Python's, 5x slower
-        except OSError as exc:
-            remove_rootfs(directory, private)
-            raise BundleError(f"the task's container could not be prepared: {exc}") from exc
-        return path
+        return config, template
 
     async def close(self) -> None:
         """The images' mounts given back (tasks still running keep their overlays)."""
@@ -318,6 +369,46 @@ class Bundles:
             with contextlib.suppress(EngineError):
                 await self._podman("image", "unmount", image)
         self._roots.clear()
+
+
+def _with_own_files(config: dict[str, Any], kept: set[str], folder: Path) -> dict[str, Any]:
+    """``config`` with the engine's files (hosts, resolv.conf, hostname) bound from copies in
+    the task's own folder: bubblewrap binds them as the tenant, who cannot reach the data dir."""
+    folder.mkdir(exist_ok=True)
+    folder.chmod(0o755)  # whatever the platform's umask
+    mounts = []
+    for n, mount in enumerate(config.get("mounts") or []):
+        source = str(mount.get("source") or "")
+        if source in kept and os.path.isfile(source):
+            copy = folder / f"{n}-{Path(source).name}"
+            shutil.copyfile(source, copy)
+            os.chmod(copy, 0o644)
+            mount = {**mount, "source": str(copy)}
+        mounts.append(mount)
+    return {**config, "mounts": mounts}
+
+
+def _make_points(rootfs: Path, points: list[tuple[str, str | None]]) -> None:
+    """The mount points bubblewrap needs in the task's root file system: folders, or files
+    where a file is bound (a few system calls: made on the event loop, as the overlay is)."""
+    for target, source in points:
+        make_mount_point(rootfs, target, directory=source is None or os.path.isdir(source))
+
+
+def _present(path: str) -> bool | None:
+    """A path of the kernel's file systems (/proc, /sys) here: a folder, a file, or absent."""
+    if not os.path.lexists(path):
+        return None
+    return os.path.isdir(path)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """``data`` in ``path`` whole or not at all (a task starting meanwhile reads the old one)."""
+    partial = path.with_suffix(".partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(partial, path)
 
 
 async def remove_task_containers(program: str, state: Path, name: str) -> None:
@@ -331,7 +422,7 @@ async def remove_task_containers(program: str, state: Path, name: str) -> None:
 def remove_rootfs(directory: Path, private: Path) -> None:
     """A task's overlay unmounted and its layers removed; its scripts' bundles too."""
     unmount(directory / ROOTFS)
-    for folder in (directory / UPPER, directory / WORK, private / BUNDLES_DIR):
+    for folder in (directory / UPPER, directory / WORK, directory / FILES, private / BUNDLES_DIR):
         shutil.rmtree(folder, ignore_errors=True)
     with contextlib.suppress(OSError):
         (directory / ROOTFS).rmdir()

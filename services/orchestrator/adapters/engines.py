@@ -7,11 +7,12 @@ CONTAINERS_CONF to every call the platform makes and nothing else's: the OCI run
 where it is installed (crun cannot run on a machine whose cgroups are in hybrid mode) and no
 default ulimits (raising them fails where the platform itself runs under a lower hard limit).
 
-``PAI_CONTAINER_RUNNER`` says what runs a task's containers under Podman: ``auto`` (the default:
-runc itself where it is installed beside Podman and the platform runs as root, on a bundle the
-executor prepares from Podman's image and configuration, adapters/bundling.py; else the engine),
-``runc`` (that, or the orchestrator does not start) or ``engine`` (``podman run`` for each
-script). An image the task's runtime pulls first runs through the engine.
+``PAI_CONTAINER_RUNNER`` says what runs a task's containers under Podman, on a bundle the
+executor prepares from Podman's image and configuration (adapters/bundling.py): ``auto`` (the
+default: bubblewrap where the platform runs as root and bubblewrap makes a user namespace here,
+core/image_sandboxes.py; else runc itself where it is installed beside Podman; else the engine),
+``bwrap`` or ``runc`` (that one, or the orchestrator does not start) or ``engine`` (``podman
+run`` for each script). An image the task's runtime pulls first runs through the engine.
 
 ``PAI_IMAGE_PULL`` says when images are pulled: ``missing`` (the default), ``never`` or
 ``always``. An image that is not on the machine and cannot be pulled fails the task once with
@@ -41,9 +42,9 @@ from services.orchestrator.adapters.executing import ContainmentError
 from services.orchestrator.core.bundles import native_profile
 
 PullPolicy = Literal["missing", "never", "always"]
-Runner = Literal["engine", "runc"]
+Runner = Literal["engine", "runc", "bwrap"]
 ENGINES = ("podman", "docker")
-RUNNERS = ("auto", "runc", "engine")
+RUNNERS = ("auto", "bwrap", "runc", "engine")
 CONTAINERS_CONF = "containers.conf"
 SECCOMP_PROFILE = "seccomp-native.json"
 """In the data dir: the engine's default seccomp profile for the machine's own ABI only."""
@@ -74,6 +75,8 @@ class Engine:
     """What runs the containers: the engine's ``run``, or ``runc`` on bundles the executor makes."""
     runc: str = ""
     """runc's program, where it runs them."""
+    sandbox: tuple[str, str] = ("", "")
+    """bubblewrap's and setpriv's programs, where bubblewrap runs them."""
     images_file: str = ""
     """Podman's list of its images (``<graph root>/<driver>-images/images.json``), rewritten at
     every change of an image: what was looked up holds until it changes (ImageLookups)."""
@@ -81,6 +84,11 @@ class Engine:
     def describe(self) -> str:
         if self.runner == "runc":
             return f"tasks run in their docker images: {self.name}'s images, run by runc itself"
+        if self.runner == "bwrap":
+            return (
+                f"tasks run in their docker images: {self.name}'s images and configuration, run by "
+                "bubblewrap in a user namespace of the tenant's uid"
+            )
         return f"tasks run in their docker images through {self.name} ({self.runtime})"
 
 
@@ -180,24 +188,81 @@ def _probe(name: str, program: str, env: Mapping[str, str]) -> tuple[Engine | No
     return Engine(name, program, runtime, dict(env), cdi=_has_cdi_nvidia(), images_file=images), ""
 
 
+def _userns_probe(bwrap: str, setpriv: str) -> str:
+    """Empty where bubblewrap, as an unprivileged user, makes a user namespace here; else why not."""
+    nobody = "65534"
+    argv = [
+        setpriv,
+        f"--reuid={nobody}",
+        f"--regid={nobody}",
+        "--clear-groups",
+        "--no-new-privs",
+        "--",
+        bwrap,
+        "--unshare-user",
+        "--unshare-pid",
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--",
+        "/bin/true",
+    ]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap did not run ({exc})"
+    if done.returncode != 0:
+        return (
+            "bubblewrap cannot make a user namespace here: " + (done.stderr.strip().splitlines() or ["?"])[-1]
+        )
+    return ""
+
+
+def _bwrap_runner(engine: Engine) -> tuple[Engine | None, str]:
+    bwrap, setpriv = shutil.which("bwrap"), shutil.which("setpriv")
+    if bwrap is None or setpriv is None:
+        return None, "no bwrap or no setpriv (Debian: apt-get install bubblewrap util-linux)"
+    try:
+        import pyseccomp  # noqa: F401 - libseccomp through it compiles the engine's filter
+    except (ImportError, OSError) as exc:
+        return None, f"libseccomp cannot be loaded ({exc})"
+    why = _userns_probe(bwrap, setpriv)
+    if why:
+        return None, why
+    # runc too where it runs Podman's containers: a task without a tenant's uid runs with it.
+    runc = shutil.which("runc") if engine.runtime == "runc" else None
+    return replace(engine, runner="bwrap", sandbox=(bwrap, setpriv), runc=runc or ""), ""
+
+
 def choose_runner(engine: Engine, setting: str) -> Engine:
-    """The engine with what runs its containers (PAI_CONTAINER_RUNNER); ValueError where runc
+    """The engine with what runs its containers (PAI_CONTAINER_RUNNER); ValueError where a runner
     is asked for and cannot be."""
     setting = (setting or "auto").strip().lower()
     if setting not in RUNNERS:
-        raise ValueError(f"PAI_CONTAINER_RUNNER={setting!r}: must be auto, runc or engine")
+        raise ValueError(f"PAI_CONTAINER_RUNNER={setting!r}: must be auto, bwrap, runc or engine")
     if setting == "engine":
         return engine
-    runc = shutil.which("runc")
-    why = ""
+    common = ""
     if engine.name != "podman":
-        why = f"bundles are made from Podman's images, not {engine.name}'s"
+        common = f"bundles are made from Podman's images, not {engine.name}'s"
+    elif os.geteuid() != 0:
+        common = "mounting an image's files needs root"
+    if setting in ("auto", "bwrap"):
+        chosen, why = _bwrap_runner(engine) if not common else (None, common)
+        if chosen is not None:
+            return chosen
+        if setting == "bwrap":
+            raise ValueError(f"PAI_CONTAINER_RUNNER=bwrap: {why}")
+    runc = shutil.which("runc")
+    why = common
+    if why:
+        pass
     elif runc is None:
         why = "no runc"
     elif engine.runtime != "runc":
         why = f"Podman runs {engine.runtime}, not runc"
-    elif os.geteuid() != 0:
-        why = "mounting an image's files needs root"
     if why and setting == "runc":
         raise ValueError(f"PAI_CONTAINER_RUNNER=runc: {why}")
     if why or runc is None:

@@ -207,6 +207,15 @@ def _runc_of(directory: Path) -> Runc | None:
         return None
 
 
+def _sandboxed_image(directory: Path) -> bool:
+    """Whether bubblewrap ran the task's containers (from its spec)."""
+    try:
+        data = json.loads((directory / SPEC_FILE).read_bytes())
+        return bool((data.get("container") or {}).get("sandbox"))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return False
+
+
 def _runc_cgroup_parent(config: Path) -> str | None:
     """The cgroup parent of the task's containers under runc: the task's memory group, from its
     bundle (each script's container is a group below it)."""
@@ -408,7 +417,7 @@ class LocalExecutor:
         # Where runc runs the containers itself: the images' mounts and templates it keeps.
         self._bundles = (
             Bundles(engine, data_dir, self._platform_label)
-            if engine is not None and engine.runner == "runc"
+            if engine is not None and engine.runner in ("runc", "bwrap")
             else None
         )
         # Starts of tasks in their images in flight at once: a burst of them queues here rather
@@ -559,7 +568,8 @@ class LocalExecutor:
         except ForkServerLost:
             raise  # the start is tried again, or the task adopted: the bundle stays for it
         except Exception:
-            if spec.container is not None and spec.container.runc is not None:
+            bundled = spec.container is not None and (spec.container.runc or spec.container.sandbox)
+            if bundled:
                 await asyncio.to_thread(remove_rootfs, directory, directory / PRIVATE_DIR)
             raise
         return pid, returncode
@@ -659,7 +669,25 @@ class LocalExecutor:
             cdi=self.engine.cdi,
             mounts=mounts,
         )
-        if self._bundles is not None and not image.pull and spec.dirs.private_dir is not None:
+        bundles, private = self._bundles, spec.dirs.private_dir
+        if (
+            bundles is not None
+            and not image.pull
+            and private is not None
+            and self.engine.runner == "bwrap"
+            and user
+        ):
+            sandboxed = await bundles.sandbox(plan, directory, private, SandboxTools(*self.engine.sandbox))
+            container = Container(
+                engine=self.engine.program,
+                run=[],
+                image=image.run,
+                env=dict(self.engine.env),
+                digest=image.digest,
+                sandbox=sandboxed,
+            )
+            return spec.replace(container=container)
+        if self._bundles is not None and not image.pull and private is not None and self.engine.runc:
             config = await self._bundles.prepare(plan, directory, spec.dirs.private_dir)
             runc = Runc(program=self.engine.runc, root=self._bundles.state, config=config, name=plan.name)
             container = Container(
@@ -730,7 +758,11 @@ class LocalExecutor:
             )
         if resolved is not None and self.engine is not None:
             pinned = resolved.digest or resolved.run
-            through = f"{self.engine.name} and runc" if self._bundles is not None else self.engine.name
+            through = self.engine.name
+            if self._bundles is not None and self.engine.runner == "bwrap" and user is not None:
+                through += " and bubblewrap"
+            elif self._bundles is not None and self.engine.runc:
+                through += " and runc"
             return (
                 f"the commands run in the docker image {image} ({pinned}) through {through}, "
                 f"as {who}, in directory {work} (mounted at the same path)"
@@ -853,6 +885,11 @@ class LocalExecutor:
         runc = _runc_of(directory)
         if runc is not None:
             await self._remove_runc(directory, runc)
+            return
+        if _sandboxed_image(directory):
+            # bubblewrap's namespace ended with the runtime (--die-with-parent), what was left in
+            # it with the task's cgroups: the overlay and its layer are all there is to remove.
+            await asyncio.to_thread(remove_rootfs, directory, directory / PRIVATE_DIR)
             return
         if self.engine is None:
             return
