@@ -49,7 +49,8 @@ def build_marker_image(reference: str, marker: str, *, shell: bool = True) -> No
         work = Path(scratch)
         root = work / "root"
         (root / "bin").mkdir(parents=True)
-        (root / "tmp").mkdir(mode=0o1777)
+        (root / "tmp").mkdir()
+        (root / "tmp").chmod(0o1777)  # as an image's /tmp is: every user's (mkdir's mode is umasked)
         (root / "pai-marker").write_text(marker + "\n")
         if shell:
             _add_shell(work, root)

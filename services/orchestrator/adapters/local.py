@@ -60,7 +60,7 @@ from runtime.exitcodes import from_returncode
 from runtime.processes import find_runtimes, runtime_command
 from runtime.reaping import kill_descendants
 from runtime.spec import Confine, Container, RunAs, Runc, Sandbox, SpecError, TaskSpec, dump_spec, read
-from services.orchestrator.adapters.bundling import Bundles, remove_rootfs, remove_task_containers
+from services.orchestrator.adapters.bundling import UPPER, Bundles, remove_rootfs, remove_task_containers
 from services.orchestrator.adapters.confinement import (
     CGROUP_ROOT,
     Confinement,
@@ -985,16 +985,19 @@ class LocalExecutor:
         reserve_mb = disk.reserve_mb if disk.reserve_mb is not None else disk_reserve_mb(total_mb)
         share_mb = disk.task_mb or task_disk_mb(total_mb, reserve_mb)
         running = [k for k in self._watchers if k not in self._disk_stopped]
-        dirs = {k: self.task_dir(*k) / "work" for k in running}
-        used = await asyncio.to_thread(lambda: {k: tree_bytes(d) for k, d in dirs.items()})
-        for (job_id, key), size in used.items():
+        # Its work dir, and what its container wrote outside it (the upper layer of its overlay).
+        dirs = {k: (self.task_dir(*k) / "work", self.task_dir(*k) / UPPER) for k in running}
+        used = await asyncio.to_thread(lambda: {k: [tree_bytes(d) for d in both] for k, both in dirs.items()})
+        for (job_id, key), (work, container) in used.items():
+            size = work + container
             if size > share_mb * 2**20:
+                where = "work dir holds" if not container else "work dir and its container's own files hold"
                 why = (
-                    f"the task's work dir holds {size // 2**20} MB, past its share of {share_mb} MB "
+                    f"the task's {where} {size // 2**20} MB, past its share of {share_mb} MB "
                     "of the machine's disk (PAI_TASK_DISK_MB)"
                 )
                 await self._stop_for_disk(job_id, key, "WorkDirTooLarge", why)
-        left = {k: size for k, size in used.items() if k not in self._disk_stopped}
+        left = {k: sum(sizes) for k, sizes in used.items() if k not in self._disk_stopped}
         if free_mb < reserve_mb and left:
             (job_id, key), size = max(left.items(), key=lambda item: item[1])
             why = (
