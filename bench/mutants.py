@@ -244,14 +244,16 @@ COVERING: tuple[Covering, ...] = (
         ),
     ),
     # Webhook deliveries: over fakes first (the failing mark and its alert, the records' writes,
-    # redelivery, deletion, lanes, the checking resolver, each attempt and the retry policy;
-    # milliseconds a test), then their records
+    # redelivery, deletion, lanes, the checking resolver, each attempt and the retry policy; each
+    # lane's consumers and loops, the start, the watch, a new subscription's id and start, the
+    # handler's filter; milliseconds a test), then their records
     # in KV, and receivers met over HTTP by the gateway.
     Covering(
         "services/events/adapters/delivering.py",
         (
             "tests/events/test_delivery_fakes.py",
             "tests/events/test_delivery_policy.py",
+            "tests/events/test_delivery_lanes.py",
             "tests/events/test_delivery_records.py",
             "tests/events/test_webhook_receivers.py",
             "tests/events/test_webhooks.py",

@@ -93,14 +93,19 @@ def published(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, EventBase]]:
     return seen
 
 
-def _deliveries(tmp_path: Path, session: FakeSession | None = None, kept: int = 100) -> Deliveries:
+def _deliveries(
+    tmp_path: Path,
+    session: FakeSession | None = None,
+    kept: int = 100,
+    resolver: CheckingResolver | None = None,
+) -> Deliveries:
     config = EventsSettings(
         nats_url="nats://127.0.0.1:9",
         rest_url="http://127.0.0.1:9",
         data_dir=tmp_path,
         webhook_deliveries_kept=kept,
     )
-    found = Deliveries(cast(Any, FakeJS()), cast(Any, None), cast(Any, session), config, cast(Any, None))
+    found = Deliveries(cast(Any, FakeJS()), cast(Any, None), cast(Any, session), config, cast(Any, resolver))
     found.store = ModelStore(FakeKV().as_kv(), Webhook, "PAI_WEBHOOKS")
     found.attempts = ModelStore(FakeKV().as_kv(), Attempts, "PAI_WEBHOOK_DELIVERIES")
     found.clock = lambda: NOW
@@ -263,6 +268,80 @@ async def test_attempts_still_contended_after_twenty_reads_are_kept_and_said(
             "event": "delivery attempts not recorded yet; kept for the next write",
             "webhook": "h1",
             "attempts": 2,
+            "log_level": "warning",
+        }
+    ]
+
+
+async def test_attempts_being_written_are_still_shown_then_shown_once_from_the_bucket(
+    deliveries: Deliveries, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = deliveries.attempts
+    assert store is not None
+    writing, release = asyncio.Event(), asyncio.Event()
+    create = store.create
+
+    async def slow_create(key: str, value: Any) -> int:
+        writing.set()
+        await release.wait()
+        return await create(key, value)
+
+    monkeypatch.setattr(store, "create", slow_create)
+    await deliveries._record("h1", attempt(1))
+    await deliveries._record("h1", attempt(2))
+    flushing = asyncio.create_task(deliveries.flush())
+    await soon(writing.wait())
+    assert [a.attempt for a in await deliveries.recent("h1")] == [1, 2]  # out of the unwritten, not in KV
+    await deliveries._record("h1", attempt(3))
+    assert [a.attempt for a in await deliveries.recent("h1")] == [1, 2, 3]
+    release.set()
+    await soon(flushing)
+    assert deliveries._writing == {}
+    assert [a.attempt for a in await deliveries.recent("h1")] == [1, 2, 3]
+
+
+async def test_attempts_a_failed_write_held_go_back_ahead_of_those_recorded_while_it_was_written(
+    deliveries: Deliveries, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert deliveries.attempts is not None
+
+    async def failing(key: str, value: Any) -> int:
+        await deliveries._record("h1", attempt(3))  # a delivery ends meanwhile
+        raise nats.errors.TimeoutError
+
+    monkeypatch.setattr(deliveries.attempts, "create", failing)
+    await deliveries._record("h1", attempt(1))
+    await deliveries._record("h1", attempt(2))
+    with pytest.raises(nats.errors.TimeoutError):
+        await soon(deliveries.flush())
+    assert {key: [a.attempt for a in held] for key, held in deliveries._unwritten.items()} == {
+        "h1": [1, 2, 3]
+    }
+    assert deliveries._writing == {}
+    assert deliveries._dirty.is_set()
+
+
+async def test_the_writer_says_a_failed_write_and_writes_the_attempts_once_the_bus_is_back(
+    deliveries: Deliveries, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delivering, "FLUSH_EVERY", 0.001)
+    assert deliveries.attempts is not None
+    written = asyncio.Event()
+    _kv(deliveries.attempts).script("create", nats.errors.TimeoutError(), lambda bucket: written.set())
+    with structlog.testing.capture_logs() as logs:
+        writer = asyncio.create_task(deliveries._flush_forever())
+        await deliveries._record("h1", attempt(1))
+        await soon(written.wait())  # the second write (stored as the writer resumes)
+        deliveries._stop.set()
+        deliveries._dirty.set()
+        await soon(writer)  # stopped: it ends after its next round
+    found = await deliveries.attempts.get("h1")
+    assert found is not None
+    assert [a.attempt for a in found.value.items] == [1]
+    assert logs == [
+        {
+            "event": "delivery attempts not recorded yet; the bus failed",
+            "error": repr(nats.errors.TimeoutError()),
             "log_level": "warning",
         }
     ]
@@ -556,6 +635,67 @@ async def test_the_platforms_own_port_on_this_machine_is_refused_by_port() -> No
         " portal, metrics or NATS; rule PAI_WEBHOOK_FORBIDDEN_PORTS)."
     )
     assert [info["port"] for info in await resolver.resolve("localhost", 8080)] == [8080]
+
+
+class Recording:
+    """A system resolver that records each lookup: answers ``addresses``, or raises ``error``."""
+
+    def __init__(self, *addresses: str, error: OSError | None = None) -> None:
+        self.addresses = addresses
+        self.error = error
+        self.asked: list[tuple[str, int, socket.AddressFamily]] = []
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[Any]:
+        self.asked.append((host, port, family))
+        if self.error is not None:
+            raise self.error
+        return [{"hostname": host, "host": address, "port": port} for address in self.addresses]
+
+
+FORBIDDING = TargetPolicy(forbidden=(ipaddress.ip_network("10.0.0.0/8"),))
+
+
+async def test_a_receivers_name_is_checked_for_every_address_family_at_the_urls_port() -> None:
+    resolver = _resolver(FORBIDDING)
+    system = Recording("192.0.2.1", "2001:db8::1")
+    resolver._inner = cast(Any, system)
+    await delivering.check_target("https://receiver.example/hook", resolver)
+    await delivering.check_target("http://receiver.example:8080/hook", resolver)
+    await delivering.check_target("http://receiver.example/hook", resolver)
+    assert system.asked == [
+        ("receiver.example", 443, socket.AF_UNSPEC),
+        ("receiver.example", 8080, socket.AF_UNSPEC),
+        ("receiver.example", 80, socket.AF_UNSPEC),
+    ]
+
+
+async def test_a_receiver_resolving_to_a_forbidden_address_is_refused_and_one_not_resolving_let_through() -> (
+    None
+):
+    resolver = _resolver(FORBIDDING)
+    resolver._inner = cast(Any, Recording("192.0.2.1", "10.0.0.7"))
+    with pytest.raises(AddressRefused, match=r"^url's host receiver\.example is refused: 10\.0\.0\.7 is in"):
+        await delivering.check_target("https://receiver.example/hook", resolver)
+    with pytest.raises(AddressRefused, match=r"^url's host 10\.2\.3\.4 is refused"):
+        await delivering.check_target("https://10.2.3.4/hook", resolver)
+    unknown = Recording(error=socket.gaierror("Name or service not known"))
+    resolver._inner = cast(Any, unknown)
+    await delivering.check_target("https://not-yet.example/hook", resolver)  # checked at each delivery
+    assert [host for host, _, _ in unknown.asked] == ["not-yet.example"]
+
+
+async def test_the_receivers_client_resolves_through_the_checking_resolver_without_a_shared_limit() -> None:
+    resolver = _resolver()
+    session = delivering.receivers_session(resolver)
+    try:
+        connector = session.connector
+        assert connector is not None
+        assert connector.limit == 0  # aiohttp's "no limit"
+        assert cast(Any, connector)._resolver is resolver
+    finally:
+        await session.close()
 
 
 async def test_recent_attempts_are_the_stored_then_those_being_written_then_the_unwritten_each_once(

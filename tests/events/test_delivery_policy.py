@@ -4,16 +4,20 @@ the subscription retries, gives up (marked failing), drops the event, or leaves 
 
 from __future__ import annotations
 
+import ipaddress
+from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import aiohttp
 import pytest
+import structlog
 
 from libs.backbone.errors import TemporaryError
 from services.events.adapters import delivering
-from services.events.adapters.delivering import AddressRefused, Deliveries
-from services.events.core.webhooks import signature
+from services.events.adapters.delivering import AddressRefused, CheckingResolver, Deliveries
+from services.events.core.webhooks import TargetPolicy, signature
 from services.events.settings import EventsSettings
 from tests.events.test_delivery_fakes import HOOK, NOW, Answer, FakeSession, _deliveries
 
@@ -141,6 +145,7 @@ async def test_a_failing_receiver_is_tried_again_with_growing_pauses_until_it_ta
     deliveries = _with(tmp_path, session, webhook_backoff_first_seconds=2.0, webhook_backoff_max_seconds=60.0)
     await deliveries.deliver(HOOK, "jobs", 5, "job.completed", "e1", BODY)
     assert len(session.posts) == 4
+    assert {post["data"] for post in session.posts} == {BODY}  # the same event each time
     assert pauses == [(1, 2.0, 60.0), (2, 2.0, 60.0), (3, 2.0, 60.0)]
     assert [a.attempt for a in await deliveries.recent(HOOK.id)] == [1, 2, 3, 4]
     assert marks == []
@@ -155,6 +160,20 @@ async def test_past_the_retry_window_the_subscription_is_marked_failing_with_the
     assert len(session.posts) == 1
     assert marks == [(True, "HTTP 503")]
     assert pauses == []
+
+
+async def test_the_subscription_marked_failing_is_the_one_delivered_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pauses: list[tuple[int, float, float]]
+) -> None:
+    marked: list[Any] = []
+
+    async def mark(self: Deliveries, hook: Any, *, failing: bool, error: str = "") -> None:
+        marked.append(hook)
+
+    monkeypatch.setattr(Deliveries, "_mark", mark)
+    deliveries = _with(tmp_path, FakeSession(503), webhook_retry_window_seconds=1e-9)
+    await deliveries.deliver(HOOK, "jobs", 5, "t", "e1", BODY)
+    assert marked == [HOOK]
 
 
 async def test_a_forbidden_address_marks_the_subscription_failing_at_once(
@@ -211,7 +230,123 @@ async def test_a_gateway_that_stops_during_a_pause_leaves_the_event_unacknowledg
     session = FakeSession(503, 200)
     deliveries = _with(tmp_path, session)
     deliveries._stop.set()
-    with pytest.raises(TemporaryError, match="the gateway stops"):
+    with pytest.raises(TemporaryError, match=r"^the gateway stops$") as stopped:
         await deliveries.deliver(HOOK, "jobs", 5, "t", "e1", BODY)
+    assert stopped.value.delay == 1.0
     assert len(session.posts) == 1
     assert marks == []
+
+
+async def test_an_attempt_is_stamped_with_the_time_in_utc(tmp_path: Path) -> None:
+    deliveries = _with(tmp_path, FakeSession(204))
+    deliveries.clock = Deliveries(*(cast(Any, None),) * 5).clock  # the gateway's own
+    before = datetime.now(UTC)
+    record = await deliveries.attempt(HOOK, "jobs", 1, "t", "e1", BODY, 1)
+    assert record.at.tzinfo is UTC
+    assert before <= record.at <= datetime.now(UTC)
+
+
+class Clock:
+    """``time.monotonic`` as the deliveries read it: ``step`` seconds later at each reading."""
+
+    def __init__(self, step: float, start: float = 100_000.0) -> None:
+        self.now = start
+        self.step = step
+
+    def monotonic(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    found = Clock(step=20.0)
+    monkeypatch.setattr(delivering, "time", found)
+    return found
+
+
+async def test_an_attempts_latency_is_the_time_its_post_took_in_milliseconds(
+    tmp_path: Path, clock: Clock
+) -> None:
+    clock.step = 0.25  # each reading: started, then answered
+    record = await _with(tmp_path, FakeSession(204)).attempt(HOOK, "jobs", 1, "t", "e1", BODY, 1)
+    assert record.latency_ms == 250.0
+
+
+@pytest.mark.parametrize(("window", "posts"), [(60.0, 1), (61.0, 2)])
+async def test_the_retry_window_ends_once_the_time_since_the_first_try_reaches_it(
+    tmp_path: Path,
+    clock: Clock,
+    marks: list[tuple[bool, str]],
+    pauses: list[tuple[int, float, float]],
+    window: float,
+    posts: int,
+) -> None:
+    # Each attempt reads the clock twice, the window once after it: 60 s after the first try at
+    # the first failure, 140 s at the second.
+    session = FakeSession(503, 503, 503)
+    deliveries = _with(tmp_path, session, webhook_retry_window_seconds=window)
+    with structlog.testing.capture_logs() as logs:
+        await deliveries.deliver(HOOK, "jobs", 5, "t", "e1", BODY)
+    assert len(session.posts) == posts
+    assert marks == [(True, "HTTP 503")]
+    assert logs == [
+        {
+            "event": "webhook failing; deliveries stop",
+            "webhook": "h1",
+            "error": "HTTP 503",
+            "log_level": "warning",
+        }
+    ]
+
+
+class Resolving:
+    """A resolver that records each host asked and answers with one address."""
+
+    def __init__(self, policy: TargetPolicy, address: str) -> None:
+        self.resolver = CheckingResolver(policy)
+        self.asked: list[str] = []
+
+        async def resolve(host: str, port: int = 0, family: Any = 0) -> list[Any]:
+            self.asked.append(host)
+            return [{"hostname": host, "host": address, "port": port}]
+
+        self.resolver._inner = cast(Any, SimpleNamespace(resolve=resolve))
+
+
+FORBIDDING = TargetPolicy(forbidden=(ipaddress.ip_network("10.0.0.0/8"),))
+
+
+@pytest.mark.parametrize("url", ["http://10.0.0.5/hook", "http://[::ffff:10.0.0.5]:8080/", "http://10.1/"])
+async def test_a_forbidden_literal_address_is_refused_before_anything_is_sent(
+    tmp_path: Path, url: str
+) -> None:
+    session = FakeSession(200)
+    deliveries = _deliveries(tmp_path, session, resolver=CheckingResolver(FORBIDDING))
+    record = await deliveries.attempt(HOOK.model_copy(update={"url": url}), "jobs", 1, "t", "e1", BODY, 1)
+    assert session.posts == []
+    assert (record.ok, record.refused, record.status) == (False, True, None)
+    assert record.error.startswith("url's host ")
+    assert "is in 10.0.0.0/8" in record.error
+
+
+async def test_an_allowed_literal_address_is_posted_to(tmp_path: Path) -> None:
+    session = FakeSession(200)
+    deliveries = _with(tmp_path, session)
+    deliveries.resolver = CheckingResolver(FORBIDDING)
+    hook = HOOK.model_copy(update={"url": "http://192.0.2.5:8080/hook"})
+    record = await deliveries.attempt(hook, "jobs", 1, "t", "e1", BODY, 1)
+    assert [post["url"] for post in session.posts] == ["http://192.0.2.5:8080/hook"]
+    assert (record.ok, record.refused) == (True, False)
+
+
+async def test_a_named_host_is_left_to_the_clients_resolver(tmp_path: Path) -> None:
+    # The session resolves it when it connects (checked there, once): no lookup before.
+    session = FakeSession(200)
+    deliveries = _with(tmp_path, session)
+    resolving = Resolving(FORBIDDING, "10.0.0.9")
+    deliveries.resolver = resolving.resolver
+    record = await deliveries.attempt(HOOK, "jobs", 1, "t", "e1", BODY, 1)
+    assert resolving.asked == []
+    assert [post["url"] for post in session.posts] == [HOOK.url]
+    assert record.ok
