@@ -50,6 +50,7 @@ from pai.embedded.platform import EmbeddedPlatform, free_port
 from services.orchestrator.adapters.engines import containers_of, detect_engine, platform_label
 from services.orchestrator.core.containers import LABEL_PLATFORM
 from tests.support.images import build_marker_image, remove_image
+from tests.support.sandboxes import bwrap_processes
 
 # Their jobs name images such as python:3.11 that no machine here holds: tasks run on the host
 # unless the run asks for an engine (PAI_TASK_ENGINE).
@@ -420,11 +421,23 @@ async def run(
 
 
 async def leftover_containers(data_dir: Path) -> list[str]:
-    """Containers of this platform still there once every job is final (there must be none)."""
+    """Containers of this platform still there once every job is final (there must be none):
+    the engine's, runc's (its state directory), bubblewrap's (a process whose arguments name the
+    data dir) and the tasks' overlays."""
     choice = detect_engine("auto", data_dir)
     if choice.engine is None:
         return []
-    return await containers_of(choice.engine, LABEL_PLATFORM, platform_label(data_dir))
+    left = await containers_of(choice.engine, LABEL_PLATFORM, platform_label(data_dir))
+    return left + await asyncio.to_thread(_left_on_the_node, data_dir)
+
+
+def _left_on_the_node(data_dir: Path) -> list[str]:
+    from services.orchestrator.adapters.bundling import STATE_DIR, overlays_under
+
+    state = data_dir / STATE_DIR
+    left = [f"runc {entry.name}" for entry in (state.iterdir() if state.is_dir() else [])]
+    left += [f"overlay {path}" for path in overlays_under(data_dir)]
+    return left + bwrap_processes(str(data_dir))
 
 
 def print_report(report: Report) -> None:

@@ -28,6 +28,7 @@ from tests.e2e.platform import ADMIN_PASSWORD, Cli, Platform, job_yaml, running_
 from tests.e2e.test_storage import storages_file
 from tests.portal.conftest import CHROMIUM_ARGS, chromium_or_skip
 from tests.support.images import build_marker_image, local_image, podman_env, remove_image
+from tests.support.sandboxes import bwrap_processes
 from tests.support.waiting import eventually, polled
 
 pytestmark = pytest.mark.timeout(240)
@@ -72,16 +73,7 @@ def _containers_of(job_id: str, conf_dir: Path) -> list[str]:
 
 def sandboxes_of(job_id: str) -> list[str]:
     """The bubblewrap processes that run a script of the job (their arguments name its work dir)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv and argv[0].endswith(b"bwrap") and any(job_id.encode() in a for a in argv):
-                found.append(f"bwrap {entry.name}")
-    return found
+    return bwrap_processes(job_id)
 
 
 def runc_list(data_dir: Path) -> list[str]:

@@ -18,6 +18,12 @@ decides every security setting but one (the 32-bit ABIs above):
   resolv.conf, hostname), and removes the container; each task's is that template patched
   (core/bundles.py), written to the runtime's private folder.
 
+Where bubblewrap runs the containers (the default where it can, core/image_sandboxes.py), the
+same template and overlay serve: ``Bundles.sandbox`` says the task's configuration in
+bubblewrap's words instead of writing it, with the engine's files copied into the task's own
+folder, the mount points bubblewrap needs made in the overlay, and the template's seccomp filter
+compiled once (adapters/seccomp_filters.py).
+
 A task's end (its runtime ended, was stopped, or died with the orchestrator) removes every
 container of it runc still knows (``runc delete --force``: a killed runtime leaves its container
 behind), unmounts its overlay and removes its upper layer: what the task changed outside its work
