@@ -20,9 +20,8 @@ decides every security setting but one (the 32-bit ABIs above):
 
 Where bubblewrap runs the containers (the default where it can, core/image_sandboxes.py), the
 same template and overlay serve: ``Bundles.sandbox`` says the task's configuration in
-bubblewrap's words instead of writing it, with the engine's files copied into the task's own
-folder, the mount points bubblewrap needs made in the overlay, and the template's seccomp filter
-compiled once (adapters/seccomp_filters.py).
+bubblewrap's words instead of writing it, with the mount points bubblewrap needs made in the
+overlay, and the template's seccomp filter compiled once (adapters/seccomp_filters.py).
 
 A task's end (its runtime ended, was stopped, or died with the orchestrator) removes every
 container of it runc still knows (``runc delete --force``: a killed runtime leaves its container
@@ -73,8 +72,6 @@ TEMPLATES_DIR = "runc-templates"
 """In the data dir: what the templates' configurations name (a work dir, the engine's files)."""
 LABEL_TEMPLATE = "ai.pai.template"
 ROOTFS, UPPER, WORK = "rootfs", "rootfs-upper", "rootfs-work"
-FILES = "rootfs-files"
-"""In a task's folder, where bubblewrap runs its containers: its copies of the engine's files."""
 BUNDLE_FILE = "bundle.json"
 """In the runtime's private folder: the task's OCI configuration."""
 SECCOMP_FILE = "seccomp.bpf"
@@ -325,7 +322,6 @@ class Bundles:
         config, template = await self._root(plan, directory)
         rootfs = directory / ROOTFS
         try:
-            config = _with_own_files(config, set(template.files.values()), directory / FILES)
             made = image_sandbox(config, tools, present=_present)
             _make_points(rootfs, made.mount_points)
             os.makedirs(STAGE, mode=0o755, exist_ok=True)
@@ -377,23 +373,6 @@ class Bundles:
         self._roots.clear()
 
 
-def _with_own_files(config: dict[str, Any], kept: set[str], folder: Path) -> dict[str, Any]:
-    """``config`` with the engine's files (hosts, resolv.conf, hostname) bound from copies in
-    the task's own folder: bubblewrap binds them as the tenant, who cannot reach the data dir."""
-    folder.mkdir(exist_ok=True)
-    folder.chmod(0o755)  # whatever the platform's umask
-    mounts = []
-    for n, mount in enumerate(config.get("mounts") or []):
-        source = str(mount.get("source") or "")
-        if source in kept and os.path.isfile(source):
-            copy = folder / f"{n}-{Path(source).name}"
-            shutil.copyfile(source, copy)
-            os.chmod(copy, 0o644)
-            mount = {**mount, "source": str(copy)}
-        mounts.append(mount)
-    return {**config, "mounts": mounts}
-
-
 def _make_points(rootfs: Path, points: list[tuple[str, str | None]]) -> None:
     """The mount points bubblewrap needs in the task's root file system: folders, or files
     where a file is bound (a few system calls: made on the event loop, as the overlay is)."""
@@ -428,7 +407,7 @@ async def remove_task_containers(program: str, state: Path, name: str) -> None:
 def remove_rootfs(directory: Path, private: Path) -> None:
     """A task's overlay unmounted and its layers removed; its scripts' bundles too."""
     unmount(directory / ROOTFS)
-    for folder in (directory / UPPER, directory / WORK, directory / FILES, private / BUNDLES_DIR):
+    for folder in (directory / UPPER, directory / WORK, private / BUNDLES_DIR):
         shutil.rmtree(folder, ignore_errors=True)
     with contextlib.suppress(OSError):
         (directory / ROOTFS).rmdir()
