@@ -688,7 +688,7 @@ class LocalExecutor:
             )
             return spec.replace(container=container)
         if self._bundles is not None and not image.pull and private is not None and self.engine.runc:
-            config = await self._bundles.prepare(plan, directory, spec.dirs.private_dir)
+            config = await self._bundles.prepare(plan, directory, private)
             runc = Runc(program=self.engine.runc, root=self._bundles.state, config=config, name=plan.name)
             container = Container(
                 engine=self.engine.program,
