@@ -208,8 +208,12 @@ def test_the_mount_points_to_make_are_those_in_the_root_file_system() -> None:
             "existing",
         ),
         (lambda c: c["linux"]["namespaces"].append({"type": "time"}), "time"),
+        (
+            lambda c: c.update(hooks={"createContainer": [{"path": "/usr/bin/nvidia-cdi-hook"}]}),
+            "createContainer",
+        ),
     ],
-    ids=["capability", "root", "mount-type", "joined-namespace", "namespace-type"],
+    ids=["capability", "root", "mount-type", "joined-namespace", "namespace-type", "hooks"],
 )
 def test_what_bubblewrap_is_not_given_to_do_is_refused(change: Any, said: str) -> None:
     config = copy.deepcopy(_config())

@@ -88,6 +88,11 @@ class BundleError(EngineError):
     """A task's bundle could not be made: a platform failure, retried (the task did not run)."""
 
 
+class NotForBubblewrap(BundleError):
+    """The engine's configuration asks for what bubblewrap does not do (hooks, a capability): runc
+    runs the task's containers instead."""
+
+
 @dataclass(frozen=True)
 class Template:
     """The engine's configuration of a container of one image, with what the patch needs."""
@@ -323,9 +328,13 @@ class Bundles:
         rootfs = directory / ROOTFS
         try:
             made = image_sandbox(config, tools, present=_present)
+        except TemplateError as exc:
+            remove_rootfs(directory, private)
+            raise NotForBubblewrap(str(exc)) from exc
+        try:
             _make_points(rootfs, made.mount_points)
             os.makedirs(STAGE, mode=0o755, exist_ok=True)
-        except (OSError, TemplateError) as exc:
+        except OSError as exc:
             remove_rootfs(directory, private)
             raise BundleError(f"the task's container could not be prepared: {exc}") from exc
         return ImageSandbox(

@@ -60,7 +60,13 @@ from runtime.exitcodes import from_returncode
 from runtime.processes import find_runtimes, runtime_command
 from runtime.reaping import kill_descendants
 from runtime.spec import Confine, Container, RunAs, Runc, Sandbox, SpecError, TaskSpec, dump_spec, read
-from services.orchestrator.adapters.bundling import UPPER, Bundles, remove_rootfs, remove_task_containers
+from services.orchestrator.adapters.bundling import (
+    UPPER,
+    Bundles,
+    NotForBubblewrap,
+    remove_rootfs,
+    remove_task_containers,
+)
 from services.orchestrator.adapters.confinement import (
     CGROUP_ROOT,
     Confinement,
@@ -670,6 +676,7 @@ class LocalExecutor:
             mounts=mounts,
         )
         bundles, private = self._bundles, spec.dirs.private_dir
+        sandboxed = None
         if (
             bundles is not None
             and not image.pull
@@ -677,7 +684,15 @@ class LocalExecutor:
             and self.engine.runner == "bwrap"
             and user
         ):
-            sandboxed = await bundles.sandbox(plan, directory, private, SandboxTools(*self.engine.sandbox))
+            try:
+                sandboxed = await bundles.sandbox(
+                    plan, directory, private, SandboxTools(*self.engine.sandbox)
+                )
+            except NotForBubblewrap as exc:
+                if not self.engine.runc:
+                    raise
+                log.info("runc runs this image's containers", image=image.run, why=str(exc))
+        if sandboxed is not None:
             container = Container(
                 engine=self.engine.program,
                 run=[],

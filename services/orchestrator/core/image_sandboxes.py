@@ -132,6 +132,9 @@ def image_sandbox(
     process, linux, root = config.get("process"), config.get("linux"), config.get("root")
     if not isinstance(process, Mapping) or not isinstance(linux, Mapping) or not isinstance(root, Mapping):
         raise TemplateError("the configuration has no process, linux or root section")
+    hooks = sorted(kind for kind, listed in (config.get("hooks") or {}).items() if listed)
+    if hooks:  # CDI's device hooks (ldcache, symlinks): an OCI runtime's to run, not bubblewrap's
+        raise TemplateError(f"the container has the engine's {', '.join(hooks)} hooks: bubblewrap runs none")
     capabilities = process.get("capabilities") or {}
     granted = sorted({c for kind in capabilities.values() for c in kind or []})
     if granted:
