@@ -165,44 +165,57 @@ def _beneath(root: int, target: str) -> int:
         raise
 
 
-def stage_root(rootfs: str, stage: str, binds: list[tuple[str, str, bool]]) -> None:
-    """In a mount namespace of this process's own (a script's, before it becomes bubblewrap):
-    the task's root file system at ``stage``, a path every tenant may reach, and the engine's
-    and the storages' bind mounts in it, made as root: bubblewrap, the tenant's, then binds
-    ``stage`` (with everything on it) as its root. Each mount point is reached without
-    following a symbolic link. OSError where one cannot be made."""
+def _mount(source: str | None, target: str, flags: int) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)  # the process's own: a handle, not a load
+    if libc.mount(source and os.fsencode(source), os.fsencode(target), None, flags, None) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"mount {source or ''} {target}: {os.strerror(code)}")
+
+
+def enter_stage(rootfs: str, stage: str) -> None:
+    """This thread (the runtime's main one, whose children run the scripts) in a mount namespace
+    of its own, a slave of the host's (nothing made in it reaches the host's), with the task's
+    root file system at ``stage``: a path every tenant may reach, which bubblewrap, the
+    tenant's, binds as its root with everything mounted on it. OSError where it cannot be."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-
-    def mount(source: str | None, target: str, flags: int) -> None:
-        if libc.mount(source and os.fsencode(source), os.fsencode(target), None, flags, None) != 0:
-            code = ctypes.get_errno()
-            raise OSError(code, f"mount {source or ''} {target}: {os.strerror(code)}")
-
     if libc.unshare(_CLONE_NEWNS) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"unshare: {os.strerror(code)}")
-    mount(None, "/", _MS_REC | _MS_SLAVE)  # nothing made here reaches the host's namespace
-    mount(rootfs, stage, _MS_BIND | _MS_REC)
+    _mount(None, "/", _MS_REC | _MS_SLAVE)
+    _mount(rootfs, stage, _MS_BIND | _MS_REC)
+
+
+def stage_binds(stage: str, binds: list[tuple[str, str, bool]]) -> None:
+    """The engine's and the storages' bind mounts (host path, path in the container, read-only)
+    made as root on the root file system at ``stage`` (``enter_stage``), each mount point reached
+    without following a symbolic link. OSError where one cannot be made."""
     root = os.open(stage, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for source, target, read_only in binds:
             point = _beneath(root, target)
             try:
-                at = f"/proc/self/fd/{point}"
-                mount(source, at, _MS_BIND | _MS_REC)
+                _mount(source, f"/proc/self/fd/{point}", _MS_BIND | _MS_REC)
                 if read_only:
                     # The new mount is on top of the descriptor's: reached again by its path.
                     again = _beneath(root, target)
                     try:
-                        mount(None, f"/proc/self/fd/{again}", _MS_BIND | _MS_REMOUNT | _MS_RDONLY)
+                        _mount(None, f"/proc/self/fd/{again}", _MS_BIND | _MS_REMOUNT | _MS_RDONLY)
                     finally:
                         os.close(again)
             finally:
                 os.close(point)
     finally:
         os.close(root)
+
+
+def stage_root(rootfs: str, stage: str, binds: list[tuple[str, str, bool]]) -> None:
+    """``enter_stage``, then ``stage_binds``."""
+    enter_stage(rootfs, stage)
+    stage_binds(stage, binds)
 
 
 _CLONE_NEWUSER = 0x10000000

@@ -26,12 +26,13 @@ from runtime.capturing import LogCapture
 from runtime.confining import ConfineError, acting_as, confine_self
 from runtime.container import (
     digest_of,
+    enter_stage,
     in_userns,
     make_mount_point,
     run_name,
     script_config,
     shell_command,
-    stage_root,
+    stage_binds,
     tenant_userns,
 )
 from runtime.environment import build_environment
@@ -139,6 +140,7 @@ class TaskRun:
         self._image: str | None = None  # the id of the image the runtime pulled
         self._bundle: Path | None = None  # the running script's bundle (runc), removed after it
         self._userns: int | None = None  # the tenant's user namespace (bubblewrap), made once
+        self._staged: set[str] | None = None  # what is mounted on its root file system's stage
 
     # -- signals ---------------------------------------------------------------------------
 
@@ -346,10 +348,19 @@ class TaskRun:
         assert container is not None
         sandbox = container.sandbox
         assert sandbox is not None
-        binds = [(b.source, b.target, b.read_only) for b in sandbox.binds]
+        # The root file system and its binds staged once, in the runtime's own mount namespace
+        # (every script's bubblewrap starts from it); a storage's the first time a script has it.
+        binds: list[tuple[str, str, bool]] = []
+        if self._staged is None:
+            enter_stage(str(sandbox.rootfs), sandbox.stage)
+            self._staged = set()
+            binds += [(b.source, b.target, b.read_only) for b in sandbox.binds]
         for source, target, read_only in self._mounts:
-            make_mount_point(sandbox.rootfs, target, directory=os.path.isdir(source))
-            binds.append((source, target, read_only))
+            if target not in self._staged:
+                make_mount_point(sandbox.rootfs, target, directory=os.path.isdir(source))
+                binds.append((source, target, read_only))
+        stage_binds(sandbox.stage, binds)
+        self._staged.update(target for _, target, _ in binds)
         argv = list(sandbox.argv)
         fds: list[int] = []
         run_as = self.spec.run_as
@@ -369,7 +380,6 @@ class TaskRun:
         own = {name: self.env[name] for name in self._task_vars}
         env = dict(entry.partition("=")[::2] for entry in sandbox.env)
         env.update(own)
-        rootfs, stage = str(sandbox.rootfs), sandbox.stage
         try:
             return subprocess.Popen(
                 [*argv, "--", *sandbox.entry, *shell_command(label)],
@@ -381,7 +391,6 @@ class TaskRun:
                 pass_fds=fds,
                 process_group=0,
                 umask=0o022,
-                preexec_fn=lambda: stage_root(rootfs, stage, binds),
             )
         finally:
             for fd in fds:

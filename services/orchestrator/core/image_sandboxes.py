@@ -8,9 +8,9 @@ a host task already, in a C program of a few milliseconds. Where the platform ru
 both tools, the executor therefore runs each script of a task in its image so
 (runtime/running.py):
 
-    root, in a mount namespace of the script's own: the task's overlay at ``STAGE`` (a path every
-      tenant may reach) and the engine's bind mounts in it (the work dir, hosts, resolv.conf,
-      hostname: the tenant may not reach them where the platform's data dir lies)
+    root (the runtime, once per task, in a mount namespace of its own): the task's overlay at
+      ``STAGE`` (a path every tenant may reach) and the engine's bind mounts in it (the work
+      dir, hosts, resolv.conf, hostname: the tenant may not reach them where the data dir lies)
     -> setpriv (to the tenant: its uid, gid and groups, no capability, no_new_privs)
       -> bwrap (a user namespace of the tenant's that maps its uid, gid and storage groups to
                 themselves, made by root for it; ``STAGE`` as the root, the engine's other
@@ -39,7 +39,7 @@ from services.orchestrator.core.bundles import TemplateError
 from services.orchestrator.core.sandboxes import SandboxTools
 
 STAGE = "/run/pai-task-root"
-"""Where root mounts the task's root file system, in a mount namespace of the script's own,
+"""Where root mounts the task's root file system, in a mount namespace of the runtime's own,
 before bubblewrap binds it as ``/``: a path every tenant may reach (runtime/container.py)."""
 ENGINE_INIT = "/run/podman-init"
 """The engine's init, bound into its containers: bubblewrap's own init reaps in its place."""
@@ -71,7 +71,7 @@ class SandboxedImage:
     binds: list[tuple[str, str, bool]]
     """(host path, path in the container, read-only): the engine's bind mounts (the work dir,
     hosts, resolv.conf, hostname), made by root in the root file system before bubblewrap runs
-    (runtime/container.py ``stage_root``): the tenant bubblewrap runs as may not reach them where
+    (runtime/container.py ``stage_binds``): the tenant bubblewrap runs as may not reach them where
     the platform's data dir lies (under a folder only root may pass through)."""
 
 
