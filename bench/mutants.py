@@ -149,6 +149,13 @@ COVERING: tuple[Covering, ...] = (
         "services/orchestrator/core/containers.py",
         ("tests/orchestrator/test_core_containers.py", "tests/orchestrator/test_storage_groups.py"),
     ),
+    # The bubblewrap runner's translation of the engine's configuration, and its seccomp compiler.
+    Covering(
+        "services/orchestrator/core/image_sandboxes.py", ("tests/orchestrator/test_core_image_sandboxes.py",)
+    ),
+    Covering(
+        "services/orchestrator/adapters/seccomp_filters.py", ("tests/orchestrator/test_seccomp_filters.py",)
+    ),
     # The limits' pure tests; the service tests that apply them (tests/security) need root.
     Covering("services/orchestrator/core/limits.py", ("tests/orchestrator/test_core_limits.py",)),
     # Deciders without test_core_property.py: its hypothesis cases (300 examples) take about 10 s

@@ -7,12 +7,13 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from services.orchestrator.adapters.seccomp_filters import SeccompError, _rules, compile_filter
+from services.orchestrator.adapters.seccomp_filters import SeccompError, _action, _rules, compile_filter
 
 pytest.importorskip("pyseccomp", reason="libseccomp's binding is a dependency of the platform")
 
@@ -42,9 +43,13 @@ def test_a_call_the_profile_refuses_gets_the_profiles_errno_and_the_rest_run(tmp
         {
             "defaultAction": "SCMP_ACT_ALLOW",
             "syscalls": [
-                {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EACCES},
-                {"names": ["not_a_system_call_here"], "action": "SCMP_ACT_ERRNO"},
                 {"names": ["getpid"], "action": "SCMP_ACT_ALLOW"},  # the default's own: left out
+                {
+                    # A name this libseccomp does not know is left out, not the rest of the rule.
+                    "names": ["not_a_system_call_here", "mkdir", "mkdirat"],
+                    "action": "SCMP_ACT_ERRNO",
+                    "errnoRet": errno.EACCES,
+                },
             ],
         }
     )
@@ -87,3 +92,101 @@ def test_a_profile_this_platform_cannot_load_is_refused_by_name() -> None:
         compile_filter({"defaultAction": "SCMP_ACT_NOTIFY"})
     with pytest.raises(SeccompError, match="SCMP_ARCH_SPARC"):
         compile_filter({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_SPARC"]})
+
+
+def _kill_rule(*conditions: dict[str, object]) -> bytes:
+    """``kill`` refused (ENOTSUP) when its signal argument meets ``conditions``; all else allowed."""
+    return compile_filter(
+        {
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"],
+            "syscalls": [
+                {
+                    "names": ["kill"],
+                    "action": "SCMP_ACT_ERRNO",
+                    "errnoRet": errno.ENOTSUP,
+                    "args": list(conditions),
+                }
+            ],
+        }
+    )
+
+
+def _signals(program: bytes, tmp_path: Path) -> dict[str, bool]:
+    """Which of ``kill -0``, ``kill -CONT`` and ``kill -WINCH`` (ignored by a shell) a shell may send
+    itself under ``program``."""
+    script = (
+        "for s in 0 CONT WINCH; do if kill -$s $$ 2>/dev/null; then echo $s=yes; else echo $s=no; fi; done"
+    )
+    done = _run_under(program, tmp_path, "/bin/sh", "-c", script)
+    assert done.returncode == 0, done.stderr
+    return {line.split("=")[0]: line.endswith("yes") for line in done.stdout.split()}
+
+
+def test_a_rules_conditions_on_the_arguments_are_the_kernels(tmp_path: Path) -> None:
+    equal = {"index": 1, "op": "SCMP_CMP_EQ"}  # no value: 0, as the OCI runtimes read it
+    assert _signals(_kill_rule(equal), tmp_path) == {"0": False, "CONT": True, "WINCH": True}
+    # MASKED_EQ: ``value`` the mask, ``valueTwo`` what the masked argument must equal (runc's reading).
+    cont = {"index": 1, "value": 0xFF, "valueTwo": int(signal.SIGCONT), "op": "SCMP_CMP_MASKED_EQ"}
+    assert _signals(_kill_rule(cont), tmp_path) == {"0": True, "CONT": False, "WINCH": True}
+    # Two conditions on one argument: either refuses (one rule each), not both at once (never).
+    both = {"index": 1, "value": int(signal.SIGCONT), "op": "SCMP_CMP_EQ"}
+    assert _signals(_kill_rule(equal, both), tmp_path) == {"0": False, "CONT": False, "WINCH": True}
+    above = {"index": 1, "value": int(signal.SIGCONT), "op": "SCMP_CMP_GT"}
+    assert _signals(_kill_rule(above), tmp_path) == {"0": True, "CONT": True, "WINCH": False}
+
+
+class _Lib:
+    """The constants compile_filter takes from pyseccomp, as distinct numbers."""
+
+    ALLOW, KILL_THREAD, KILL_PROCESS, TRAP, LOG = 1, 2, 3, 4, 5
+
+    @staticmethod
+    def ERRNO(code: int) -> int:
+        return 1000 + code
+
+    @staticmethod
+    def TRACE(code: int) -> int:
+        return 2000 + code
+
+
+@pytest.mark.parametrize(
+    ("name", "errno_ret", "expected"),
+    [
+        ("SCMP_ACT_ALLOW", None, _Lib.ALLOW),
+        ("SCMP_ACT_ERRNO", 13, 1013),
+        ("SCMP_ACT_ERRNO", None, 1038),
+        ("SCMP_ACT_KILL", None, _Lib.KILL_THREAD),
+        ("SCMP_ACT_KILL_THREAD", None, _Lib.KILL_THREAD),
+        ("SCMP_ACT_KILL_PROCESS", None, _Lib.KILL_PROCESS),
+        ("SCMP_ACT_TRAP", None, _Lib.TRAP),
+        ("SCMP_ACT_LOG", None, _Lib.LOG),
+        ("SCMP_ACT_TRACE", 7, 2007),
+        ("SCMP_ACT_TRACE", None, 2038),
+    ],
+)
+def test_each_oci_action_is_libseccomps_own(name: str, errno_ret: int | None, expected: int) -> None:
+    assert _action(_Lib, name, errno_ret, 38) == expected
+
+
+def test_a_rule_this_platform_cannot_load_is_refused_by_name() -> None:
+    with pytest.raises(SeccompError, match="SCMP_CMP_SOMETIMES"):
+        compile_filter(
+            {
+                "defaultAction": "SCMP_ACT_ALLOW",
+                "syscalls": [
+                    {
+                        "names": ["kill"],
+                        "action": "SCMP_ACT_ERRNO",
+                        "args": [{"index": 1, "op": "SCMP_CMP_SOMETIMES"}],
+                    }
+                ],
+            }
+        )
+    with pytest.raises(SeccompError, match="SCMP_ACT_NOTIFY"):
+        compile_filter(
+            {
+                "defaultAction": "SCMP_ACT_ALLOW",
+                "syscalls": [{"names": ["kill"], "action": "SCMP_ACT_NOTIFY"}],
+            }
+        )
