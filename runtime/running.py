@@ -351,15 +351,20 @@ class TaskRun:
         # The root file system and its binds staged once, in the runtime's own mount namespace
         # (every script's bubblewrap starts from it); a storage's the first time a script has it.
         binds: list[tuple[str, str, bool]] = []
-        if self._staged is None:
-            enter_stage(str(sandbox.rootfs), sandbox.stage)
-            self._staged = set()
-            binds += [(b.source, b.target, b.read_only) for b in sandbox.binds]
-        for source, target, read_only in self._mounts:
-            if target not in self._staged:
-                make_mount_point(sandbox.rootfs, target, directory=os.path.isdir(source))
-                binds.append((source, target, read_only))
-        stage_binds(sandbox.stage, binds)
+        try:
+            if self._staged is None:
+                enter_stage(str(sandbox.rootfs), sandbox.stage)
+                self._staged = set()
+                binds += [(b.source, b.target, b.read_only) for b in sandbox.binds]
+            for source, target, read_only in self._mounts:
+                if target not in self._staged:
+                    make_mount_point(sandbox.rootfs, target, directory=os.path.isdir(source))
+                    binds.append((source, target, read_only))
+            stage_binds(sandbox.stage, binds)
+        except OSError as exc:  # the container did not run: as limits that could not be set
+            raise _RuntimeExit(
+                exitcodes.CONFINE_FAILED, f"the task's container could not be set up: {exc}"
+            ) from exc
         self._staged.update(target for _, target, _ in binds)
         argv = list(sandbox.argv)
         fds: list[int] = []
