@@ -202,7 +202,6 @@ async def _in_image(runs: int, engine: Any, conf: Path, group: CpuGroup | None) 
     from services.orchestrator.adapters.bundling import Bundles, remove_rootfs, remove_task_containers
     from services.orchestrator.adapters.engines import ImageLookups, find_image
     from services.orchestrator.core.containers import ContainerPlan, container_name, run_arguments
-
     from services.orchestrator.core.sandboxes import SandboxTools
 
     bundles = Bundles(engine, conf, "bench") if engine.runner in ("runc", "bwrap") else None
