@@ -376,9 +376,8 @@ class TaskRun:
                 self._userns = -1
                 self.log(f"the container's user namespace maps the task's uid and gid only: {exc}")
         if self._userns is not None and self._userns >= 0:
-            argv = in_userns(argv, self._userns)
-            fds.append(os.dup(self._userns))
-            argv[argv.index("--userns") + 1] = str(fds[-1])
+            fds.append(os.dup(self._userns))  # a copy: those passed are closed once it started
+            argv = in_userns(argv, fds[-1])
         if sandbox.seccomp is not None:
             fds.append(os.open(sandbox.seccomp, os.O_RDONLY | os.O_CLOEXEC))
             argv += ["--seccomp", str(fds[-1])]

@@ -692,26 +692,20 @@ class LocalExecutor:
                 if not self.engine.runc:
                     raise
                 log.info("runc runs this image's containers", image=image.run, why=str(exc))
+        ran: dict[str, Any] = {}  # how the executor runs the containers of its bundle, if it does
         if sandboxed is not None:
+            ran["sandbox"] = sandboxed
+        elif bundles is not None and not image.pull and private is not None and self.engine.runc:
+            config = await bundles.prepare(plan, directory, private)
+            ran["runc"] = Runc(program=self.engine.runc, root=bundles.state, config=config, name=plan.name)
+        if ran:
             container = Container(
                 engine=self.engine.program,
                 run=[],
                 image=image.run,
                 env=dict(self.engine.env),
                 digest=image.digest,
-                sandbox=sandboxed,
-            )
-            return spec.replace(container=container)
-        if self._bundles is not None and not image.pull and private is not None and self.engine.runc:
-            config = await self._bundles.prepare(plan, directory, private)
-            runc = Runc(program=self.engine.runc, root=self._bundles.state, config=config, name=plan.name)
-            container = Container(
-                engine=self.engine.program,
-                run=[],
-                image=image.run,
-                env=dict(self.engine.env),
-                digest=image.digest,
-                runc=runc,
+                **ran,
             )
             return spec.replace(container=container)
         container = Container(
