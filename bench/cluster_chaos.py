@@ -207,6 +207,9 @@ class Report:
     partitions: list[dict[str, Any]] = field(default_factory=list)
     failovers: list[dict[str, Any]] = field(default_factory=list)
     api_unavailable_s: float = 0.0
+    # A service that ended by an error of its own (not a kill of the bench's): each error's type
+    # and the platform's deepest line it went through, from the traceback in the service's log.
+    crashes: dict[str, list[str]] = field(default_factory=dict)
     client_errors: collections.Counter[str] = field(default_factory=collections.Counter)
     jobs_per_s: float = 0.0
     seconds: float = 0.0
@@ -259,6 +262,7 @@ class Report:
             "failover_s": self.failover_s,
             "failovers": self.failovers,
             "api_unavailable_s": round(self.api_unavailable_s, 2),
+            "crashes": self.crashes,
             "client_errors": dict(self.client_errors),
             "unsuccessful": self.unsuccessful,
             "jobs_per_s": round(self.jobs_per_s, 2),
@@ -945,6 +949,7 @@ async def run(
             raw = (await fences.get(SCHEDULER_FENCE)).value
         report.double_allocations, report.fenced = double_allocations(await read_stream(nc), raw)
         report.seconds = time.monotonic() - started
+        report.crashes = crashes_in(data_dir / "logs")
         return report
     finally:
         stop_probe.set()
@@ -970,6 +975,38 @@ async def run(
                 await nc.close()
         await nats_supervisor.stop()
         await drop_database(database)
+
+
+_FRAME = re.compile(r'^[\s|]*File "([^"]+)", line (\d+), in (\S+)')
+_RAISED = re.compile(r"^[\s|]*([A-Za-z_][\w.]*(?:Error|Exception|Lost|Exit)\w*)(?::|$)")
+
+
+def crashes_in(logs: Path) -> dict[str, list[str]]:
+    """The errors services ended with, by the tracebacks in their logs (a service's own error
+    ends it with its traceback on stderr, which its log holds): 'Type at path:line (function)',
+    the platform's own file deepest in the traceback; of a chain (an error raised while handling
+    another), the last."""
+    found: dict[str, list[str]] = {}
+    root = str(Path(__file__).resolve().parent.parent) + os.sep
+    for path in sorted(logs.glob("*.log")):
+        where = last = ""
+        for line in [*path.read_text(errors="replace").splitlines(), "{}"]:
+            if line.startswith("{"):  # a structured line: a traceback before it has ended
+                if last:
+                    found.setdefault(path.stem, []).append(last)
+                where = last = ""
+                continue
+            frame = _FRAME.match(line)
+            if frame is not None:
+                file = frame.group(1)
+                if file.startswith(root) and f"{os.sep}.venv{os.sep}" not in file:
+                    where = f"{file[len(root) :]}:{frame.group(2)} ({frame.group(3)})"
+                continue
+            raised = _RAISED.match(line)
+            if raised is not None and where and "ExceptionGroup" not in raised.group(1):
+                last = f"{raised.group(1).rsplit('.', 1)[-1]} at {where}"
+                where = ""
+    return found
 
 
 def parse_replicas(values: list[str]) -> dict[str, int]:
@@ -1005,6 +1042,8 @@ def print_report(report: Report) -> None:
     print(f"scheduler failovers: {report.failovers or 'none'} (longest {report.failover_s} s)")
     print(f"API unavailable at most {report.api_unavailable_s:.2f} s")
     print(f"client errors: {dict(report.client_errors) or 'none'}")
+    for name, errors in sorted(report.crashes.items()):
+        print(f"crashed: {name}: {'; '.join(errors)}")
     for name, why in sorted(report.unsuccessful.items()):
         print(f"ended unsuccessfully: {name}: {why}")
     print(f"{report.jobs_per_s:.2f} jobs/s; wall time {report.seconds:.0f} s")

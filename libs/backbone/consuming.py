@@ -48,6 +48,9 @@ KeyFunction = Callable[[Msg], str | None]
 DECODE_ERRORS = (ValidationError, json.JSONDecodeError, UnicodeDecodeError)
 SLOW_HANDLING_SECONDS = 1.0
 """A message acked after at least this long is logged at info, as one not acked is."""
+# How long a consumer may be missing on start before that is taken for the caller's bug.
+MISSING_FOR = 5.0
+
 # Redelivery delays for unexpected exceptions: 0.5 s doubling up to 60 s.
 _BACKOFF_FIRST = 0.5
 _BACKOFF_MAX = 60.0
@@ -304,23 +307,32 @@ async def consume(
 async def _consumer_info(
     js: JetStreamContext, stream: str, durable: str, stop: asyncio.Event, bound: Any
 ) -> ConsumerInfo | None:
-    """The consumer's info, waiting out a bus that is still (re)connecting; None if stopped first."""
+    """The consumer's info, waiting out a bus that is still (re)connecting or electing (a replica
+    taking over as a NATS server is away gets "JetStream temporarily unavailable"); None if
+    stopped first. A consumer still missing after ``MISSING_FOR`` seconds is a bug of the caller's
+    (ValueError): a cluster's server that has just come back may not know it for a moment."""
     failures = 0
+    missing_since: float | None = None
+    loop = asyncio.get_running_loop()
     while not stop.is_set():
         try:
             # A short timeout: while reconnecting, a request can be lost with the old socket.
             info: ConsumerInfo = await js.consumer_info(stream, durable, timeout=1.0)
             return info
         except NotFoundError as exc:
-            raise ValueError(
-                f"no consumer {durable!r} on stream {stream!r}; call ensure_consumer first"
-            ) from exc
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
-            failures += 1
-            pause = failure_backoff(failures)
-            bound.warning("bus not answering yet; retrying", error=type(exc).__name__, pause=pause)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), pause)
+            missing_since = loop.time() if missing_since is None else missing_since
+            if loop.time() - missing_since >= MISSING_FOR:
+                raise ValueError(
+                    f"no consumer {durable!r} on stream {stream!r}; call ensure_consumer first"
+                ) from exc
+            error = type(exc).__name__
+        except TRANSIENT_ERRORS as exc:
+            error = type(exc).__name__
+        failures += 1
+        pause = failure_backoff(failures)
+        bound.warning("bus not answering yet; retrying", error=error, pause=pause)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), pause)
     return None
 
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 from collections.abc import Callable
 
 import structlog
 from nats.errors import Error as NatsError
 
-from libs.backbone.connecting import Bus, connect
+from libs.backbone.connecting import Bus, connect, patiently
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.leasing import Lease, while_leading
 from libs.backbone.settings import BackboneSettings
@@ -49,7 +50,8 @@ async def replica(bus: Bus, instance: str, stop: asyncio.Event, build: Callable[
         finally:
             await alerter.close()
 
-    await while_leading(await bus.js.key_value(LEASES.bucket), LEASE_KEY, instance, lead, stop)
+    leases = await patiently(functools.partial(bus.js.key_value, LEASES.bucket))
+    await while_leading(leases, LEASE_KEY, instance, lead, stop)
 
 
 async def main(settings: AlerterSettings, stop: asyncio.Event) -> None:

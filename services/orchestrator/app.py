@@ -283,14 +283,17 @@ async def main(
         await patiently(functools.partial(ensure_consumer, bus.js, CONSUMER))
         await patiently(functools.partial(ensure_consumer, bus.js, NODES_CONSUMER))
         if settings.leader_lease:
-            lease = Lease(await bus.js.key_value(LEASES.bucket), "orchestrator", settings.instance)
+            leases = await patiently(functools.partial(bus.js.key_value, LEASES.bucket))
+            lease = Lease(leases, "orchestrator", settings.instance)
             leading = await lead(lease, stop)
             if leading is None:
                 return
-        fence = await FenceReader.open(bus.js)
-        store = await FrameworkStore.open(bus.js)
+        # The bus may be electing or a server away as a replica starts (a leader lost): each step
+        # is tried again for a while rather than ending the service.
+        fence = await patiently(functools.partial(FenceReader.open, bus.js))
+        store = await patiently(functools.partial(FrameworkStore.open, bus.js))
         data_dir = absolute(settings.data_dir)
-        rules = await RulesKeeper.open(bus.js, data_dir)
+        rules = await patiently(functools.partial(RulesKeeper.open, bus.js, data_dir))
         background.create_task(rules.watch(), name="failure-rules")
         stack.push_async_callback(rules.close)  # ends the watch by stopping its watcher
 
@@ -359,7 +362,7 @@ async def main(
         orchestrator = Orchestrator(
             store, executor, publish, rules=rules, submissions=submissions, fence=fence
         )
-        recovered = await orchestrator.recover()
+        recovered = await patiently(orchestrator.recover)
         log.info("recovered", jobs=recovered)
 
         async def on_logs(msg: Msg) -> None:

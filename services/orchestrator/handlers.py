@@ -111,6 +111,8 @@ class Orchestrator:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._batches: dict[str, GroupCommit[Input, None]] = {}
         self._keeper = rules
+        self._recovered: set[str] = set()  # jobs `recover` has been through (it may be tried again)
+        self._reconciled = 0
 
     @property
     def rules(self) -> RuleSet:
@@ -378,23 +380,31 @@ class Orchestrator:
         return ended
 
     async def recover(self) -> int:
-        """On start-up: republish pending events and reconcile every task the state may own."""
-        count = 0
+        """On start-up: republish pending events and reconcile every task the state may own.
+
+        Tried again where the bus failed midway (`patiently`), it goes on from the job it failed
+        at: a job already reconciled is not probed and adopted twice. Returns the jobs with tasks
+        reconciled, over every try."""
         for job_id in await self.store.job_ids():
+            if job_id in self._recovered:
+                continue
             if await self.store.settled(job_id):
+                self._recovered.add(job_id)
                 continue  # over and announced: nothing of it can run or be pending
             current = await self.store.get(job_id)
             if current is None:
+                self._recovered.add(job_id)
                 continue
             framework = current.value
             keys = framework.running_keys()
             if keys:
                 probes = {key: self.executor.probe(job_id, key) for key in keys}
                 await self.apply(job_id, Recovered(job_id, probes))
-                count += 1
+                self._reconciled += 1
             async with self._job_lock(job_id):
                 await self._flush_outbox(job_id)
-        return count
+            self._recovered.add(job_id)
+        return self._reconciled
 
 
 PUBLISH_WINDOW = 256

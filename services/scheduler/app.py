@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import structlog
 from nats.errors import Error as NatsError
 from pydantic import Field
 
-from libs.backbone.connecting import connect
+from libs.backbone.connecting import connect, patiently
 from libs.backbone.fencing import Deposed, FenceReader, raise_fence
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.settings import BackboneSettings, SettingsError
@@ -61,18 +62,21 @@ async def main(settings: SchedulerSettings, stop: asyncio.Event) -> None:
         stack.callback(stop.set)
         background.create_task(beat_forever(bus.nc, settings.service_name, stop), name="heartbeat")
         await ensure_topology(bus.js, settings.stream_replicas)
-        fences_kv = await bus.js.key_value(FENCES.bucket)
-        config_kv = await bus.js.key_value(SCHEDULER_CONFIG.bucket)
+        fences_kv = await patiently(functools.partial(bus.js.key_value, FENCES.bucket))
+        config_kv = await patiently(functools.partial(bus.js.key_value, SCHEDULER_CONFIG.bucket))
 
         async def lead(turn: asyncio.Event, lease: Lease) -> None:
             assert lease.epoch is not None
             try:
                 await raise_fence(bus.js, fences_kv, lease.epoch)
+                fences = await FenceReader(fences_kv).fences()
+                config, source = await initial_config(config_kv, settings.hived_config)
             except Deposed as err:
                 log.warning("deposed before leading", error=str(err))
                 return
-            fences = await FenceReader(fences_kv).fences()
-            config, source = await initial_config(config_kv, settings.hived_config)
+            except (NatsError, TimeoutError) as exc:  # taking over while the bus elects: later
+                log.warning("turn not begun for the bus; standing by", error=str(exc) or type(exc).__name__)
+                return
             try:
                 core = SchedulerCore(policy_for(config, []), settings.max_job_tasks)
             except ReconfigurationError as err:
@@ -93,4 +97,5 @@ async def main(settings: SchedulerSettings, stop: asyncio.Event) -> None:
             if not stop.is_set():
                 log.warning("lease lost; standing by", epoch=lease.epoch)
 
-        await while_leading(await bus.js.key_value(LEASES.bucket), "scheduler", settings.instance, lead, stop)
+        leases = await patiently(functools.partial(bus.js.key_value, LEASES.bucket))
+        await while_leading(leases, "scheduler", settings.instance, lead, stop)

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import pytest
 
-from libs.backbone.connecting import Bus
+from libs.backbone.connecting import Bus, patiently
 from libs.backbone.topology import ensure_topology
 from libs.protocol.events import EventBase, JobState, JobStopRequested
 from services.orchestrator.adapters.executing import AlreadyRunningError, TaskExit
@@ -531,3 +531,62 @@ async def test_a_refused_start_is_tried_again_only_if_nothing_ever_ran(
         assert executor.started == []
         assert starts == []
         assert executor.adopted == [(key, 0) for key in keys]
+
+
+class ProbingExecutor(InstantExecutor):
+    """Every task it is asked about still runs; counts the probes and adoptions per job."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.probed: list[str] = []
+        self.adopted: list[str] = []
+
+    def probe(self, job_id: str, key: Any) -> Probe:
+        self.probed.append(job_id)
+        return Probe("alive", 4242, "/tasks")
+
+    def adopt(self, job_id: str, *args: Any) -> None:
+        self.adopted.append(job_id)
+
+
+class BusAwayOnce:
+    """The store, whose second job's read times out once (the bus electing midway)."""
+
+    def __init__(self, store: FrameworkStore) -> None:
+        self._store = store
+        self._read: list[str] = []
+        self.failed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def get(self, job_id: str, **kwargs: Any) -> Any:
+        if job_id not in self._read:
+            self._read.append(job_id)
+        if len(self._read) == 2 and not self.failed:
+            self.failed = True
+            raise TimeoutError("nats: timeout")
+        return await self._store.get(job_id, **kwargs)
+
+
+async def test_a_recovery_the_bus_interrupts_is_tried_again_and_adopts_each_task_once(
+    bus: Bus, tmp_path: Path
+) -> None:
+    """A new leader's recovery that the bus interrupts is tried again (`patiently`, as the service
+    does) and goes on where it stopped: a job reconciled before the failure is not probed or
+    adopted twice, and the count covers both tries."""
+    await ensure_topology(bus.js)
+    store = await FrameworkStore.open(bus.js)
+    config = job_config({"worker": (1, "sleep 60")})
+    first = Orchestrator(store, InstantExecutor(), ignore_event)  # type: ignore[arg-type]
+    for job_id in ("job1", "job2", "job3"):
+        await first.apply(job_id, submitted(config, job_id=job_id))
+        await first.apply(job_id, scheduled(config, job_id=job_id))
+
+    flaky = BusAwayOnce(store)
+    executor = ProbingExecutor()
+    second = Orchestrator(flaky, executor, ignore_event)  # type: ignore[arg-type]
+    assert await patiently(second.recover) == 3
+    assert flaky.failed
+    assert sorted(executor.probed) == ["job1", "job2", "job3"]
+    assert sorted(executor.adopted) == ["job1", "job2", "job3"]
