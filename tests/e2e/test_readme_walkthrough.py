@@ -58,7 +58,9 @@ async def test_the_readme_first_job_walkthrough_runs_as_written(tmp_path: Path) 
         for words in steps:
             if words[:2] == ["job", "stop"] and job_id:
                 # The README stops a job that has finished: the step after following its log.
+                # `pai job stop` asks the API, whose read model follows the bus's completion.
                 await platform.completed(job_id)
+                await platform.detail("server-workers", final=True)
             code, out, err = await cli.run(*words, env={"PAI_PASSWORD": ADMIN_PASSWORD})
             step = f"pai {' '.join(words)}"
             assert code == 0, f"{step}: exit {code}\n{out}\n{err}"

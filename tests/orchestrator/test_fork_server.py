@@ -77,7 +77,14 @@ async def test_without_the_fork_server_the_runtime_is_a_new_interpreter(tmp_path
     pid, _ = await ex.start(fw, KEY)
     try:
         assert psutil.Process(pid).ppid() == os.getpid()
-        assert "--spec" in psutil.Process(pid).cmdline()
+        # Between its fork and its exec the child's argv is still this process's; the exec has
+        # no event to await, so its argv is looked at until it changes (or 10 s).
+        deadline = asyncio.get_running_loop().time() + 10
+        while "--spec" not in (argv := psutil.Process(pid).cmdline()):
+            if asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.01)
+        assert "--spec" in argv
         os.killpg(pid, signal.SIGKILL)
         assert (await exits.next()).exit_code == 137
     finally:
