@@ -123,3 +123,32 @@ async def test_a_job_whose_submission_cannot_be_read_fails_with_why_instead_of_w
     assert isinstance(completed, JobCompleted)
     assert completed.state == JobState.FAILED
     assert "its submission cannot be read (config.taskRoles.worker.instances" in completed.diagnostics
+
+
+async def test_a_takeover_the_bus_cuts_short_stands_by_and_leads_again_without_ending_the_service(
+    bus: Bus, nats_server: Any, monkeypatch: Any
+) -> None:
+    """A new leader raising its fence while the bus elects (a NATS server away) gets a timeout or
+    "JetStream temporarily unavailable": the turn is not begun, the replica stands by and takes
+    the lease again; before, the error ended the service (its supervisor started it again)."""
+    import services.scheduler.app as app
+
+    await ensure_topology(bus.js)
+    seen = JobEvents()
+    await bus.js.subscribe("pai.job.>", ordered_consumer=True, cb=seen.on_msg)
+    await publish_event(bus.js, NODE)
+    raise_fence = app.raise_fence
+    cut: list[int] = []
+
+    async def electing(*args: Any, **kwargs: Any) -> Any:
+        if not cut:
+            cut.append(1)
+            raise TimeoutError("nats: timeout")
+        return await raise_fence(*args, **kwargs)
+
+    monkeypatch.setattr(app, "raise_fence", electing)
+    async with running_scheduler(nats_server.url) as scheduler:
+        await publish_event(bus.js, job("a", instances=1, cpu=1))
+        await seen.wait_for("job.scheduled", "a")
+        assert cut == [1]
+        assert not scheduler.done()
