@@ -137,7 +137,8 @@ async def test_a_takeover_the_bus_cuts_short_stands_by_and_leads_again_without_e
     seen = JobEvents()
     await bus.js.subscribe("pai.job.>", ordered_consumer=True, cb=seen.on_msg)
     await publish_event(bus.js, NODE)
-    raise_fence = app.raise_fence
+    from libs.backbone.fencing import raise_fence
+
     cut: list[int] = []
 
     async def electing(*args: Any, **kwargs: Any) -> Any:
