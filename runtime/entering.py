@@ -68,6 +68,7 @@ class Entry:
         drop_to: tuple[int, int] | None = None,
         groups: tuple[int, ...] = (),
         confine: bool = True,
+        seccomp: str | None = None,
     ) -> None:
         self.argv = argv
         self.env = env
@@ -75,6 +76,7 @@ class Entry:
         self.drop_to = drop_to
         self.groups = groups  # the task's team storages' gids, kept when dropping to its user
         self.confine = confine
+        self.seccomp = seccomp  # a compiled filter (BPF) this process loads last, before its exec
 
 
 def task_environment(spec: TaskSpec, inherited: Mapping[str, str]) -> dict[str, str]:
@@ -136,7 +138,9 @@ def plan_entry(
         sandbox = getattr(container, "sandbox", None)
         if sandbox is not None:
             drop = sandbox.argv[: sandbox.argv.index("--") + 1]
-            return _into_image_sandbox(spec, drop, sandbox.env, command, own, target, nsenter, inherited)
+            entry = _into_image_sandbox(spec, drop, sandbox.env, command, own, target, nsenter, inherited)
+            entry.seccomp = str(sandbox.entry_seccomp) if sandbox.entry_seccomp is not None else None
+            return entry
         engine = Path(container.engine).name
         name = _option(container.run, "--name")
         if engine not in ("podman", "docker") or name is None:
@@ -184,8 +188,9 @@ def _into_image_sandbox(
     ``drop`` (the task's setpriv: the tenant's uid, gid and groups, no capability, no_new_privs),
     then nsenter into its user namespace (the tenant's own, so the tenant may enter it), its PID,
     mount, IPC and UTS namespaces, its root and working directory (the work dir), keeping the
-    tenant's credentials. The engine's seccomp filter is not loaded for it (nsenter needs calls
-    it forbids): what the command may do is what the tenant's uid may."""
+    tenant's credentials. The engine's seccomp filter is loaded before all that, with the two
+    calls nsenter needs besides (setns and chroot: seccomp_filters.ENTRY_CALLS), so the command
+    runs under it as the task's own commands do."""
     if target is None:
         raise EntryError(
             "the task runs no command now (it waits at its gang barrier, or between its plugins' "
@@ -199,6 +204,36 @@ def _into_image_sandbox(
     env.update(own)
     env["PATH"] = env.get("PATH") or inherited.get("PATH", "/usr/bin:/bin")
     return Entry([*argv, "--", *command], env, str(spec.dirs.work_dir))
+
+
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+
+
+def load_filter(path: str) -> None:
+    """The compiled seccomp filter (BPF) at ``path`` on this thread, after no_new_privs: it holds
+    for every program this process execs and their children. EntryError where it cannot be."""
+    import ctypes
+
+    try:
+        with open(path, "rb") as f:
+            program = f.read()
+    except OSError as exc:
+        raise EntryError(f"the container's seccomp filter cannot be read: {exc}") from None
+    if not program or len(program) % 8:
+        raise EntryError(f"the container's seccomp filter {path} is not a BPF program")
+
+    class _Program(ctypes.Structure):
+        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+    code = ctypes.create_string_buffer(program, len(program))
+    fprog = _Program(len(program) // 8, ctypes.addressof(code))
+    libc = ctypes.CDLL(None, use_errno=True)  # the process's own: a handle, not a load
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or (
+        libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0
+    ):
+        raise EntryError(f"the container's seccomp filter was refused: {os.strerror(ctypes.get_errno())}")
 
 
 def _pid_namespace(pid: int) -> str | None:
@@ -302,7 +337,12 @@ def _through_container_terminal(entry: Entry, target: int, owner: tuple[int, int
                 os.dup2(peer, fd)
             os.close(peer)
             os.umask(0o022)
+            if entry.seccomp is not None:
+                load_filter(entry.seccomp)
             os.execvpe(entry.argv[0], entry.argv, entry.env)
+        except EntryError as exc:
+            os.write(2, f"pai exec: {exc}\r\n".encode())
+            os._exit(REFUSED)
         finally:
             os._exit(127)
     os.close(peer)
@@ -383,6 +423,8 @@ def enter(spec: TaskSpec, directory: Path, command: list[str], tty: bool) -> Non
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
     os.umask(0o022)
+    if entry.seccomp is not None:
+        load_filter(entry.seccomp)  # last: from here on the calls the container's profile allows
     try:
         os.execvpe(entry.argv[0], entry.argv, entry.env)
     except FileNotFoundError:

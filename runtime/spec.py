@@ -312,6 +312,8 @@ class ImageSandbox(Record):
     stage: str = field(min_length=1)  # where root mounts it, for bubblewrap to bind it as /
     binds: list[Bind] = []  # noqa: RUF012 - made by root on it first (the tenant may not reach them)
     seccomp: Path | None = None  # the engine's seccomp filter, compiled (BPF), loaded by bubblewrap
+    # The same with the calls `pai job exec`'s nsenter needs, loaded before it (runtime/entering.py).
+    entry_seccomp: Path | None = None
 
     def _check(self, where: str) -> None:
         if not self.argv:

@@ -190,3 +190,33 @@ def test_a_rule_this_platform_cannot_load_is_refused_by_name() -> None:
                 "syscalls": [{"names": ["kill"], "action": "SCMP_ACT_NOTIFY"}],
             }
         )
+
+
+def test_an_exec_filter_allows_what_nsenter_needs_over_the_profiles_refusal_and_refuses_the_rest(
+    tmp_path: Path,
+) -> None:
+    """`pai job exec` into a bubblewrap container loads the profile with setns and chroot allowed
+    (ENTRY_CALLS), whatever the profile says of them (Podman's refuses chroot without
+    CAP_SYS_CHROOT by a rule of its own): the rest of the profile holds."""
+    from services.orchestrator.adapters.seccomp_filters import ENTRY_CALLS
+
+    profile = {
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [
+            {"names": ["chroot"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM},
+            {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EACCES},
+        ],
+    }
+    root = tmp_path / "root"
+    root.mkdir()
+    chroot = shutil.which("chroot") or "chroot"
+    refused = _run_under(compile_filter(profile), tmp_path, chroot, str(root), "/nothing")
+    assert os.strerror(errno.EPERM) in refused.stderr, refused.stderr
+    entering = compile_filter(profile, ENTRY_CALLS)
+    # Past the chroot: the program is not found in the empty root (not refused entry).
+    entered = _run_under(entering, tmp_path, chroot, str(root), "/nothing")
+    assert os.strerror(errno.EPERM) not in entered.stderr, entered.stderr
+    assert entered.returncode == 127, entered.stderr
+    still = _run_under(entering, tmp_path, "mkdir", str(tmp_path / "made"))
+    assert os.strerror(errno.EACCES) in still.stderr
+    assert not (tmp_path / "made").exists()

@@ -199,3 +199,44 @@ def test_the_helper_runs_the_command_in_the_work_dir_with_the_tasks_variables(tm
     )
     assert refused.returncode == REFUSED
     assert refused.stderr.startswith("pai exec: ")
+
+
+def _bubblewrap(tmp_path: Path, entry_seccomp: str | None) -> TaskSpec:
+    sandbox: dict[str, Any] = {
+        "argv": [*DROP, "/usr/bin/bwrap", "--unshare-pid"],
+        "env": ["PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"],
+        "rootfs": str(tmp_path / "rootfs"),
+        "stage": "/run/pai-task-root",
+        "seccomp": str(tmp_path / "seccomp.bpf"),
+        **({"entry_seccomp": entry_seccomp} if entry_seccomp else {}),
+    }
+    return _spec(tmp_path, **{**PODMAN, "container": {**PODMAN["container"], "sandbox": sandbox}})
+
+
+def test_a_task_in_its_image_that_bubblewrap_runs_is_entered_under_the_containers_seccomp_filter(
+    tmp_path: Path,
+) -> None:
+    """Dropped to the tenant, then nsenter into the container's namespaces; the profile's filter
+    (with nsenter's two calls) loaded by this process before it execs: the command runs under
+    it as the task's own do. A container prepared before there was such a filter has none."""
+    spec = _bubblewrap(tmp_path, str(tmp_path / "seccomp-entry.bpf"))
+    entry = _plan(spec, target=4242, nsenter="/usr/bin/nsenter")
+    assert entry.argv[: len(DROP) + 2] == [*DROP, "/usr/bin/nsenter", "--target=4242"]
+    assert entry.argv[-3:] == ["--", "id", "-u"]
+    assert entry.seccomp == str(tmp_path / "seccomp-entry.bpf")
+    assert entry.env["LANG"] == "C"
+    assert entry.env["PAI_JOB_NAME"] == "alice~demo"
+    assert _plan(_bubblewrap(tmp_path, None), target=4242).seccomp is None
+    with pytest.raises(EntryError, match="runs no command now"):
+        _plan(spec, target=None)
+
+
+def test_a_seccomp_filter_that_cannot_be_read_or_is_no_program_refuses_the_exec(tmp_path: Path) -> None:
+    from runtime.entering import load_filter
+
+    with pytest.raises(EntryError, match="cannot be read"):
+        load_filter(str(tmp_path / "missing.bpf"))
+    odd = tmp_path / "odd.bpf"
+    odd.write_bytes(b"\0" * 7)
+    with pytest.raises(EntryError, match="is not a BPF program"):
+        load_filter(str(odd))

@@ -136,6 +136,13 @@ async def test_exec_in_a_task_in_its_image_runs_in_its_container_as_its_tenant(
             )
             assert code == 0, err
             assert out.split() == [(work / "seen-uid").read_text().strip(), marker, "bob~holder"]
+            # Under the container's seccomp filter, as the task's own commands are (mode 2: a
+            # filter; bubblewrap's exec loads the engine's profile before nsenter).
+            code, out, err = await cli.run(
+                "job", "exec", "holder", "--", "grep", "^Seccomp:", "/proc/self/status"
+            )
+            assert code == 0, err
+            assert out.split() == ["Seccomp:", "2"], out
             shown = await asyncio.to_thread(
                 in_a_terminal,
                 cli,

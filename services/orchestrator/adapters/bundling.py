@@ -52,7 +52,7 @@ import structlog
 from runtime.container import make_mount_point, run_prefix
 from runtime.spec import Bind, ImageSandbox
 from services.orchestrator.adapters.engines import Engine, EngineError
-from services.orchestrator.adapters.seccomp_filters import SeccompError, compile_filter
+from services.orchestrator.adapters.seccomp_filters import ENTRY_CALLS, SeccompError, compile_filter
 from services.orchestrator.core.bundles import (
     TemplateError,
     bundle_config,
@@ -76,6 +76,8 @@ BUNDLE_FILE = "bundle.json"
 """In the runtime's private folder: the task's OCI configuration."""
 SECCOMP_FILE = "seccomp.bpf"
 """In a template's folder: its seccomp filter compiled, where bubblewrap runs the containers."""
+ENTRY_SECCOMP_FILE = "seccomp-entry.bpf"
+"""Beside it: the same with what `pai job exec`'s nsenter needs (seccomp_filters.ENTRY_CALLS)."""
 BUNDLES_DIR = "bundles"
 """In the runtime's private folder: each script's bundle while it runs (runtime/running.py)."""
 TEMPLATE_USER = "65534:65534"
@@ -102,6 +104,8 @@ class Template:
     files: dict[str, str]
     seccomp: Path | None = None
     """Its seccomp filter compiled (BPF), where bubblewrap runs the containers."""
+    entry_seccomp: Path | None = None
+    """The filter an exec into its containers runs under (None: the profile allows no entry)."""
 
 
 def _check_option_path(path: str) -> str:
@@ -277,7 +281,7 @@ class Bundles:
             files = await asyncio.to_thread(self._keep_files, engine_files(config, ident), folder)
         finally:
             await self._podman("rm", "--force", "--ignore", ident)
-        seccomp = None
+        seccomp = entry = None
         profile = config.get("linux", {}).get("seccomp")
         if self.compiled and profile:
             seccomp = folder / SECCOMP_FILE
@@ -286,8 +290,15 @@ class Bundles:
                 await asyncio.to_thread(_write_private, seccomp, program)
             except (SeccompError, OSError) as exc:
                 raise BundleError(f"the seccomp filter of {plan.image}'s containers: {exc}") from exc
+            entry = folder / ENTRY_SECCOMP_FILE
+            try:
+                program = await asyncio.to_thread(compile_filter, profile, ENTRY_CALLS)
+                await asyncio.to_thread(_write_private, entry, program)
+            except (SeccompError, OSError) as exc:  # a profile refusing them outright: no exec
+                log.warning("no seccomp filter for an exec into the image's containers", error=str(exc))
+                entry = None
         log.info("a container template", image=plan.image, gpus=list(plan.gpus))
-        return Template(config, str(work), files, seccomp)
+        return Template(config, str(work), files, seccomp, entry)
 
     @staticmethod
     def _keep_files(made: dict[str, str], folder: Path) -> dict[str, str]:
@@ -345,6 +356,7 @@ class Bundles:
             stage=STAGE,
             binds=[Bind(source=source, target=target, read_only=ro) for source, target, ro in made.binds],
             seccomp=template.seccomp,
+            entry_seccomp=template.entry_seccomp,
         )
 
     async def _root(self, plan: ContainerPlan, directory: Path) -> tuple[dict[str, Any], Template]:

@@ -70,8 +70,16 @@ def _rules(args: list[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
     return [[a] for a in args]
 
 
-def compile_filter(profile: Mapping[str, Any]) -> bytes:
-    """The BPF program of the OCI seccomp section ``profile``. SeccompError where it cannot be."""
+ENTRY_CALLS = ("setns", "chroot")
+"""What `pai job exec`'s nsenter needs that a profile for a container without capabilities
+refuses: joining the container's namespaces and its root. Its filter allows them besides the
+profile (runtime/entering.py loads it before nsenter; the command inherits it): a command of the
+tenant's, with no capability, may then join or chroot only where its own user namespace rules."""
+
+
+def compile_filter(profile: Mapping[str, Any], allow: tuple[str, ...] = ()) -> bytes:
+    """The BPF program of the OCI seccomp section ``profile``, the system calls ``allow`` names
+    allowed besides. SeccompError where it cannot be."""
     try:
         import pyseccomp as lib
     except (ImportError, OSError) as exc:
@@ -104,6 +112,8 @@ def compile_filter(profile: Mapping[str, Any]) -> bytes:
                     for c in conditions
                 ]
                 for name in syscall.get("names") or []:
+                    if name in allow:
+                        continue  # allowed below, whatever the profile says of it
                     try:
                         number = lib.resolve_syscall(lib.Arch.NATIVE, str(name))
                     except (ValueError, OSError):
@@ -111,6 +121,9 @@ def compile_filter(profile: Mapping[str, Any]) -> bytes:
                     if number < 0:
                         continue
                     rules.add_rule(action, number, *args)
+        for name in allow:
+            if default != int(lib.ALLOW):
+                rules.add_rule(int(lib.ALLOW), lib.resolve_syscall(lib.Arch.NATIVE, name))
         with os.fdopen(os.memfd_create("seccomp"), "w+b") as program:
             rules.export_bpf(program)
             program.seek(0)
