@@ -15,6 +15,7 @@ from services.orchestrator.core.bundles import (
     engine_files,
     native_abi_only,
     native_profile,
+    no_user_namespaces,
     template_arguments,
 )
 from services.orchestrator.core.containers import ContainerPlan, container_name, run_arguments
@@ -275,8 +276,12 @@ def test_the_seccomp_filter_keeps_the_machines_own_abi_only(
     template = _with_arches(arches)
     before = copy.deepcopy(template)
     config = native_abi_only(template, machine)
-    assert config["linux"]["seccomp"] == {**SECCOMP, "architectures": narrowed}
-    # Only the architectures change, and the engine's template is left as it was.
+    assert config["linux"]["seccomp"] == {
+        **SECCOMP,
+        "architectures": narrowed,
+        "syscalls": no_user_namespaces(SECCOMP["syscalls"], machine),
+    }
+    # Only the seccomp filter changes, and the engine's template is left as it was.
     assert {**config, "linux": {**config["linux"], "seccomp": None}} == {
         **before,
         "linux": {**before["linux"], "seccomp": None},
@@ -292,11 +297,13 @@ def test_the_seccomp_filter_keeps_the_machines_own_abi_only(
         ("x86_64", ["SCMP_ARCH_X86_64"]),
     ],
 )
-def test_the_seccomp_filter_is_left_to_the_engine_where_the_native_abi_is_not_one_of_several(
+def test_the_seccomp_filters_abi_is_left_to_the_engine_where_the_native_abi_is_not_one_of_several(
     machine: str, arches: list[str]
 ) -> None:
     template = _with_arches(arches)
-    assert native_abi_only(template, machine) == template
+    config = native_abi_only(template, machine)
+    assert config["linux"]["seccomp"]["architectures"] == arches
+    assert config["linux"]["seccomp"]["syscalls"] == no_user_namespaces(SECCOMP["syscalls"], machine)
 
 
 def test_a_template_without_a_seccomp_filter_is_left_without_one() -> None:
@@ -320,6 +327,7 @@ def test_the_engines_profile_file_is_narrowed_to_the_machines_own_abi() -> None:
     assert narrowed == {
         **PODMAN_PROFILE,
         "archMap": [{"architecture": "SCMP_ARCH_AARCH64", "subArchitectures": []}],
+        "syscalls": no_user_namespaces(PODMAN_PROFILE["syscalls"], "aarch64"),
     }
     assert PODMAN_PROFILE["archMap"][1]["subArchitectures"] == ["SCMP_ARCH_ARM"]
 
@@ -336,3 +344,47 @@ def test_an_engine_profile_without_rules_for_this_machine_is_left_to_the_engine(
     profile: dict[str, Any], machine: str
 ) -> None:
     assert native_profile(profile, machine) is None
+
+
+NEWUSER = 0x10000000
+
+
+def _masked(index: int, value: int) -> list[dict[str, Any]]:
+    return [{"index": index, "value": NEWUSER, "valueTwo": value, "op": "SCMP_CMP_MASKED_EQ"}]
+
+
+def test_no_new_user_namespace_clone_and_unshare_without_it_only_clone3_enosys() -> None:
+    """Podman's profile allows clone, clone3 and unshare whatever their flags (so containers may
+    nest); the platform's allows them only without CLONE_NEWUSER, as Kubernetes' RuntimeDefault
+    does: EPERM with it, ENOSYS for clone3 (its flags are behind a pointer a filter cannot read,
+    and the C library falls back to clone). What else a rule names stays allowed; a rule with
+    conditions of its own stays as it is."""
+    conditional = {"names": ["clone"], "action": "SCMP_ACT_ALLOW", "args": _masked(0, 0)[:1]}
+    capped = {
+        "names": ["unshare", "mount"],
+        "action": "SCMP_ACT_ALLOW",
+        "includes": {"caps": ["CAP_SYS_ADMIN"]},
+    }
+    rules = [
+        {"names": ["read", "clone", "clone3", "unshare", "write"], "action": "SCMP_ACT_ALLOW"},
+        {"names": ["clone3"], "action": "SCMP_ACT_ALLOW"},
+        {"names": ["kill"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1},
+        capped,
+    ]
+    narrowed = no_user_namespaces(rules, "x86_64")
+    assert narrowed == [
+        {"names": ["read", "write"], "action": "SCMP_ACT_ALLOW"},
+        {"names": ["kill"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1},
+        {**capped, "names": ["mount"]},
+        {"names": ["clone"], "action": "SCMP_ACT_ALLOW", "args": _masked(0, 0)},
+        {"names": ["unshare"], "action": "SCMP_ACT_ALLOW", "args": _masked(0, 0)},
+        {"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1, "args": _masked(0, NEWUSER)},
+        {"names": ["unshare"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1, "args": _masked(0, NEWUSER)},
+        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},
+    ]
+    assert no_user_namespaces(narrowed, "x86_64") == narrowed, "applied twice: nothing more"
+    assert no_user_namespaces([conditional], "x86_64")[0] == conditional
+    # On s390x clone takes its flags second.
+    s390 = no_user_namespaces([], "s390x")
+    assert s390[0]["args"] == _masked(1, 0)
+    assert s390[1]["args"] == _masked(0, 0)

@@ -226,7 +226,9 @@ def test_the_platforms_containers_conf_names_the_engines_profile_for_this_machin
     assert f'seccomp_profile = "{written}"' in conf.splitlines()
     narrowed = json.loads(written.read_text())
     assert narrowed["archMap"] == [{"architecture": "SCMP_ARCH_X86_64", "subArchitectures": []}]
-    assert narrowed["syscalls"] == [{"names": ["read"], "action": "SCMP_ACT_ALLOW"}]
+    assert narrowed["syscalls"][0] == {"names": ["read"], "action": "SCMP_ACT_ALLOW"}
+    # No new user namespace (core/bundles.py no_user_namespaces): clone3 refused as unknown.
+    assert {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38} in narrowed["syscalls"]
 
 
 def test_without_an_engine_profile_file_the_containers_conf_leaves_the_engines_own(

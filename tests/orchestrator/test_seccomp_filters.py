@@ -220,3 +220,37 @@ def test_an_exec_filter_allows_what_nsenter_needs_over_the_profiles_refusal_and_
     still = _run_under(entering, tmp_path, "mkdir", str(tmp_path / "made"))
     assert os.strerror(errno.EACCES) in still.stderr
     assert not (tmp_path / "made").exists()
+
+
+def test_a_profile_without_user_namespaces_refuses_one_and_still_runs_threads_and_children(
+    tmp_path: Path,
+) -> None:
+    """The platform's profile (core/bundles.py no_user_namespaces over the engine's rules): the
+    kernel refuses a new user namespace with EPERM, while a program that starts a thread
+    (clone3 refused: the C library falls back to clone) and a child still runs."""
+    import sys
+
+    from services.orchestrator.core.bundles import no_user_namespaces
+
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare (util-linux)")
+    allowed = ["read", "write", "clone", "clone3", "unshare", "execve", "exit_group", "wait4"]
+    profile = {
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [{"names": allowed, "action": "SCMP_ACT_ALLOW"}],
+    }
+    assert _run_under(compile_filter(profile), tmp_path, unshare, "-U", "true").returncode == 0
+    program = compile_filter(
+        {**profile, "syscalls": no_user_namespaces(profile["syscalls"], os.uname().machine)}
+    )
+    refused = _run_under(program, tmp_path, unshare, "-U", "true")
+    assert refused.returncode != 0
+    assert os.strerror(errno.EPERM) in refused.stderr, refused.stderr
+    threads = (
+        "import subprocess, threading; t = threading.Thread(target=print, args=('thread',)); t.start(); "
+        "t.join(); subprocess.run(['true'], check=True); print('child')"
+    )
+    ran = _run_under(program, tmp_path, sys.executable, "-c", threads)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["thread", "child"]

@@ -119,6 +119,8 @@ async def test_a_setuid_root_binary_in_the_tenants_image_gains_nothing_in_its_co
         _assert_gained_nothing(log, _tenant_uid(data_dir, "bob"))
         # The engine's default filter, carried over into the bundle where runc runs it.
         assert probe_report(log).get("Seccomp") == "2", log
+        # With no new user namespace (Podman's profile allows one; the platform's does not).
+        assert probe_report(log).get("user namespace") == "refused: Operation not permitted", log
         assert ("through podman and runc" in log) == (runner == "runc"), log
         assert ("through podman and bubblewrap" in log) == (runner == "bwrap"), log
         if platform_module.machine() == "x86_64":

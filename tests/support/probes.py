@@ -5,7 +5,8 @@ and whether the kernel let it open a packet socket (``socket(AF_PACKET, SOCK_RAW
 reads every frame on every interface, loopback included). busybox's own setuid copy drops its
 privileges by itself, so it proves nothing: this binary keeps whatever the kernel gives it.
 On x86_64 a child of it last makes a system call through the 32-bit ABI (``int $0x80``,
-getpid) and the probe says whether it was answered or what signal killed the child.
+getpid) and the probe says whether it was answered or what signal killed the child. Another child
+first tries to make a user namespace (``unshare(CLONE_NEWUSER)``) and says whether it could.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from pathlib import Path
 from tests.support.images import _add_shell, import_root
 
 PROBE_C = r"""
+#define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -37,6 +40,17 @@ int main(void) {
         printf("probe packet socket refused: %s\n", strerror(errno));
     else
         printf("probe packet socket OPENED\n");
+    fflush(stdout);
+    pid_t nested = fork();
+    if (nested == 0) {
+        if (unshare(CLONE_NEWUSER) == 0)
+            printf("probe user namespace: MADE\n");
+        else
+            printf("probe user namespace: refused: %s\n", strerror(errno));
+        fflush(stdout);
+        _exit(0);
+    }
+    waitpid(nested, NULL, 0);
 #if defined(__x86_64__)
     fflush(stdout);
     pid_t child = fork();
@@ -95,7 +109,7 @@ def build_probe_image(reference: str) -> None:
 
 def probe_report(log: str) -> dict[str, str]:
     """The probe's lines as ``{name: value}`` (``euid``, ``CapEff``, ``NoNewPrivs``, ``packet``,
-    ``i386 system call``)."""
+    ``user namespace``, ``i386 system call``)."""
     report: dict[str, str] = {}
     for line in log.splitlines():
         if not line.startswith("probe "):

@@ -29,6 +29,14 @@ ABI (``int $0x80`` from an x86_64 process) is a path the kernel's bugs and filte
 used, and the engine's rules for it cost every container's init a third of runc's CPU (40 ms
 against 27 on the 2-core machine) to compile. Narrowed, the kernel kills a thread that makes
 such a call (SIGSYS), tests/security/test_sandbox.py shows it.
+
+The same filter refuses a new user namespace (``no_user_namespaces``): Podman's profile allows
+``unshare`` and ``clone`` of every kind so that containers may nest (rootless Podman in Podman),
+which gives a tenant's command a root of its own over namespaces of its own, the kernel's
+user-namespace code (a source of privilege escalations) within its reach. As Kubernetes'
+RuntimeDefault profile does, ``clone`` and ``unshare`` with ``CLONE_NEWUSER`` get EPERM and
+``clone3`` (whose flags a filter cannot read) ENOSYS, on which the C library falls back to
+``clone``. Every other use of them stays allowed.
 """
 
 from __future__ import annotations
@@ -165,20 +173,64 @@ def bundle_config(
     }
 
 
+CLONE_NEWUSER = 0x10000000
+_NEW_PROCESSES = ("clone", "clone3", "unshare")
+
+
+def _flags(index: int, value: int) -> list[dict[str, Any]]:
+    return [{"index": index, "value": CLONE_NEWUSER, "valueTwo": value, "op": "SCMP_CMP_MASKED_EQ"}]
+
+
+def no_user_namespaces(syscalls: list[Any], machine: str) -> list[Any]:
+    """A seccomp profile's rules (OCI's or Podman's, the same shape) with no new user namespace:
+    ``clone`` and ``unshare`` allowed without ``CLONE_NEWUSER`` only (EPERM with it), ``clone3``
+    ENOSYS. Rules allowing them whatever their arguments lose those names; applying it twice
+    changes nothing more."""
+    flags = 1 if machine.startswith("s390") else 0  # clone's flags: its second argument there
+    ours: list[dict[str, Any]] = [
+        {"names": ["clone"], "action": "SCMP_ACT_ALLOW", "args": _flags(flags, 0)},
+        {"names": ["unshare"], "action": "SCMP_ACT_ALLOW", "args": _flags(0, 0)},
+        {"names": ["clone"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1, "args": _flags(flags, CLONE_NEWUSER)},
+        {"names": ["unshare"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1, "args": _flags(0, CLONE_NEWUSER)},
+        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},
+    ]
+    kept: list[Any] = []
+    for rule in syscalls:
+        if not isinstance(rule, Mapping):
+            kept.append(rule)
+            continue
+        if rule in ours:
+            continue  # applied before: added again below, once
+        names = rule.get("names") or []
+        if (
+            rule.get("action") == "SCMP_ACT_ALLOW"
+            and not rule.get("args")
+            and set(names) & set(_NEW_PROCESSES)
+        ):
+            rest = [name for name in names if name not in _NEW_PROCESSES]
+            if rest:
+                kept.append({**rule, "names": rest})
+            continue
+        kept.append(rule)
+    return kept + ours
+
+
 def native_abi_only(template: Mapping[str, Any], machine: str) -> dict[str, Any]:
     """``template`` with its seccomp filter for ``machine``'s native ABI only (its other
-    architectures dropped). Unchanged where the machine is unknown, the filter names no
-    architecture, or does not list the native one (the engine's decision stands)."""
+    architectures dropped), and no new user namespace (``no_user_namespaces``). The ABI is left
+    as it is where the machine is unknown, the filter names no architecture, or does not list
+    the native one (the engine's decision stands)."""
     linux = template.get("linux")
     seccomp = linux.get("seccomp") if isinstance(linux, Mapping) else None
-    native = SECCOMP_ARCHES.get(machine)
-    if not isinstance(seccomp, Mapping) or native is None:
-        return dict(template)
-    arches = seccomp.get("architectures")
-    if not isinstance(arches, list) or native not in arches or arches == [native]:
+    if not isinstance(seccomp, Mapping):
         return dict(template)
     assert isinstance(linux, Mapping)
-    return {**template, "linux": {**linux, "seccomp": {**seccomp, "architectures": [native]}}}
+    narrowed = {**seccomp, "syscalls": no_user_namespaces(list(seccomp.get("syscalls") or []), machine)}
+    native = SECCOMP_ARCHES.get(machine)
+    arches = seccomp.get("architectures")
+    if native is not None and isinstance(arches, list) and native in arches:
+        narrowed["architectures"] = [native]
+    return {**template, "linux": {**linux, "seccomp": narrowed}}
 
 
 def native_profile(profile: Mapping[str, Any], machine: str) -> dict[str, Any] | None:
@@ -193,7 +245,8 @@ def native_profile(profile: Mapping[str, Any], machine: str) -> dict[str, Any] |
         return None
     for entry in entries:
         if isinstance(entry, Mapping) and entry.get("architecture") == native:
-            return {**profile, "archMap": [{**entry, "subArchitectures": []}]}
+            syscalls = no_user_namespaces(list(profile.get("syscalls") or []), machine)
+            return {**profile, "archMap": [{**entry, "subArchitectures": []}], "syscalls": syscalls}
     return None
 
 
