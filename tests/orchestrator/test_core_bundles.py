@@ -385,6 +385,20 @@ def test_no_new_user_namespace_clone_and_unshare_without_it_only_clone3_enosys()
     assert no_user_namespaces(narrowed, "x86_64") == narrowed, "applied twice: nothing more"
     assert no_user_namespaces([conditional], "x86_64")[0] == conditional
     # On s390x clone takes its flags second.
-    s390 = no_user_namespaces([], "s390x")
+    s390 = no_user_namespaces([{"names": ["clone", "unshare"], "action": "SCMP_ACT_ALLOW"}], "s390x")
     assert s390[0]["args"] == _masked(1, 0)
     assert s390[1]["args"] == _masked(0, 0)
+
+
+def test_no_new_user_namespace_allows_nothing_the_rules_did_not() -> None:
+    """A profile that never allowed unshare (a default that refuses, no rule naming it) gets no
+    rule allowing it: only the refusals are added."""
+    rules = [{"names": ["read", "clone"], "action": "SCMP_ACT_ALLOW"}]
+    narrowed = no_user_namespaces(rules, "x86_64")
+    allowing = [rule for rule in narrowed if rule["action"] == "SCMP_ACT_ALLOW"]
+    assert allowing == [
+        {"names": ["read"], "action": "SCMP_ACT_ALLOW"},
+        {"names": ["clone"], "action": "SCMP_ACT_ALLOW", "args": _masked(0, 0)},
+    ]
+    assert no_user_namespaces(narrowed, "x86_64") == narrowed
+    assert [rule["action"] for rule in no_user_namespaces([], "x86_64")] == ["SCMP_ACT_ERRNO"] * 3

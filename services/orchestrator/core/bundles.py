@@ -181,11 +181,11 @@ def _flags(index: int, value: int) -> list[dict[str, Any]]:
     return [{"index": index, "value": CLONE_NEWUSER, "valueTwo": value, "op": "SCMP_CMP_MASKED_EQ"}]
 
 
-def no_user_namespaces(syscalls: list[Any], machine: str) -> list[Any]:
+def no_user_namespaces(syscalls: Any, machine: str) -> list[Any]:
     """A seccomp profile's rules (OCI's or Podman's, the same shape) with no new user namespace:
-    ``clone`` and ``unshare`` allowed without ``CLONE_NEWUSER`` only (EPERM with it), ``clone3``
-    ENOSYS. Rules allowing them whatever their arguments lose those names; applying it twice
-    changes nothing more."""
+    ``clone`` and ``unshare`` that the rules allowed whatever their arguments are allowed without
+    ``CLONE_NEWUSER`` only, and refused with it (EPERM); ``clone3`` ENOSYS. Nothing the rules did
+    not allow is allowed; applying it twice changes nothing more."""
     flags = 1 if machine.startswith("s390") else 0  # clone's flags: its second argument there
     ours: list[dict[str, Any]] = [
         {"names": ["clone"], "action": "SCMP_ACT_ALLOW", "args": _flags(flags, 0)},
@@ -194,25 +194,23 @@ def no_user_namespaces(syscalls: list[Any], machine: str) -> list[Any]:
         {"names": ["unshare"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1, "args": _flags(0, CLONE_NEWUSER)},
         {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},
     ]
+    allowed: set[str] = set()  # clone and unshare where the rules allowed them whatever their flags
     kept: list[Any] = []
-    for rule in syscalls:
+    for rule in syscalls if isinstance(syscalls, list) else []:
         if not isinstance(rule, Mapping):
             kept.append(rule)
             continue
-        if rule in ours:
-            continue  # applied before: added again below, once
         names = rule.get("names") or []
-        if (
-            rule.get("action") == "SCMP_ACT_ALLOW"
-            and not rule.get("args")
-            and set(names) & set(_NEW_PROCESSES)
-        ):
+        unconditional = rule.get("action") == "SCMP_ACT_ALLOW" and not rule.get("args")
+        if rule in ours or (unconditional and set(names) & set(_NEW_PROCESSES)):
+            if rule.get("action") == "SCMP_ACT_ALLOW":
+                allowed.update(name for name in names if name in ("clone", "unshare"))
             rest = [name for name in names if name not in _NEW_PROCESSES]
-            if rest:
+            if rest and rule not in ours:
                 kept.append({**rule, "names": rest})
             continue
         kept.append(rule)
-    return kept + ours
+    return kept + [r for r in ours if r["action"] != "SCMP_ACT_ALLOW" or r["names"][0] in allowed]
 
 
 def native_abi_only(template: Mapping[str, Any], machine: str) -> dict[str, Any]:
