@@ -103,22 +103,62 @@ async def settled(watcher: Any) -> AsyncIterator[Any]:
             yield None
 
 
-async def current_entries(kv: KeyValue, keys: str = ">", *, meta_only: bool = False) -> dict[str, Any]:
-    """Every live entry whose key matches ``keys`` (key -> entry), read in one pass: complete on
-    a NATS cluster too (`settled`). ``meta_only``: without their values (for the keys alone)."""
+# How long a whole read waits for a server that holds its bucket's stream but is behind it (back
+# from a freeze or a restart, still catching up) before it gives up with a TimeoutError.
+_BEHIND_PATIENCE = 5.0
+
+
+async def _last_stored(kv: KeyValue) -> int | None:
+    """The sequence of the newest message of the bucket's stream, as its leader answers (None
+    where this is no bucket of a server's, or its stream holds nothing)."""
+    js, stream = getattr(kv, "_js", None), getattr(kv, "_stream", None)
+    if js is None or not isinstance(stream, str):
+        return None
+    info = await js.stream_info(stream)
+    return int(info.state.last_seq) if info.state.messages else None
+
+
+async def _read_once(kv: KeyValue, keys: str, meta_only: bool) -> tuple[dict[str, Any], int]:
     found: dict[str, Any] = {}
+    newest = 0
     watcher = await kv.watch(keys, meta_only=meta_only)
     try:
         async for entry in settled(watcher):
             if entry is None:
                 break
+            newest = max(newest, entry.revision or 0)
             if entry.operation in (KV_DEL, KV_PURGE) or not (meta_only or entry.value):
                 found.pop(entry.key, None)
             else:
                 found[entry.key] = entry
     finally:
         await watcher.stop()  # type: ignore[no-untyped-call]
-    return found
+    return found, newest
+
+
+async def current_entries(kv: KeyValue, keys: str = ">", *, meta_only: bool = False) -> dict[str, Any]:
+    """Every live entry whose key matches ``keys`` (key -> entry), read in one pass: complete on
+    a NATS cluster too (`settled`). ``meta_only``: without their values (for the keys alone).
+
+    A whole bucket's read (``keys`` ">") is checked against its stream's newest message as the
+    stream's leader knows it before the read: the newest revision of a key is always delivered,
+    so a read that comes back without it was served by a server still catching up (a takeover
+    that reads the alerter's notification log from one would send everything again). It is read
+    again until it has it, for ``_BEHIND_PATIENCE`` seconds, then TimeoutError (the bus's kind
+    of error: callers try again)."""
+    floor = await _last_stored(kv) if keys == ">" else None
+    deadline = asyncio.get_running_loop().time() + _BEHIND_PATIENCE
+    while True:
+        found, newest = await _read_once(kv, keys, meta_only)
+        if floor is None or newest >= floor:
+            return found
+        if asyncio.get_running_loop().time() >= deadline:
+            raise TimeoutError(
+                f"a read of {getattr(kv, '_stream', 'the bucket')} came back behind its stream "
+                f"(revision {newest} of {floor}): a server still catching up"
+            )
+        log.warning("a bucket read came back behind its stream; reading again", newest=newest, stored=floor)
+        await asyncio.sleep(0.2)  # a server catching up: nothing to await but its progress
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from services.orchestrator.adapters.engines import (
     write_auth_file,
     write_containers_conf,
 )
+from services.orchestrator.core.bundles import no_user_namespaces
 
 FAKE = """#!/bin/sh
 name=${0##*/}
@@ -354,6 +355,7 @@ def test_the_containers_conf_names_the_engines_seccomp_profile_narrowed_to_this_
         {
             "defaultAction": "SCMP_ACT_ERRNO",
             "archMap": [{"architecture": "SCMP_ARCH_X86_64", "subArchitectures": []}],
+            "syscalls": no_user_namespaces([], "x86_64"),  # the refusals only: nothing was allowed
         },
         indent=1,
     )
