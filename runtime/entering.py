@@ -39,7 +39,7 @@ from pathlib import Path
 
 from runtime.confining import ConfineError, confine_self
 from runtime.environment import build_environment
-from runtime.spec import SpecError, TaskSpec, load_spec
+from runtime.spec import ImageSandbox, SpecError, TaskSpec, load_spec
 
 TYPE_CHECKING = False  # not `typing`'s: importing it costs every exec's start-up
 if TYPE_CHECKING:
@@ -138,9 +138,7 @@ def plan_entry(
         sandbox = getattr(container, "sandbox", None)
         if sandbox is not None:
             drop = sandbox.argv[: sandbox.argv.index("--") + 1]
-            entry = _into_image_sandbox(spec, drop, sandbox.env, command, own, target, nsenter, inherited)
-            entry.seccomp = str(sandbox.entry_seccomp) if sandbox.entry_seccomp is not None else None
-            return entry
+            return _into_image_sandbox(spec, drop, sandbox, command, own, target, nsenter, inherited)
         engine = Path(container.engine).name
         name = _option(container.run, "--name")
         if engine not in ("podman", "docker") or name is None:
@@ -177,7 +175,7 @@ def plan_entry(
 def _into_image_sandbox(
     spec: TaskSpec,
     drop: list[str],
-    image_env: list[str],
+    sandbox: ImageSandbox,
     command: list[str],
     own: dict[str, str],
     target: int | None,
@@ -200,10 +198,11 @@ def _into_image_sandbox(
         raise EntryError("the task's container runs as no tenant: a command cannot be run in it")
     argv = [*drop, nsenter, f"--target={target}", "--user", "--pid", "--mount", "--ipc", "--uts"]
     argv += ["--preserve-credentials", "--root", "--wd"]
-    env = dict(entry.partition("=")[::2] for entry in image_env)
+    env = dict(entry.partition("=")[::2] for entry in sandbox.env)
     env.update(own)
     env["PATH"] = env.get("PATH") or inherited.get("PATH", "/usr/bin:/bin")
-    return Entry([*argv, "--", *command], env, str(spec.dirs.work_dir))
+    seccomp = str(sandbox.entry_seccomp) if sandbox.entry_seccomp is not None else None
+    return Entry([*argv, "--", *command], env, str(spec.dirs.work_dir), seccomp=seccomp)
 
 
 _PR_SET_NO_NEW_PRIVS = 38

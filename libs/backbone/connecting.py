@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ import structlog
 from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
+from nats.js.kv import KeyValue
 
 from libs.backbone.bustls import client_options
 from libs.backbone.settings import BackboneSettings
@@ -210,3 +212,9 @@ async def patiently(attempt: Callable[[], Awaitable[T]], within: float = 60.0) -
             if asyncio.get_running_loop().time() > deadline:
                 raise
             await asyncio.sleep(0.2)
+
+
+async def open_bucket(js: JetStreamContext, bucket: str) -> KeyValue:
+    """The KV bucket ``bucket`` as a service starts or takes over, `patiently`: the cluster may be
+    electing or a server away then (not for a request's path: it would wait a minute)."""
+    return await patiently(functools.partial(js.key_value, bucket))

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import socket
 from collections.abc import Callable
 
 import structlog
 from nats.errors import Error as NatsError
 
-from libs.backbone.connecting import Bus, connect, patiently
+from libs.backbone.connecting import Bus, connect, open_bucket
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.leasing import Lease, while_leading
 from libs.backbone.settings import BackboneSettings
@@ -50,7 +49,7 @@ async def replica(bus: Bus, instance: str, stop: asyncio.Event, build: Callable[
         finally:
             await alerter.close()
 
-    leases = await patiently(functools.partial(bus.js.key_value, LEASES.bucket))
+    leases = await open_bucket(bus.js, LEASES.bucket)
     await while_leading(leases, LEASE_KEY, instance, lead, stop)
 
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 
-from libs.backbone.connecting import connect, patiently
+from libs.backbone.connecting import connect, open_bucket
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.leasing import while_leading
 from libs.backbone.topology import LEASES
@@ -31,7 +30,7 @@ LEASE_KEY = "monitor"
 async def serve(monitor: Monitor, stop: asyncio.Event) -> None:
     """A started monitor's periodic work until `stop`: its node reported and sampled, and the
     cluster view whenever it holds the lease (a standby until then)."""
-    leases = await patiently(functools.partial(monitor.bus.js.key_value, LEASES.bucket))
+    leases = await open_bucket(monitor.bus.js, LEASES.bucket)
     # One that raises cancels the others and ends the service with its error, for its
     # supervisor to start it again.
     async with asyncio.TaskGroup() as work:

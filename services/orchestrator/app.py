@@ -25,7 +25,7 @@ from nats.js import JetStreamContext
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
-from libs.backbone.connecting import connect, patiently
+from libs.backbone.connecting import connect, open_bucket, patiently
 from libs.backbone.consuming import by_job_id, consume
 from libs.backbone.errors import TRANSIENT_ERRORS
 from libs.backbone.fencing import FenceReader
@@ -283,7 +283,7 @@ async def main(
         await patiently(functools.partial(ensure_consumer, bus.js, CONSUMER))
         await patiently(functools.partial(ensure_consumer, bus.js, NODES_CONSUMER))
         if settings.leader_lease:
-            leases = await patiently(functools.partial(bus.js.key_value, LEASES.bucket))
+            leases = await open_bucket(bus.js, LEASES.bucket)
             lease = Lease(leases, "orchestrator", settings.instance)
             leading = await lead(lease, stop)
             if leading is None:

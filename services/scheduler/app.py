@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import socket
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import structlog
 from nats.errors import Error as NatsError
 from pydantic import Field
 
-from libs.backbone.connecting import connect, patiently
+from libs.backbone.connecting import connect, open_bucket
 from libs.backbone.fencing import Deposed, FenceReader, raise_fence
 from libs.backbone.heartbeats import beat_forever
 from libs.backbone.settings import BackboneSettings, SettingsError
@@ -62,8 +61,8 @@ async def main(settings: SchedulerSettings, stop: asyncio.Event) -> None:
         stack.callback(stop.set)
         background.create_task(beat_forever(bus.nc, settings.service_name, stop), name="heartbeat")
         await ensure_topology(bus.js, settings.stream_replicas)
-        fences_kv = await patiently(functools.partial(bus.js.key_value, FENCES.bucket))
-        config_kv = await patiently(functools.partial(bus.js.key_value, SCHEDULER_CONFIG.bucket))
+        fences_kv = await open_bucket(bus.js, FENCES.bucket)
+        config_kv = await open_bucket(bus.js, SCHEDULER_CONFIG.bucket)
 
         async def lead(turn: asyncio.Event, lease: Lease) -> None:
             assert lease.epoch is not None
@@ -97,5 +96,5 @@ async def main(settings: SchedulerSettings, stop: asyncio.Event) -> None:
             if not stop.is_set():
                 log.warning("lease lost; standing by", epoch=lease.epoch)
 
-        leases = await patiently(functools.partial(bus.js.key_value, LEASES.bucket))
+        leases = await open_bucket(bus.js, LEASES.bucket)
         await while_leading(leases, "scheduler", settings.instance, lead, stop)

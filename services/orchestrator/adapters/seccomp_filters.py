@@ -121,9 +121,8 @@ def compile_filter(profile: Mapping[str, Any], allow: tuple[str, ...] = ()) -> b
                     if number < 0:
                         continue
                     rules.add_rule(action, number, *args)
-        for name in allow:
-            if default != int(lib.ALLOW):
-                rules.add_rule(int(lib.ALLOW), lib.resolve_syscall(lib.Arch.NATIVE, name))
+        for name in allow if default != int(lib.ALLOW) else ():
+            rules.add_rule(int(lib.ALLOW), lib.resolve_syscall(lib.Arch.NATIVE, name))
         with os.fdopen(os.memfd_create("seccomp"), "w+b") as program:
             rules.export_bpf(program)
             program.seek(0)

@@ -12,10 +12,9 @@ projection is idempotent: applied event ids are stored with what they wrote).
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Awaitable, Callable
 
-from libs.backbone.connecting import Bus, patiently
+from libs.backbone.connecting import Bus, open_bucket
 from libs.backbone.leasing import while_leading
 from libs.backbone.topology import LEASES
 
@@ -27,5 +26,5 @@ async def project_while_leading(
 ) -> None:
     """Run `project(turn)` whenever this replica holds the lease, until `stop`; a lost lease ends
     the turn (`turn` is set) and the replica stands by again."""
-    kv = await patiently(functools.partial(bus.js.key_value, LEASES.bucket))
+    kv = await open_bucket(bus.js, LEASES.bucket)
     await while_leading(kv, LEASE_KEY, instance, lambda turn, _lease: project(turn), stop)
